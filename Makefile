@@ -1,0 +1,35 @@
+# Two commands: `make run` (install everything, start the app on the demo models) and
+# `make test` (install everything, run the whole test suite). Both create .venv on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ARGS ?=
+
+.PHONY: run test install bench lint clean
+
+run: $(VENV)/.installed
+	$(PY) app.py $(ARGS)
+
+test: $(VENV)/.installed-test
+	bash scripts/install-browser.sh
+	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install.sh
+	test -x $(PY) || python3 -m venv $(VENV)
+	PYTHON=$(PY) bash scripts/install.sh
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml scripts/install.sh
+	test -x $(PY) || python3 -m venv $(VENV)
+	PYTHON=$(PY) EXTRAS=test bash scripts/install.sh
+	touch $(VENV)/.installed $@
+
+bench: $(VENV)/.installed-test
+	HF_HUB_OFFLINE=1 $(PY) -m bench $(ARGS)
+
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check webui tests app.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,46 @@
+"""Shared fixtures: a real tiny Llama built on the fly, and the settings that point at it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+from tests.tiny import build_tiny_model, tiny_models_yaml
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture()
+def tiny_models_file(tiny_model_dir: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "models.yaml"
+    path.write_text(tiny_models_yaml(tiny_model_dir))
+    return path
+
+
+@pytest.fixture()
+def settings(tmp_path: Path, tiny_models_file: Path):
+    from webui.config import Settings
+
+    return Settings(models_file=tiny_models_file, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
+                    queue_timeout_s=5.0)
+
+
+@pytest.fixture()
+def no_thread_leak():
+    """Fails the test if a generate thread outlives it."""
+    yield
+    leftover = [t for t in threading.enumerate() if t.name.startswith("generate:")]
+    for t in leftover:
+        t.join(10)
+    assert not [t for t in leftover if t.is_alive()], "generate threads left running"

@@ -1,0 +1,62 @@
+"""A real (random-weight) Llama small enough to build in well under a second.
+
+Word-level tokenizer, a chat template, and `save_pretrained`: it goes through exactly the same
+loading path as a downloaded model folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+WORDS = ("hello world the a cat dog sat on mat and is what capital of france paris answer yes no "
+         "one two three four five six seven eight nine ten stop here ### red blue green").split()
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+)
+SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+
+
+def build_tiny_model(folder: Path, *, seed: int = 0, hidden_size: int = 16, layers: int = 2) -> Path:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + WORDS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+        additional_special_tokens=SPECIALS[4:],
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    from tokenizers import decoders
+
+    tokenizer.backend_tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+        max_position_embeddings=256, bos_token_id=2, eos_token_id=3, pad_token_id=1,
+    )
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_models_yaml(folder: Path) -> str:
+    return f"""\
+models:
+  - name: tiny-a
+    source: {folder}
+    sampling: {{temperature: 0, max_new_tokens: 16}}
+  - name: tiny-b
+    source: {folder}
+    system_prompt: You are tiny b.
+    sampling: {{temperature: 0.8, max_new_tokens: 16}}
+  - name: tiny-fschat
+    source: {folder}
+    template: fschat:zero_shot
+    sampling: {{temperature: 0, max_new_tokens: 16}}
+"""

@@ -1,0 +1,117 @@
+"""Settings: the one place that reads the command line and environment variables.
+
+Everything else receives a `Settings` object. Environment variables use the `ARENA_` prefix and the
+upper-case field name (ARENA_PORT=8000); command-line options win over the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from webui.errors import ConfigError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_MODELS_FILE = PACKAGE_DIR.parent / "assets" / "models.yaml"
+
+
+def _default_log_dir() -> Path:
+    # Hugging Face Spaces mounts persistent storage at /data; anywhere else, ./logs.
+    data = Path("/data")
+    if data.is_dir() and os.access(data, os.W_OK):
+        return data / "logs"
+    return Path("logs")
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pairwise-arena"
+
+
+@dataclass(frozen=True)
+class Settings:
+    models_file: Path = DEFAULT_MODELS_FILE
+    host: str = "127.0.0.1"
+    port: int = 7860
+    share: bool = False
+    log_dir: Path = field(default_factory=_default_log_dir)
+    cache_dir: Path = field(default_factory=_default_cache_dir)
+    preload: bool = True  # load every model in the background at start
+    max_concurrency: int = 2  # simultaneous generations per set of weights (a models-file entry may override)
+    queue_timeout_s: float = 60.0  # how long a request waits for a free generation slot
+    max_input_chars: int = 12_000
+    max_turns: int = 20
+    thread_join_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port: must be 1..65535, got {self.port}")
+        for name in ("max_concurrency", "max_input_chars", "max_turns"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
+        if self.queue_timeout_s <= 0:
+            raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(f"ARENA_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _convert(f.name, raw, _field_type(f))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _field_type(f: dataclasses.Field) -> type:
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    return Path if isinstance(default, Path) else type(default)
+
+
+def _convert(name: str, raw: str, kind: type) -> Any:
+    try:
+        if kind is bool:
+            lowered = raw.strip().lower()
+            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError(raw)
+            return lowered in ("1", "true", "yes", "on")
+        if issubclass(kind, Path):
+            return Path(raw)
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"ARENA_{name.upper()}: cannot read {raw!r} as {kind.__name__}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="app.py",
+        description="Pairwise Arena: chat with language models and compare them side by side.",
+        epilog="Every option can also be set with an environment variable ARENA_<OPTION>, "
+        "e.g. ARENA_PORT=8000. Options given here win.",
+    )
+    add = parser.add_argument
+    add("--models", dest="models_file", type=Path, help=f"models file (YAML); default {DEFAULT_MODELS_FILE}")
+    add("--host", help="address to listen on; default 127.0.0.1 (use 0.0.0.0 to serve a network)")
+    add("--port", type=int, help="port; default 7860")
+    add("--share", action="store_true", default=None, help="create a public Gradio share link (needs internet)")
+    add("--log-dir", dest="log_dir", type=Path, help="where votes and transcripts go; default ./logs (/data/logs on Spaces)")
+    add("--cache-dir", dest="cache_dir", type=Path, help="cache for dequantised weights; default ~/.cache/pairwise-arena")
+    add("--no-preload", dest="preload", action="store_false", default=None, help="load models on first use instead of at start")
+    add("--max-concurrency", dest="max_concurrency", type=int, help="simultaneous generations per model; default 2")
+    add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
+    add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
+    add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
+    return parser
+
+
+def settings_from_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    args = build_parser().parse_args(argv)
+    return Settings.from_env(environ, **vars(args))

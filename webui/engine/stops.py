@@ -1,0 +1,41 @@
+"""Stop strings over a stream of text chunks.
+
+A stop string can arrive split across chunks ("###" as "#" then "##"), so the filter holds back
+any tail of the text that could still become a stop string, and releases it once it cannot.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class StopFilter:
+    def __init__(self, stops: Iterable[str]) -> None:
+        self.stops = tuple(dict.fromkeys(s for s in stops if s))
+        self._pending = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """Returns (text safe to show, whether a stop string was found). After a hit the text
+        from the stop string on is discarded."""
+        buffer = self._pending + text
+        hits = [i for i in (buffer.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            self._pending = ""
+            return buffer[: min(hits)], True
+        keep = self._partial_tail(buffer)
+        self._pending = buffer[len(buffer) - keep:] if keep else ""
+        return buffer[: len(buffer) - keep], False
+
+    def flush(self) -> str:
+        """The held-back tail, at the end of the stream (it never became a stop string)."""
+        rest, self._pending = self._pending, ""
+        return rest
+
+    def _partial_tail(self, buffer: str) -> int:
+        longest = 0
+        for stop in self.stops:
+            for size in range(min(len(stop) - 1, len(buffer)), longest, -1):
+                if buffer.endswith(stop[:size]):
+                    longest = size
+                    break
+        return longest

@@ -1,0 +1,310 @@
+"""Local generation with Hugging Face transformers.
+
+Each request gets its own streamer, cancel event and generate thread; nothing request-shaped lives
+on the shared weights, so concurrent users never see each other's tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+import time
+from typing import Any, Iterator, Sequence
+
+import torch
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    TemperatureLogitsWarper,
+    TextIteratorStreamer,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from webui.engine.base import Backend, Slots
+from webui.engine.stops import StopFilter
+from webui.specs import ModelSpec
+from webui.templates import Rendered, Template, build_template, fit_to_context
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.5  # how often a waiting consumer checks that the generate thread is still alive
+
+
+class _Failure:
+    """Error sentinel: the generate thread reports exceptions through the token queue."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Streamer(TextIteratorStreamer):
+    """TextIteratorStreamer that also counts generated tokens, notes when the first one came, and
+    can carry an exception to the consumer."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
+        self.generated = 0
+        self.first_token_at: float | None = None
+
+    def put(self, value: torch.Tensor) -> None:
+        if not (self.skip_prompt and self.next_tokens_are_prompt):
+            self.generated += int(value.numel())
+            if self.first_token_at is None:
+                self.first_token_at = time.perf_counter()
+        super().put(value)
+
+    def fail(self, exc: BaseException) -> None:
+        self.text_queue.put(_Failure(exc))
+
+
+class _Halt(StoppingCriteria):
+    """Stops generate at the next decoding step once any of the events is set."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        stop = any(e.is_set() for e in self.events)
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+
+class _SeededSampler(LogitsProcessor):
+    """Samples with a per-request torch.Generator and leaves only the chosen token finite, so that
+    greedy decoding picks it. The global RNG is never touched: two concurrent requests with the same
+    seed each get the same output as they would alone."""
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float(), dim=-1).cpu()
+        choice = torch.multinomial(probs, 1, generator=self.generator).to(scores.device)
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, choice, 0.0)
+
+
+class TransformersBackend(Backend):
+    def __init__(self, spec: ModelSpec, model: Any, tokenizer: Any, slots: Slots, *,
+                 queue_timeout_s: float, join_timeout_s: float = 30.0) -> None:
+        self.spec = spec
+        self.model = model
+        self.tokenizer = tokenizer
+        self.slots = slots
+        self.queue_timeout_s = queue_timeout_s
+        self.join_timeout_s = join_timeout_s
+        self.template: Template = build_template(spec.template, tokenizer, spec.name)
+        self._context_length = spec.context_length or _model_context(model, tokenizer)
+
+    @property
+    def context_length(self) -> int:
+        return self._context_length
+
+    def render_prompt(self, messages: Sequence[Message]) -> str:
+        return self.template.render(messages, self.spec.system_prompt)
+
+    def prepare(self, messages: Sequence[Message], params: SamplingParams) -> Rendered:
+        """Validate and render: everything that can be refused before any work starts."""
+        params.validate(self.context_length)
+        return fit_to_context(
+            messages, self.template, self._encode, system_prompt=self.spec.system_prompt,
+            budget=self.context_length - params.max_new_tokens,
+        )
+
+    def stream(self, messages: Sequence[Message], params: SamplingParams,
+               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        """Checks, queueing and the thread start happen here, eagerly, so that errors reach the
+        caller before any event; the returned iterator only reads the tokens."""
+        rendered = self.prepare(messages, params)
+        started = time.perf_counter()
+        self.slots.acquire(self.spec.name, self.queue_timeout_s)
+        cancel = cancel or threading.Event()
+        halt = threading.Event()  # set on a stop string, an error or an early close; `cancel` is the caller's
+        streamer = _Streamer(self.tokenizer)
+        thread = threading.Thread(
+            target=self._generate, args=(rendered.token_ids, params, streamer, _Halt(cancel, halt)),
+            name=f"generate:{self.spec.name}", daemon=True,
+        )
+        try:
+            thread.start()
+        except BaseException:
+            self.slots.release()
+            raise
+        events = self._events(rendered, params, streamer, thread, cancel, halt, started)
+        return _Generation(events, halt, thread, self.join_timeout_s)
+
+    def _events(self, rendered: Rendered, params: SamplingParams, streamer: _Streamer, thread: threading.Thread,
+                cancel: threading.Event, halt: threading.Event, started: float) -> Iterator[StreamEvent]:
+        stops = StopFilter((*params.stop, *self.template.stop))
+        reason: FinishReason | None = None
+        error: str | None = None
+        for item in _drain(streamer, thread):
+            if isinstance(item, _Failure):
+                reason, error = FinishReason.ERROR, f"{type(item.exc).__name__}: {item.exc}"
+                break
+            text, hit = stops.feed(item)
+            if text:
+                yield TextDelta(text)
+            if hit:
+                reason = FinishReason.STOP
+                break
+        else:
+            tail = stops.flush()
+            if tail:
+                yield TextDelta(tail)
+        if reason is None:
+            if cancel.is_set():
+                reason = FinishReason.CANCELLED
+            elif streamer.generated >= params.max_new_tokens:
+                reason = FinishReason.LENGTH
+            else:
+                reason = FinishReason.STOP
+        final = self._finished(reason, rendered, streamer, started, error)
+        # When the caller sees Finished, the model is idle and the slot is free.
+        halt.set()
+        thread.join(self.join_timeout_s)
+        yield final
+
+    def _finished(self, reason: FinishReason, rendered: Rendered, streamer: _Streamer, started: float,
+                  error: str | None) -> Finished:
+        now = time.perf_counter()
+        first = streamer.first_token_at
+        rate = None
+        if first is not None and streamer.generated > 1 and now > first:
+            rate = (streamer.generated - 1) / (now - first)
+        return Finished(
+            reason=reason, prompt_tokens=len(rendered.token_ids), completion_tokens=streamer.generated,
+            ttft_s=(first - started) if first is not None else None, tokens_per_s=rate, error=error,
+            prompt=rendered.text, extra={"dropped_messages": rendered.dropped_messages, "template": self.template.name},
+        )
+
+    def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
+        """Runs in its own thread because generate blocks until the last token; the consumer reads
+        the streamer meanwhile. Every outcome ends the stream: normal end, or an error sentinel."""
+        try:
+            device = next(self.model.parameters()).device
+            input_ids = torch.tensor([token_ids], device=device)
+            with torch.inference_mode():
+                self.model.generate(
+                    input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                    generation_config=self._generation_config(params),
+                    logits_processor=_sampling_processors(params), stopping_criteria=StoppingCriteriaList([halt]),
+                    streamer=streamer,
+                )
+        except BaseException as exc:  # noqa: BLE001 - any failure must reach the consumer
+            log.exception("generation failed for %s", self.spec.name)
+            streamer.fail(exc)
+        finally:
+            self.slots.release()
+
+    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
+        base = self.model.generation_config
+        eos = base.eos_token_id if base is not None else None
+        eos = eos if eos is not None else self.tokenizer.eos_token_id
+        pad = (base.pad_token_id if base is not None else None) or self.tokenizer.pad_token_id
+        return GenerationConfig(
+            max_new_tokens=params.max_new_tokens, do_sample=False,
+            repetition_penalty=params.repetition_penalty,
+            min_new_tokens=params.max_new_tokens if params.ignore_eos else 0,
+            eos_token_id=eos, pad_token_id=pad if pad is not None else eos,
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=self.template.add_special_tokens)["input_ids"]
+
+
+def _sampling_processors(params: SamplingParams) -> LogitsProcessorList:
+    if params.greedy:
+        return LogitsProcessorList()
+    processors: list[LogitsProcessor] = [TemperatureLogitsWarper(params.temperature)]
+    if params.top_k:
+        processors.append(TopKLogitsWarper(params.top_k))
+    if params.top_p < 1.0:
+        processors.append(TopPLogitsWarper(params.top_p))
+    seed = params.seed if params.seed is not None else secrets.randbits(63)
+    processors.append(_SeededSampler(seed))
+    return LogitsProcessorList(processors)
+
+
+class _Generation(Iterator[StreamEvent]):
+    """The events of one generation. Closing it (or finishing it) stops the model at the next
+    decoding step and waits for the generate thread to end, even if it was never iterated."""
+
+    def __init__(self, events: Iterator[StreamEvent], halt: threading.Event, thread: threading.Thread,
+                 join_timeout_s: float) -> None:
+        self._events = events
+        self._halt = halt
+        self._thread = thread
+        self._join_timeout_s = join_timeout_s
+
+    def __next__(self) -> StreamEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._halt.set()
+        self._events.close()
+        self._thread.join(self._join_timeout_s)
+        if self._thread.is_alive():
+            log.error("generate thread %s did not stop within %.0f s", self._thread.name, self._join_timeout_s)
+
+    def __del__(self) -> None:
+        self._halt.set()
+
+
+def _drain(streamer: _Streamer, thread: threading.Thread) -> Iterator[Any]:
+    """Text chunks until the stream ends. Waits in short slices so that a generate thread that
+    died without a word (it cannot, but belt and braces) never leaves the consumer waiting."""
+    while True:
+        try:
+            item = streamer.text_queue.get(timeout=_POLL_S)
+        except queue.Empty:
+            if thread.is_alive():
+                continue
+            try:
+                item = streamer.text_queue.get_nowait()
+            except queue.Empty:
+                yield _Failure(RuntimeError("generation thread ended without finishing the stream"))
+                return
+        if item is streamer.stop_signal:
+            return
+        yield item
+        if isinstance(item, _Failure):
+            return
+
+
+def _model_context(model: Any, tokenizer: Any) -> int:
+    for value in (getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)):
+        if isinstance(value, int) and 16 <= value <= 10_000_000:
+            return value
+    return 2048
+
+
+def load_transformers(spec: ModelSpec, settings: Any) -> Any:
+    """Registry loader: weights for `spec`, shared by all its variants."""
+    import gc
+
+    from webui.loading import load_weights
+    from webui.registry import Weights
+
+    loaded = load_weights(spec, settings.cache_dir)
+
+    def make_backend(variant: ModelSpec, slots: Slots) -> TransformersBackend:
+        return TransformersBackend(variant, loaded.model, loaded.tokenizer, slots,
+                                   queue_timeout_s=settings.queue_timeout_s, join_timeout_s=settings.thread_join_timeout_s)
+
+    def close() -> None:
+        loaded.model = loaded.tokenizer = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    return Weights(make_backend, device=loaded.device, from_cache=loaded.from_cache, close=close)

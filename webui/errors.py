@@ -1,0 +1,53 @@
+"""Errors the user can see. Each one says what went wrong and, where it can, what to do."""
+
+from __future__ import annotations
+
+
+class ArenaError(Exception):
+    """Base class: a problem that is reported to the user instead of crashing the server."""
+
+
+class ConfigError(ArenaError):
+    """A settings value or a models file is wrong. The message names the file, entry and key."""
+
+
+class ParamError(ArenaError, ValueError):
+    """A sampling or request parameter is out of range. `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+class PromptTooLong(ArenaError):
+    """The newest message alone does not fit the context together with max_new_tokens."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.excess = prompt_tokens - limit
+        super().__init__(
+            f"the prompt is {prompt_tokens} tokens but only {limit} fit in the context "
+            f"with the requested max_new_tokens ({self.excess} tokens too many); "
+            "shorten the message or lower max_new_tokens"
+        )
+
+
+class ModelNotFound(ArenaError, KeyError):
+    """No model with that name is in the registry."""
+
+    def __str__(self) -> str:  # KeyError would add quotes around the message
+        return str(self.args[0])
+
+
+class ModelNotReady(ArenaError):
+    """The model exists but is still loading, or failed to load (the message says which)."""
+
+
+class Overloaded(ArenaError):
+    """Every generation slot of the model stayed busy for the whole queue timeout."""
+
+    def __init__(self, model: str, waited_s: float) -> None:
+        self.model = model
+        self.retry_after_s = max(1, int(waited_s))
+        super().__init__(f"{model} is busy (waited {waited_s:.0f} s for a free slot); try again shortly")

@@ -1,0 +1,164 @@
+"""Loading transformers weights: dtype, device placement and the dequantised-GGUF cache.
+
+GGUF files are dequantised by transformers on every load (17 s for SmolLM2-135M on 2 cores). The
+first load therefore writes the dequantised weights, config and tokenizer to the cache as a normal
+model folder (safetensors); later loads read that folder instead (well under a second).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from webui.sources import ResolvedSource, resolve_source
+from webui.specs import DeviceSpec, ModelSpec
+
+log = logging.getLogger(__name__)
+_CACHE_FORMAT = "1"  # bump when the cache layout changes
+_COMPLETE_MARK = ".complete"
+
+
+class LoadError(RuntimeError):
+    """A model could not be loaded; the message is shown as the model's status."""
+
+
+@dataclass
+class LoadedWeights:
+    model: Any
+    tokenizer: Any
+    device: str  # human-readable placement, e.g. "cpu" or "cuda:0,cuda:1"
+    from_cache: bool
+
+
+def torch_dtype(name: str, device: str) -> torch.dtype:
+    if name == "fp32":
+        return torch.float32
+    if name == "fp16":
+        return torch.float16
+    if name == "bf16":
+        return torch.bfloat16
+    # auto: half precision on GPUs, full precision on CPUs (fp16 matmuls are slow or missing there)
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_source(spec.source)
+    target = _target_device(spec.device)
+    dtype = torch_dtype(spec.dtype, target)
+    folder, gguf_file, from_cache = source.folder, source.gguf_file, False
+    if gguf_file:
+        cached = _cache_folder(cache_dir, source, dtype)
+        if (cached / _COMPLETE_MARK).is_file():
+            folder, gguf_file, from_cache = cached, None, True
+
+    file_kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    device_map = _device_map(spec.device, target, AutoConfig.from_pretrained(folder, **file_kwargs), dtype)
+    tokenizer = AutoTokenizer.from_pretrained(folder, **file_kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, device_map=device_map, **file_kwargs)
+    model.eval()
+    if gguf_file:
+        _write_cache(model, tokenizer, _cache_folder(cache_dir, source, dtype))
+    return LoadedWeights(model, tokenizer, _placement(model), from_cache)
+
+
+def _target_device(device: DeviceSpec) -> str:
+    if device.kind in ("cuda", "auto") and torch.cuda.is_available():
+        return "cuda"
+    if device.kind == "auto":
+        return "cpu"
+    if device.kind.startswith("cuda") and not torch.cuda.is_available():
+        raise LoadError(f"device {device.kind} was asked for but no CUDA GPU is visible")
+    return device.kind
+
+
+def _device_map(device: DeviceSpec, target: str, config: Any, dtype: torch.dtype) -> Any:
+    if not target.startswith("cuda"):
+        return {"": target}
+    if target != "cuda":  # cuda:N
+        return {"": target}
+    free = {i: torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())}
+    return plan_gpu_placement(config, dtype, free, device.max_memory)
+
+
+def plan_gpu_placement(
+    config: Any, dtype: torch.dtype, free_bytes: Mapping[int, int], max_memory: Mapping[str, str] | None = None,
+    headroom: float = 0.9,
+) -> dict[str, Any]:
+    """Spread a model over GPUs by free memory (accelerate does the arithmetic). Refuses, with the
+    sizes, a model that would spill to CPU or disk: a clear failure beats an OOM mid-request."""
+    from accelerate import infer_auto_device_map, init_empty_weights
+    from accelerate.utils import compute_module_sizes, convert_file_size_to_int
+    from transformers import AutoModelForCausalLM
+
+    with init_empty_weights():
+        skeleton = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    budget = {gpu: int(free * headroom) for gpu, free in free_bytes.items()}
+    for key, amount in (max_memory or {}).items():
+        if key.isdigit() and int(key) in budget:
+            budget[int(key)] = min(budget[int(key)], convert_file_size_to_int(amount))
+    needed = compute_module_sizes(skeleton, dtype=dtype)[""]
+    no_split = getattr(skeleton, "_no_split_modules", None) or []
+    plan = infer_auto_device_map(skeleton, max_memory={**budget, "cpu": 0, "disk": 0}, no_split_module_classes=no_split, dtype=dtype)
+    spilled = sorted({str(v) for v in plan.values() if not isinstance(v, int)})
+    if spilled or not plan:
+        total = sum(budget.values())
+        raise LoadError(
+            f"does not fit on the GPUs: needs about {needed / 2**30:.1f} GiB in {dtype}, "
+            f"{total / 2**30:.1f} GiB usable across {len(budget)} GPU(s); "
+            "free memory (unload a model), choose a smaller dtype, or set device: cpu"
+        )
+    return plan
+
+
+def _placement(model: Any) -> str:
+    devices = getattr(model, "hf_device_map", None)
+    if devices:
+        names = sorted({str(v) if not isinstance(v, int) else f"cuda:{v}" for v in devices.values()})
+        return ",".join(names)
+    return str(next(model.parameters()).device)
+
+
+def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype) -> Path:
+    import transformers
+
+    stem = Path(source.gguf_file or "model").stem
+    key = f"{source.fingerprint()}-{str(dtype).removeprefix('torch.')}-tf{transformers.__version__}-v{_CACHE_FORMAT}"
+    return cache_dir / "dequantised" / f"{stem}-{key}"
+
+
+def _write_cache(model: Any, tokenizer: Any, folder: Path) -> None:
+    """Write atomically (a temp folder renamed into place) so a crash never leaves half a cache.
+    Failure to cache is not fatal: the model is loaded, the next start is just slower."""
+    from safetensors.torch import save_model
+
+    if (folder / _COMPLETE_MARK).is_file():
+        return
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        try:
+            model = getattr(model, "_orig_mod", model)
+            save_model(model, str(staging / "model.safetensors"))  # handles tied weights
+            config = model.config.to_dict()
+            config.pop("quantization_config", None)  # the cache holds plain weights
+            type(model.config).from_dict(config).save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            if model.generation_config is not None:
+                model.generation_config.save_pretrained(staging)
+            (staging / _COMPLETE_MARK).touch()
+            os.replace(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:
+        log.warning("could not cache dequantised weights in %s: %s", folder, exc)

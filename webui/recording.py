@@ -1,0 +1,86 @@
+"""The seam between the UI/API and the log on disk.
+
+The UI hands finished replies and votes to a `Recorder`; `webui.storage` provides the real one
+(FastChat-compatible JSON Lines), `NullRecorder` records nothing. Records are described here, in
+plain data, so that the UI never needs to know the file format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Sequence
+
+from webui.types import Finished, SamplingParams
+
+Mode = Literal["battle", "side_by_side", "direct"]
+VoteKind = Literal["leftvote", "rightvote", "tievote", "bothbad_vote", "upvote", "downvote", "flag"]
+VOTE_KINDS: tuple[str, ...] = ("leftvote", "rightvote", "tievote", "bothbad_vote", "upvote", "downvote", "flag")
+
+
+class RecordError(Exception):
+    """A record could not be written (disk full, directory not writable). The message is safe to
+    show to the user; the server log has the details."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One pane's conversation after a reply finished (or was stopped)."""
+
+    conv_id: str
+    model_name: str
+    template_name: str
+    system_message: str
+    messages: Sequence[tuple[str, str]]  # (role, text) with role "user" or "assistant"
+    params: SamplingParams
+    mode: Mode
+    battle_id: str | None = None
+    turn: int = 0
+    anonymous: bool = False
+
+
+@dataclass(frozen=True)
+class ChatEvent:
+    conversation: Conversation
+    finished: Finished
+    start: float  # time.time() when the request began
+    finish: float
+    client: "ClientInfo"
+
+
+@dataclass(frozen=True)
+class VoteEvent:
+    kind: VoteKind
+    conversations: Sequence[Conversation]  # one (direct) or two (left, right)
+    client: "ClientInfo"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """Who sent it, as far as the server can tell. `address` is the real client address after the
+    trusted-proxy rules; storage decides how (or whether) to keep it."""
+
+    address: str | None = None
+    user: str | None = None
+
+
+class Recorder(Protocol):
+    def chat(self, event: ChatEvent) -> None:
+        """Record a finished reply. May raise RecordError."""
+
+    def vote(self, event: VoteEvent) -> None:
+        """Record a vote durably (on disk, flushed) before returning. May raise RecordError."""
+
+
+class NullRecorder:
+    """Records nothing; keeps what it was given so that tests can look."""
+
+    def __init__(self) -> None:
+        self.chats: list[ChatEvent] = []
+        self.votes: list[VoteEvent] = []
+
+    def chat(self, event: ChatEvent) -> None:
+        self.chats.append(event)
+
+    def vote(self, event: VoteEvent) -> None:
+        self.votes.append(event)

@@ -1,0 +1,60 @@
+"""Putting it together: one FastAPI app serving the Gradio UI at / and the HTTP API beside it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from webui.config import Settings
+from webui.recording import NullRecorder, Recorder
+from webui.registry import Registry, build_registry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """Everything the UI and the API share; built once per server."""
+
+    settings: Settings
+    registry: Registry
+    recorder: Recorder
+
+
+def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
+    registry = registry or build_registry(settings)
+    return Services(settings, registry, recorder or NullRecorder())
+
+
+def create_app(services: Services) -> FastAPI:
+    import gradio as gr
+
+    from webui.ui import build_ui
+
+    app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        statuses = services.registry.statuses()
+        body = {
+            "status": "ok",
+            "models": {s.name: {"state": s.state.value, "reason": s.reason} for s in statuses},
+        }
+        return JSONResponse(body)
+
+    blocks = build_ui(services)
+    return gr.mount_gradio_app(app, blocks, path="/")
+
+
+def serve(settings: Settings) -> None:
+    import uvicorn
+
+    services = build_services(settings)
+    if settings.preload:
+        services.registry.start()
+    app = create_app(services)
+    log.info("serving on http://%s:%d", settings.host, settings.port)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
