@@ -17,6 +17,7 @@ from webui.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_MODELS_FILE = PACKAGE_DIR.parent / "assets" / "models.yaml"
+IP_LOGGING_MODES: tuple[str, ...] = ("hash", "raw", "none")
 
 
 def _default_log_dir() -> Path:
@@ -46,6 +47,15 @@ class Settings:
     max_input_chars: int = 12_000
     max_turns: int = 20
     thread_join_timeout_s: float = 30.0
+    # Votes, logs and the leaderboard (docs/logging.md, docs/leaderboard.md)
+    trusted_proxies: int = 0  # reverse proxies in front of the app whose X-Forwarded-For entry is believed
+    ip_logging: str = "hash"  # hash | raw | none
+    ip_hash_secret: str = field(default="", repr=False)  # empty: generated once, kept beside the logs
+    log_transcripts: bool = True  # off: votes are still recorded, `chat` records are not
+    leaderboard_rounds: int = 200  # bootstrap rounds for the confidence intervals
+    leaderboard_include_named: bool = False  # count side-by-side battles whose names were shown
+    leaderboard_drop_stopped: bool = True  # drop battles where a reply was stopped before it ended
+    identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -53,6 +63,12 @@ class Settings:
         for name in ("max_concurrency", "max_input_chars", "max_turns"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
+        if self.trusted_proxies < 0:
+            raise ConfigError(f"trusted_proxies: must be 0 or more, got {self.trusted_proxies}")
+        if self.ip_logging not in IP_LOGGING_MODES:
+            raise ConfigError(f"ip_logging: must be one of {', '.join(IP_LOGGING_MODES)}, got {self.ip_logging!r}")
+        if self.leaderboard_rounds < 0:
+            raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
         if self.queue_timeout_s <= 0:
             raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
 
@@ -109,6 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
     add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
+    add("--trusted-proxies", dest="trusted_proxies", type=int,
+        help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
+        "from X-Forwarded-For only that far; default 0")
+    add("--ip-logging", dest="ip_logging", choices=IP_LOGGING_MODES,
+        help="how client addresses are kept in the logs: a keyed hash (default), raw, or none")
+    add("--no-transcripts", dest="log_transcripts", action="store_false", default=None,
+        help="do not log chat transcripts (votes are still recorded, with the conversations they judge)")
+    add("--leaderboard-rounds", dest="leaderboard_rounds", type=int,
+        help="bootstrap rounds for the leaderboard's 95%% intervals; default 200 (0: none)")
+    add("--leaderboard-include-named", dest="leaderboard_include_named", action="store_true", default=None,
+        help="also count side-by-side votes where the model names were visible")
+    add("--keep-stopped", dest="leaderboard_drop_stopped", action="store_false", default=None,
+        help="keep battles in which a reply was stopped early")
     return parser
 
 
