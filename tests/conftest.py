@@ -44,3 +44,17 @@ def no_thread_leak():
     for t in leftover:
         t.join(10)
     assert not [t for t in leftover if t.is_alive()], "generate threads left running"
+
+
+@pytest.fixture(scope="session")
+def demo_registry():
+    """The real demo models (assets/models.yaml), loaded once per test session. They use the normal
+    weights cache, so only the first run on a machine pays for dequantising the GGUF files."""
+    from webui.config import Settings
+    from webui.registry import build_registry
+
+    registry = build_registry(Settings())
+    registry.start()
+    assert registry.wait_idle(900), "demo models did not finish loading"
+    yield registry
+    registry.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 WORDS = ("hello world the a cat dog sat on mat and is what capital of france paris answer yes no "
-         "one two three four five six seven eight nine ten stop here ### red blue green").split()
+         "one two three four five six seven eight nine ten stop here red blue green").split()
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"
@@ -19,20 +19,19 @@ SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assist
 
 def build_tiny_model(folder: Path, *, seed: int = 0, hidden_size: int = 16, layers: int = 2) -> Path:
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(SPECIALS + WORDS)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
+    core.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
         additional_special_tokens=SPECIALS[4:],
     )
     tokenizer.chat_template = CHAT_TEMPLATE
-    from tokenizers import decoders
-
-    tokenizer.backend_tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=hidden_size * 2,

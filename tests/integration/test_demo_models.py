@@ -1,0 +1,125 @@
+"""The real demo models, loaded from their PyPI packages through the registry."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from webui.config import Settings
+from webui.engine import collect
+from webui.registry import ModelState, Registry
+from webui.specs import load_specs
+from webui.types import FinishReason, Message, SamplingParams, TextDelta
+
+pytestmark = pytest.mark.demo
+SMOL = "SmolLM2-135M-Instruct"
+GEMMA = "Gemma-3-270M (base)"
+QUESTION = [Message("user", "What is the capital of France? Answer briefly.")]
+GREEDY = SamplingParams(temperature=0, max_new_tokens=40)
+
+
+def _generate_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("generate:") and t.is_alive()]
+
+
+def test_both_demo_models_are_ready(demo_registry) -> None:
+    assert {s.name: s.state for s in demo_registry.statuses()} == {SMOL: ModelState.READY, GEMMA: ModelState.READY}
+
+
+def test_smollm2_uses_its_chat_template_and_greedy_is_deterministic(demo_registry) -> None:
+    backend = demo_registry.get(SMOL)
+    text, final = collect(backend.stream(QUESTION, GREEDY))
+    assert final.prompt.startswith("<|im_start|>system\n")
+    assert "<|im_start|>user\nWhat is the capital of France? Answer briefly.<|im_end|>\n<|im_start|>assistant\n" in final.prompt
+    assert "Paris" in text
+    assert final.reason is FinishReason.STOP and "<|im_end|>" not in text
+    assert collect(backend.stream(QUESTION, GREEDY))[0] == text
+
+
+def test_gemma_base_uses_the_fschat_template(demo_registry) -> None:
+    backend = demo_registry.get(GEMMA)
+    text, final = collect(backend.stream(QUESTION, GREEDY))
+    assert final.prompt.endswith("### Human: What is the capital of France? Answer briefly.\n### Assistant:")
+    assert "###" not in text and "Human:" not in text
+    assert final.reason in (FinishReason.STOP, FinishReason.LENGTH)
+    assert final.completion_tokens > 0
+
+
+def test_long_generation_cancelled_after_a_few_tokens_ends_its_thread(demo_registry) -> None:
+    backend = demo_registry.get(SMOL)
+    stream = backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=2000, ignore_eos=True))
+    seen = 0
+    for event in stream:
+        seen += isinstance(event, TextDelta)
+        if seen == 3:
+            break
+    started = time.perf_counter()
+    stream.close()
+    latency = time.perf_counter() - started
+    assert not _generate_threads()
+    assert backend.slots.busy == 0
+    print(f"cancel latency (close -> generate thread ended): {latency * 1000:.0f} ms")
+
+
+def test_fifty_start_and_cancel_cycles_leave_no_thread(demo_registry) -> None:
+    backend = demo_registry.get(SMOL)
+    before = threading.active_count()
+    for i in range(50):
+        cancel = threading.Event()
+        stream = backend.stream(QUESTION, SamplingParams(temperature=0.7, max_new_tokens=2000, seed=i, ignore_eos=True), cancel)
+        next(stream)
+        if i % 2:
+            cancel.set()  # the Stop button
+            assert list(stream)[-1].reason is FinishReason.CANCELLED
+        else:
+            stream.close()  # a closed tab or a dropped client
+    assert not _generate_threads()
+    assert threading.active_count() <= before
+    assert backend.slots.busy == 0
+
+
+def test_stop_string_is_trimmed(demo_registry) -> None:
+    backend = demo_registry.get(SMOL)
+    text, final = collect(backend.stream(QUESTION, GREEDY.replace(stop=["Paris"])))
+    assert final.reason is FinishReason.STOP
+    assert "Paris" not in text and text.strip()
+
+
+def test_fault_in_forward_pass_yields_an_error_event(demo_registry) -> None:
+    backend = demo_registry.get(SMOL)
+    calls = {"n": 0}
+
+    def explode(module, args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("simulated CUDA out of memory")
+
+    handle = backend.model.model.layers[5].register_forward_pre_hook(explode)
+    try:
+        text, final = collect(backend.stream(QUESTION, GREEDY.replace(max_new_tokens=30, ignore_eos=True)))
+    finally:
+        handle.remove()
+    assert final.reason is FinishReason.ERROR
+    assert "simulated CUDA out of memory" in (final.error or "")
+    assert not _generate_threads()
+    assert "Paris" in collect(backend.stream(QUESTION, GREEDY))[0]  # and the model still works
+
+
+def test_dequantised_weights_are_cached(tmp_path) -> None:
+    """First load dequantises the GGUF and writes the cache; the second reads the cache."""
+    settings = Settings(cache_dir=tmp_path / "cache")
+    specs = [s for s in load_specs(settings.models_file) if s.name == SMOL]
+    first = Registry(specs, settings)
+    first.load(SMOL)
+    cold = first.status(SMOL)
+    text = collect(first.get(SMOL).stream(QUESTION, GREEDY))[0]
+    first.close()
+    second = Registry(specs, settings)
+    second.load(SMOL)
+    warm = second.status(SMOL)
+    assert (cold.from_cache, warm.from_cache) == (False, True)
+    assert collect(second.get(SMOL).stream(QUESTION, GREEDY))[0] == text
+    print(f"SmolLM2 load: {cold.load_s:.1f} s from GGUF, {warm.load_s:.1f} s from cache")
+    second.close()

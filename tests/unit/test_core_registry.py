@@ -1,0 +1,91 @@
+"""The registry: background loading, honest status, variants sharing weights, locks, unload."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from webui.errors import ModelNotFound, ModelNotReady
+from webui.registry import ModelState, Registry, Weights, build_registry
+from webui.specs import parse_specs
+
+
+def test_variants_share_one_copy_of_the_weights(settings) -> None:
+    registry = build_registry(settings)
+    registry.start()
+    registry.wait_idle(60)
+    a, b = registry.get("tiny-a"), registry.get("tiny-b")
+    assert a.model is b.model
+    assert a.slots is b.slots
+    assert {s.state for s in registry.statuses()} == {ModelState.READY}
+    assert b.spec.system_prompt == "You are tiny b."
+
+
+def test_a_failing_model_does_not_stop_the_others(settings, tiny_model_dir: Path, tmp_path: Path) -> None:
+    specs = parse_specs({"models": [
+        {"name": "missing", "source": str(tmp_path / "nope")},
+        {"name": "broken", "source": str(tmp_path)},  # a folder without config.json
+        {"name": "bad-template", "source": str(tiny_model_dir), "dtype": "fp16", "template": "fschat:nonexistent"},
+        {"name": "good", "source": str(tiny_model_dir)},
+    ]})
+    registry = Registry(specs, settings)
+    registry.start()
+    registry.wait_idle(60)
+    status = {s.name: s for s in registry.statuses()}
+    assert status["good"].state is ModelState.READY
+    assert status["missing"].state is ModelState.FAILED and "not found" in status["missing"].reason
+    assert "config.json" in status["broken"].reason
+    assert "nonexistent" in status["bad-template"].reason
+    with pytest.raises(ModelNotReady, match="failed"):
+        registry.get("missing")
+    with pytest.raises(ModelNotFound):
+        registry.get("nobody")
+
+
+def test_concurrent_loads_load_once_and_report_states(settings) -> None:
+    calls: list[str] = []
+    gate = threading.Event()
+    seen: list[tuple[str, str]] = []
+
+    def slow_loader(spec, _settings):
+        calls.append(spec.name)
+        gate.wait(5)
+        return Weights(lambda variant, slots: object(), device="fake")
+
+    specs = parse_specs({"models": [{"name": "x", "source": "/m"}, {"name": "x2", "source": "/m", "system_prompt": "v"}]})
+    registry = Registry(specs, settings, loaders={"transformers": slow_loader})
+    registry.on_change(lambda s: seen.append((s.name, s.state.value)))
+    threads = [threading.Thread(target=registry.load, args=(name,)) for name in ("x", "x2", "x")]
+    for t in threads:
+        t.start()
+    while registry.status("x").state is not ModelState.LOADING:
+        threading.Event().wait(0.01)
+    assert registry.status("x2").state is ModelState.LOADING
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert calls == ["x"]
+    assert ("x", "loading") in seen and ("x", "ready") in seen and ("x2", "ready") in seen
+    registry.unload("x2")
+    assert registry.status("x").state is ModelState.UNLOADED
+    with pytest.raises(ModelNotReady):
+        registry.get("x")
+
+
+def test_background_start_returns_at_once(settings) -> None:
+    gate = threading.Event()
+
+    def blocked(spec, _settings):
+        gate.wait(5)
+        raise RuntimeError("weights are corrupt")
+
+    specs = parse_specs({"models": [{"name": "a", "source": "/a"}, {"name": "b", "source": "/b"}]})
+    registry = Registry(specs, settings, loaders={"transformers": blocked})
+    registry.start()
+    states = {s.name: s.state for s in registry.statuses()}
+    assert set(states.values()) <= {ModelState.QUEUED, ModelState.LOADING}
+    gate.set()
+    registry.wait_idle(10)
+    assert [s.describe() for s in registry.statuses()] == ["failed: weights are corrupt"] * 2
