@@ -11,6 +11,6 @@ if TYPE_CHECKING:
     from webui.server import Services
 
 
-def build_leaderboard_tab(services: "Services") -> None:
+def build_leaderboard_tab(services: Services) -> None:
     """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
     gr.Markdown("No votes recorded yet: the leaderboard appears after the first battles.")

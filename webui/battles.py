@@ -1,0 +1,154 @@
+"""From log records to a battles table, with the hygiene rules that decide which battles count.
+
+Pure: records (dicts, as `webui.storage.read_logs` returns them) in, a pandas DataFrame out. One
+row per battle vote, kept or not; `drop_reason` says why a row does not count (None: it counts),
+so that the leaderboard can say what it is based on and what it left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+WINNERS = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
+
+# Words that give away who is answering. FastChat's list (minus its canned error strings, which our
+# finish reasons cover) plus the families of the models people run today. Matched as lower-case
+# substrings, like FastChat, so short words that occur inside ordinary words are left out.
+DEFAULT_IDENTITY_WORDS: tuple[str, ...] = (
+    "vicuna", "lmsys", "koala", "uc berkeley", "open assistant", "laion", "chatglm", "chatgpt", "gpt-3", "gpt-4",
+    "gpt-5", "openai", "anthropic", "claude", "bard", "palm", "lamda", "google", "llama", "qianwan", "alibaba",
+    "mistral", "mixtral", "zhipu", "keg lab", "01.ai", "ai2", "tülu", "tulu", "qwen", "gemma", "gemini",
+    "smollm", "hugging face", "huggingface", "deepseek", "meta ai", "microsoft",
+)
+BATTLE_COLUMNS = (
+    "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
+    "drop_reason", "conversation_a", "conversation_b",
+)
+
+
+@dataclass(frozen=True)
+class Hygiene:
+    """Which battles count. `identity_words` should include the registry's model names."""
+
+    identity_words: tuple[str, ...] = DEFAULT_IDENTITY_WORDS
+    drop_stopped: bool = True
+
+
+def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] = "") -> tuple[str, ...]:
+    """The default words, every model name, each name's family (its first part, "gemma" of
+    "gemma-3-270m", when that is at least four characters) and any extra comma-separated words."""
+    words = list(DEFAULT_IDENTITY_WORDS)
+    for name in model_names:
+        lowered = name.strip().lower()
+        if not lowered:
+            continue
+        words.append(lowered)
+        family = lowered.replace("_", "-").split("-")[0]
+        if len(family) >= 4 and any(ch.isalpha() for ch in family):
+            words.append(family)
+    extras = extra.split(",") if isinstance(extra, str) else list(extra)
+    words.extend(w.strip().lower() for w in extras if w.strip())
+    return tuple(dict.fromkeys(words))
+
+
+def leaked_identity(replies: Iterable[str], words: Sequence[str]) -> bool:
+    """Does any reply name a model, maker or product? (Replies only: a user asking "are you
+    llama?" does not disqualify the answer; the answer "I am Llama" does.)"""
+    text = " ".join(r for r in replies if r).lower()
+    return any(word in text for word in words)
+
+
+def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = None) -> pd.DataFrame:
+    """One row per battle vote in `records`, oldest first, with `drop_reason` set where it does
+    not count: invalid, same_model, identity, error, stopped."""
+    hygiene = hygiene or Hygiene()
+    rows = [_battle_row(r, hygiene) for r in records if r.get("type") in WINNERS]
+    frame = pd.DataFrame([r for r in rows if r is not None], columns=list(BATTLE_COLUMNS))
+    return frame.sort_values("tstamp", kind="stable").reset_index(drop=True)
+
+
+def counted(battles: pd.DataFrame, include_named: bool = False) -> pd.DataFrame:
+    """The battles that count: no drop reason, and anonymous unless named ones are asked for."""
+    keep = battles["drop_reason"].isna()
+    if not include_named:
+        keep &= battles["anony"].astype(bool)
+    return battles[keep].reset_index(drop=True)
+
+
+def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | None:
+    states = record.get("states")
+    models = record.get("models")
+    if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
+        return None
+    if not all(isinstance(s, dict) for s in states):
+        return None
+    anony = models[0] == "" and models[1] == ""
+    names = [s.get("model_name") for s in states] if anony else list(models)
+    convs = [_openai_messages(s) for s in states]
+    row = {
+        "tstamp": float(record.get("tstamp", 0.0)),
+        "model_a": names[0],
+        "model_b": names[1],
+        "winner": WINNERS[record["type"]],
+        "anony": anony,
+        "mode": record.get("mode", "battle" if anony else "side_by_side"),
+        "battle_id": record.get("battle_id"),
+        "question_id": states[0].get("conv_id"),
+        "turn": sum(1 for m in convs[0] if m["role"] == "user"),
+        "judge": record.get("ip", ""),
+        "conversation_a": convs[0],
+        "conversation_b": convs[1],
+    }
+    row["drop_reason"] = _drop_reason(record, states, models, names, hygiene)
+    return row
+
+
+def _drop_reason(record: dict[str, Any], states: list[dict], models: list, names: list, hygiene: Hygiene) -> str | None:
+    if (models[0] == "") != (models[1] == "") or not all(isinstance(n, str) and n for n in names):
+        return "invalid"
+    if not anony_names_match(models, states):
+        return "invalid"
+    if not any(m["role"] == "user" for m in _openai_messages(states[0])):
+        return "invalid"
+    if names[0] == names[1]:
+        return "same_model"
+    if _leaked(record, states, hygiene):
+        return "identity"
+    reasons = [r for s in states for r in s.get("finish_reasons", [])]
+    if "error" in reasons:
+        return "error"
+    if hygiene.drop_stopped and "cancelled" in reasons:
+        return "stopped"
+    return None
+
+
+def anony_names_match(models: list, states: list[dict]) -> bool:
+    """A named vote must name the same models its states do (FastChat drops it otherwise)."""
+    if models[0] == "":
+        return True
+    hidden = [s.get("model_name") for s in states]
+    return hidden == [None, None] or hidden == list(models)
+
+
+def _leaked(record: dict[str, Any], states: list[dict], hygiene: Hygiene) -> bool:
+    """Re-check the text with today's word list; a redacted vote relies on its write-time check."""
+    if any(s.get("redacted") for s in states):
+        return bool(record.get("hygiene", {}).get("identity_leak"))
+    replies = [m["content"] for s in states for m in _openai_messages(s) if m["role"] == "assistant"]
+    return leaked_identity(replies, hygiene.identity_words)
+
+
+def _openai_messages(state: dict[str, Any]) -> list[dict[str, str]]:
+    """The state's messages after its offset as OpenAI dicts. FastChat's own logs name roles after
+    the template ("USER", "Human", ...): the first entry of `roles` is the user's."""
+    roles = state.get("roles") or ["user", "assistant"]
+    msgs = state.get("messages", [])[int(state.get("offset", 0)):]
+    return [
+        {"role": "user" if m[0] == roles[0] else "assistant", "content": m[1] if isinstance(m[1], str) else ""}
+        for m in msgs
+        if isinstance(m, (list, tuple)) and len(m) == 2
+    ]

@@ -1,0 +1,84 @@
+"""Exports: battles as JSON Lines or Parquet, and preference pairs for DPO-style training.
+
+The battles export keeps every battle vote with its `drop_reason`, so that whoever analyses it
+can apply other rules. Preference pairs come only from battles that count (hygiene passed) and
+have a winner, and only where both sides saw the same conversation before the judged reply:
+always so on the first turn; later turns usually differ, because each model saw its own earlier
+answers, and such battles are left out rather than paired against a prompt one side never saw.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+PAIR_COLUMNS = ("prompt", "chosen", "rejected", "model_chosen", "model_rejected", "battle_id", "question_id",
+                "turn", "anony", "tstamp")
+FORMATS = (".jsonl", ".parquet")
+
+
+def preference_pairs(battles: pd.DataFrame) -> pd.DataFrame:
+    """(prompt, chosen, rejected) in the conversational form TRL's DPOTrainer reads: `prompt` is a
+    list of messages ending with the user's, `chosen`/`rejected` a one-message assistant list."""
+    rows = []
+    for battle in battles.itertuples(index=False):
+        if battle.winner not in ("model_a", "model_b"):
+            continue
+        a, b = list(battle.conversation_a), list(battle.conversation_b)
+        if not _same_prompt(a, b):
+            continue
+        win, lose = (a, b) if battle.winner == "model_a" else (b, a)
+        models = (battle.model_a, battle.model_b) if battle.winner == "model_a" else (battle.model_b, battle.model_a)
+        rows.append({
+            "prompt": [dict(m) for m in a[:-1]],
+            "chosen": [dict(win[-1])],
+            "rejected": [dict(lose[-1])],
+            "model_chosen": models[0],
+            "model_rejected": models[1],
+            "battle_id": battle.battle_id,
+            "question_id": battle.question_id,
+            "turn": int(battle.turn),
+            "anony": bool(battle.anony),
+            "tstamp": float(battle.tstamp),
+        })
+    return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
+
+
+def _same_prompt(a: list[dict[str, str]], b: list[dict[str, str]]) -> bool:
+    """Both end with a non-empty reply and agree on every message before it."""
+    if not a or not b or a[-1]["role"] != "assistant" or b[-1]["role"] != "assistant":
+        return False
+    if not a[-1]["content"].strip() or not b[-1]["content"].strip():
+        return False
+    return a[:-1] == b[:-1] and any(m["role"] == "user" for m in a[:-1])
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> Path:
+    """Write JSON Lines or Parquet, chosen by the file's suffix."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{path}: export to {' or '.join(FORMATS)} (got {suffix or 'no suffix'})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        with path.open("w", encoding="utf-8") as out:
+            for record in _json_rows(frame):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def _json_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = frame.to_dict(orient="records")
+    return [{k: (None if _is_missing(v) else v) for k, v in row.items()} for row in rows]
+
+
+def _is_missing(value: Any) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and dicts are never "missing"
+        return False

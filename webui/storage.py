@@ -1,0 +1,378 @@
+"""Votes and transcripts on disk: append-only JSON Lines in FastChat's arena-log format.
+
+Files are `LOG_DIR/YYYY-MM-DD-conv.json` (UTC dates), one JSON object per line, so that FastChat's
+`clean_battle_data` reads them unchanged. Our additions ride along as extra keys that FastChat
+ignores; docs/logging.md lists them.
+
+Durability rules, and why:
+- one record is one `write()` on an O_APPEND descriptor, under a thread lock (threads share the
+  descriptor) and `fcntl.flock` (other processes have their own), so records never interleave;
+- a failed write is cut back off the file, and a record that follows a torn line (a writer killed
+  mid-record) starts on a fresh line, so one accident never corrupts the next record;
+- votes are fsync'ed before `vote()` returns, because the UI tells the user "recorded";
+- readers skip a last line without its newline (still being written, or torn).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import errno
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webui.battles import leaked_identity
+from webui.privacy import IdentityPolicy, build_policy
+from webui.recording import ChatEvent, Conversation, RecordError, VoteEvent
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+FILE_SUFFIX = "-conv.json"
+BATTLE_VOTES = ("leftvote", "rightvote", "tievote", "bothbad_vote")
+DIRECT_VOTES = ("upvote", "downvote", "flag")
+VOTE_FAILED = "Your vote could not be recorded: the server cannot write its log right now. Please try again later."
+CHAT_FAILED = "This conversation could not be logged: the server cannot write its log right now."
+_REMEMBERED_CONVERSATIONS = 50_000  # finish reasons kept in memory to stamp onto later votes
+
+
+def day_file(log_dir: Path, tstamp: float) -> Path:
+    """The file a record stamped `tstamp` belongs in: its UTC date, named like FastChat's."""
+    day = dt.datetime.fromtimestamp(tstamp, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+    return log_dir / f"{day}{FILE_SUFFIX}"
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """One line: ASCII JSON (so no character inside a string can look like a line break) + "\\n"."""
+    return (json.dumps(record, default=str) + "\n").encode("ascii")
+
+
+class AppendLog:
+    """Appends whole lines to day files, safely across threads and processes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._path: Path | None = None
+
+    def append(self, path: Path, line: bytes, *, durable: bool) -> None:
+        """Append `line` (ending in a newline) to `path`; with `durable`, fsync before returning."""
+        with self._lock:
+            fd = self._descriptor(path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                _append_locked(fd, line)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _descriptor(self, path: Path) -> int:
+        """The open descriptor for `path`, reopened on a new day or if the file was moved away
+        (a log rotated or deleted under us would otherwise swallow records silently)."""
+        if self._fd is not None and self._path == path and _same_file(self._fd, path):
+            return self._fd
+        self._close()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+        self._path = path
+        if not existed:
+            _fsync_dir(path.parent)  # the new name must survive a crash too, not only its data
+        return self._fd
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            finally:
+                self._fd, self._path = None, None
+
+
+def _append_locked(fd: int, line: bytes) -> None:
+    start = os.fstat(fd).st_size
+    if start and os.pread(fd, 1, start - 1) != b"\n":
+        line = b"\n" + line  # the previous writer died mid-record: do not glue onto its torn line
+    try:
+        view = memoryview(line)
+        while view:  # a regular file writes everything at once unless the disk fills up
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError:
+        _truncate_quietly(fd, start)
+        raise
+
+
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass  # not a regular file (e.g. /dev/full in a test) or the disk refuses even that
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+def state_dict(conv: Conversation, finish_reasons: Sequence[str] = ()) -> dict[str, Any]:
+    """FastChat's conversation state, plus the sampling parameters and each reply's finish reason."""
+    return {
+        "template_name": conv.template_name,
+        "system_message": conv.system_message,
+        "roles": ["user", "assistant"],
+        "messages": [[role, text] for role, text in conv.messages],
+        "offset": 0,
+        "conv_id": conv.conv_id,
+        "model_name": conv.model_name,
+        "params": conv.params.as_dict(),
+        "finish_reasons": list(finish_reasons),
+    }
+
+
+def redact_state(state: dict[str, Any]) -> dict[str, Any]:
+    """The state without the words: roles and turn structure stay, so the vote still counts."""
+    return {**state, "messages": [[role, ""] for role, _ in state["messages"]], "redacted": True}
+
+
+def chat_record(event: ChatEvent, policy: IdentityPolicy, tstamp: float) -> dict[str, Any]:
+    conv, done = event.conversation, event.finished
+    return {
+        "tstamp": round(tstamp, 4),
+        "type": "chat",
+        "model": conv.model_name,
+        "gen_params": conv.params.as_dict(),
+        "start": round(event.start, 4),
+        "finish": round(event.finish, 4),
+        "state": state_dict(conv, (done.reason.value,)),
+        "ip": policy.apply(event.client.address),
+        "schema_version": SCHEMA_VERSION,
+        "mode": conv.mode,
+        "battle_id": conv.battle_id,
+        "turn": conv.turn,
+        "anonymous": conv.anonymous,
+        "user": policy.apply(event.client.user),
+        **done.stats(),
+        "error": done.error,
+    }
+
+
+@dataclass
+class VoteContext:
+    """What a vote record needs beyond the event: stamped reasons, identity words, redaction."""
+
+    finish_reasons: Callable[[str], Sequence[str]]
+    identity_words: Sequence[str] = ()
+    redact: bool = False
+    vote_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: VoteContext) -> dict[str, Any]:
+    """A FastChat vote line: battle votes carry `models` and `states`, direct votes `model`/`state`."""
+    convs = list(event.conversations)
+    _check_vote_shape(event.kind, convs)
+    states = [state_dict(c, ctx.finish_reasons(c.conv_id)) for c in convs]
+    replies = [text for s in states for role, text in s["messages"] if role == "assistant"]
+    hygiene = {"identity_leak": leaked_identity(replies, ctx.identity_words)}
+    if ctx.redact:
+        states = [redact_state(s) for s in states]
+    record: dict[str, Any] = {"tstamp": round(tstamp, 4), "type": event.kind}
+    if event.kind in BATTLE_VOTES:
+        anonymous = convs[0].anonymous
+        record["models"] = ["", ""] if anonymous else [c.model_name for c in convs]
+        record["states"] = states
+    else:
+        record["model"] = convs[0].model_name
+        record["state"] = states[0]
+    record.update({
+        "ip": policy.apply(event.client.address),
+        "schema_version": SCHEMA_VERSION,
+        "vote_id": ctx.vote_id,
+        "mode": convs[0].mode,
+        "battle_id": convs[0].battle_id,
+        "turn": convs[0].turn,
+        "anonymous": convs[0].anonymous,
+        "user": policy.apply(event.client.user),
+        "hygiene": hygiene,
+        "extra": dict(event.extra),
+    })
+    return record
+
+
+def _check_vote_shape(kind: str, convs: list[Conversation]) -> None:
+    if kind in BATTLE_VOTES and len(convs) != 2:
+        raise ValueError(f"{kind}: a battle vote needs two conversations, got {len(convs)}")
+    if kind in DIRECT_VOTES and len(convs) != 1:
+        raise ValueError(f"{kind}: a direct vote needs one conversation, got {len(convs)}")
+    if kind not in BATTLE_VOTES + DIRECT_VOTES:
+        raise ValueError(f"unknown vote kind {kind!r}")
+    if len(convs) == 2 and convs[0].anonymous != convs[1].anonymous:
+        raise ValueError("both sides of a battle must be anonymous, or neither")
+
+
+# --- the recorder ----------------------------------------------------------------------------
+
+
+class JsonlRecorder:
+    """The `webui.recording.Recorder` that writes FastChat-compatible JSON Lines.
+
+    Never raises anything but RecordError for disk trouble, and only after logging the cause, so
+    the UI can show the message and keep serving.
+    """
+
+    def __init__(
+        self,
+        log_dir: Path,
+        policy: IdentityPolicy,
+        *,
+        log_transcripts: bool = True,
+        identity_words: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
+        writer: AppendLog | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.policy = policy
+        self.log_transcripts = log_transcripts
+        self.identity_words = tuple(identity_words)
+        self._clock = clock
+        self._writer = writer or AppendLog()
+        self._reasons: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
+        self._reasons_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> JsonlRecorder:
+        from webui.battles import identity_words
+
+        policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
+        words = identity_words(model_names, settings.identity_words)
+        return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words)
+
+    def chat(self, event: ChatEvent) -> None:
+        """Log a finished or stopped reply (unless transcripts are off); remember how it ended so
+        that a later vote on the conversation carries it."""
+        self._remember(event.conversation.conv_id, event.finished.reason.value)
+        if not self.log_transcripts:
+            return
+        tstamp = self._clock()
+        self._write(chat_record(event, self.policy, tstamp), tstamp, durable=False, failure=CHAT_FAILED)
+
+    def vote(self, event: VoteEvent) -> None:
+        """Log a vote and fsync it: when this returns the vote survives a crash."""
+        tstamp = self._clock()
+        ctx = VoteContext(self._finish_reasons, self.identity_words, redact=not self.log_transcripts)
+        self._write(vote_record(event, self.policy, tstamp, ctx), tstamp, durable=True, failure=VOTE_FAILED)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def _write(self, record: dict[str, Any], tstamp: float, *, durable: bool, failure: str) -> None:
+        path = day_file(self.log_dir, tstamp)
+        try:
+            self._writer.append(path, encode(record), durable=durable)
+        except OSError as exc:
+            reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else str(exc)
+            log.error("could not write a %s record to %s: %s", record["type"], path, reason)
+            raise RecordError(failure) from exc
+
+    def _remember(self, conv_id: str, reason: str) -> None:
+        with self._reasons_lock:
+            self._reasons.setdefault(conv_id, []).append(reason)
+            self._reasons.move_to_end(conv_id)
+            while len(self._reasons) > _REMEMBERED_CONVERSATIONS:
+                self._reasons.popitem(last=False)
+
+    def _finish_reasons(self, conv_id: str) -> list[str]:
+        with self._reasons_lock:
+            return list(self._reasons.get(conv_id, ()))
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ReadReport:
+    """What reading found: records, plus lines skipped and why (the caller may show it)."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    files: int = 0
+    torn_last_lines: int = 0
+    bad_lines: int = 0
+
+
+def log_files(log_dir: Path) -> list[Path]:
+    """Day files in date order (the names sort by date)."""
+    folder = Path(log_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith(FILE_SUFFIX) and p.is_file())
+
+
+def read_logs(log_dir_or_files: Path | Iterable[Path]) -> ReadReport:
+    """Every record in a log directory (or the given files), skipping lines that are not whole."""
+    paths = log_files(log_dir_or_files) if isinstance(log_dir_or_files, (str, Path)) else list(log_dir_or_files)
+    report = ReadReport()
+    for path in paths:
+        report.files += 1
+        for status, record in iter_lines(Path(path).read_bytes()):
+            if status == "ok":
+                report.records.append(record)
+            elif status == "torn":
+                report.torn_last_lines += 1
+            else:
+                report.bad_lines += 1
+    if report.torn_last_lines or report.bad_lines:
+        log.warning("skipped %d torn and %d unreadable log lines", report.torn_last_lines, report.bad_lines)
+    return report
+
+
+def iter_lines(data: bytes) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """("ok", record) per whole line; ("torn", None) for a last line without its newline;
+    ("bad", None) for a line that is not a JSON object with a "type"."""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # "" when the data ends with a newline
+    for raw in lines:
+        if not raw.strip():
+            continue
+        record = _parse(raw)
+        yield ("ok", record) if record is not None else ("bad", None)
+    if tail.strip():
+        yield "torn", None
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
