@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from webui.config import Settings
-from webui.recording import NullRecorder, Recorder
+from webui.recording import Recorder
 from webui.registry import Registry, build_registry
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,11 @@ class Services:
 
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
     registry = registry or build_registry(settings)
-    return Services(settings, registry, recorder or NullRecorder())
+    if recorder is None:
+        from webui.storage import JsonlRecorder
+
+        recorder = JsonlRecorder.from_settings(settings, registry.names())
+    return Services(settings, registry, recorder)
 
 
 def create_app(services: Services) -> FastAPI:
@@ -57,4 +61,5 @@ def serve(settings: Settings) -> None:
         services.registry.start()
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    # proxy_headers off: webui.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", proxy_headers=False)
