@@ -56,6 +56,7 @@ class Settings:
     leaderboard_include_named: bool = False  # count side-by-side battles whose names were shown
     leaderboard_drop_stopped: bool = True  # drop battles where a reply was stopped before it ended
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
+    ui_export: str = "auto"  # auto | on | off: the Leaderboard tab's downloads (auto: only when serving localhost)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -67,6 +68,8 @@ class Settings:
             raise ConfigError(f"trusted_proxies: must be 0 or more, got {self.trusted_proxies}")
         if self.ip_logging not in IP_LOGGING_MODES:
             raise ConfigError(f"ip_logging: must be one of {', '.join(IP_LOGGING_MODES)}, got {self.ip_logging!r}")
+        if self.ui_export not in ("auto", "on", "off"):
+            raise ConfigError(f"ui_export: must be auto, on or off, got {self.ui_export!r}")
         if self.leaderboard_rounds < 0:
             raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
         if self.queue_timeout_s <= 0:
@@ -138,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also count side-by-side votes where the model names were visible")
     add("--keep-stopped", dest="leaderboard_drop_stopped", action="store_false", default=None,
         help="keep battles in which a reply was stopped early")
+    add("--identity-words", dest="identity_words",
+        help="extra comma-separated words that disqualify a battle when a reply contains one")
+    add("--ui-export", dest="ui_export", choices=("auto", "on", "off"),
+        help="downloads of battles and preference pairs in the Leaderboard tab; they hold every voter's "
+        "prompts, so auto (default) offers them only when serving 127.0.0.1")
     return parser
 
 
