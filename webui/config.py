@@ -28,6 +28,17 @@ def _default_log_dir() -> Path:
     return Path("logs")
 
 
+def _default_host() -> str:
+    # Hugging Face Spaces (and anything else that starts Gradio apps) set GRADIO_SERVER_NAME/PORT,
+    # so that `python app.py` with no arguments listens where the platform expects.
+    return os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+
+
+def _default_port() -> int:
+    raw = os.environ.get("GRADIO_SERVER_PORT", "")
+    return int(raw) if raw.isdigit() else 7860
+
+
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pairwise-arena"
@@ -36,8 +47,8 @@ def _default_cache_dir() -> Path:
 @dataclass(frozen=True)
 class Settings:
     models_file: Path = DEFAULT_MODELS_FILE
-    host: str = "127.0.0.1"
-    port: int = 7860
+    host: str = field(default_factory=_default_host)
+    port: int = field(default_factory=_default_port)
     share: bool = False
     log_dir: Path = field(default_factory=_default_log_dir)
     cache_dir: Path = field(default_factory=_default_cache_dir)
@@ -57,6 +68,16 @@ class Settings:
     leaderboard_drop_stopped: bool = True  # drop battles where a reply was stopped before it ended
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
     ui_export: str = "auto"  # auto | on | off: the Leaderboard tab's downloads (auto: only when serving localhost)
+    # Deploy: login, rate limits, server limits, Hub sync (docs/deploy.md)
+    auth_file: str = ""  # username:password lines; empty (and no ARENA_AUTH): no login, the local default
+    auth: str = field(default="", repr=False)  # ARENA_AUTH=user:pw,user2:pw2 (environment only: `ps` shows arguments)
+    hf_oauth: bool = False  # "Sign in with Hugging Face" on a Space whose README has hf_oauth: true
+    rate_messages: int = 20  # chat messages per client per minute (0: no limit)
+    rate_votes: int = 30  # votes per client per minute (0: no limit)
+    queue_size: int = 0  # UI events waiting before new ones are refused at once; 0: sized to the models
+    max_request_mb: float = 2.0  # largest request body or upload
+    hub_dataset: str = ""  # also push the logs to this Hub dataset repo (owner/name; needs HF_TOKEN)
+    hub_every_min: float = 10.0  # minutes between pushes
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -70,10 +91,22 @@ class Settings:
             raise ConfigError(f"ip_logging: must be one of {', '.join(IP_LOGGING_MODES)}, got {self.ip_logging!r}")
         if self.ui_export not in ("auto", "on", "off"):
             raise ConfigError(f"ui_export: must be auto, on or off, got {self.ui_export!r}")
+        self._check_deploy()
         if self.leaderboard_rounds < 0:
             raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
         if self.queue_timeout_s <= 0:
             raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
+
+    def _check_deploy(self) -> None:
+        for name in ("rate_messages", "rate_votes", "queue_size"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be 0 (no limit / automatic) or more, got {getattr(self, name)}")
+        if self.max_request_mb <= 0:
+            raise ConfigError(f"max_request_mb: must be > 0, got {self.max_request_mb}")
+        if self.hub_every_min <= 0:
+            raise ConfigError(f"hub_every_min: must be > 0 minutes, got {self.hub_every_min}")
+        if self.hf_oauth and (self.auth_file or self.auth):
+            raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -146,6 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ui-export", dest="ui_export", choices=("auto", "on", "off"),
         help="downloads of battles and preference pairs in the Leaderboard tab; they hold every voter's "
         "prompts, so auto (default) offers them only when serving 127.0.0.1")
+    add("--auth-file", dest="auth_file",
+        help="require a login: a file of username:password lines (passwords can also come from ARENA_AUTH)")
+    add("--hf-oauth", dest="hf_oauth", action="store_true", default=None,
+        help="require 'Sign in with Hugging Face' (on a Space with hf_oauth: true)")
+    add("--rate-messages", dest="rate_messages", type=int, help="chat messages per client per minute; default 20 (0: off)")
+    add("--rate-votes", dest="rate_votes", type=int, help="votes per client per minute; default 30 (0: off)")
+    add("--queue-size", dest="queue_size", type=int,
+        help="UI requests that may wait before new ones are refused; default 0 = sized to the models")
+    add("--max-request-mb", dest="max_request_mb", type=float, help="largest request body or upload in MB; default 2")
+    add("--hub-dataset", dest="hub_dataset",
+        help="also push the logs to this Hugging Face dataset repo (owner/name; needs HF_TOKEN and internet)")
+    add("--hub-every", dest="hub_every_min", type=float, help="minutes between pushes to --hub-dataset; default 10")
     return parser
 
 
