@@ -12,8 +12,8 @@ import argparse
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.errors import ArenaError

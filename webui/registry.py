@@ -12,8 +12,9 @@ import enum
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from webui.config import Settings
 from webui.engine.base import Backend, Slots

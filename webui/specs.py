@@ -7,9 +7,10 @@ edited by hand and a typo must not silently change behaviour (unknown keys are e
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

@@ -8,9 +8,10 @@ model's name: for unknown names it silently answers with a canned few-shot examp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from webui.errors import ConfigError, PromptTooLong
 from webui.types import Message

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from webui.errors import ParamError
 
@@ -47,7 +48,7 @@ class SamplingParams:
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
-    def replace(self, **changes: Any) -> "SamplingParams":
+    def replace(self, **changes: Any) -> SamplingParams:
         """Copy with changes; None values keep the current setting (except seed, which may be None)."""
         unknown = set(changes) - set(self.field_names())
         if unknown:
@@ -57,7 +58,7 @@ class SamplingParams:
             kept["stop"] = _as_stop_tuple(kept["stop"])
         return dataclasses.replace(self, **kept)
 
-    def validate(self, context_length: int | None = None) -> "SamplingParams":
+    def validate(self, context_length: int | None = None) -> SamplingParams:
         _check_number("temperature", self.temperature, 0.0, 2.0)
         _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _check_int("top_k", self.top_k, 0, None)

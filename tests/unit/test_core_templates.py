@@ -63,7 +63,7 @@ def test_jinja_file_template(tokenizer, tmp_path: Path) -> None:
 def test_context_overflow_drops_oldest_turns_but_keeps_system(tokenizer) -> None:
     template = build_template("chat_template", tokenizer, "tiny")
     history = []
-    for i in range(6):
+    for _ in range(6):
         history += [Message("user", "one two three four five"), Message("assistant", "six seven eight nine ten")]
     history.append(Message("user", "what is the capital"))
     full = fit_to_context(history, template, _encode(tokenizer), system_prompt="yes", budget=10_000)
