@@ -1,0 +1,117 @@
+"""`python -m webui.leaderboard LOGDIR`, the exports, and the tab's handler logic (no server)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.records import battle, conversation, vote
+from webui.export import preference_pairs, write_table
+from webui.leaderboard.__main__ import main
+from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.privacy import IdentityPolicy
+from webui.storage import JsonlRecorder
+from webui.ui.leaderboard_tab import LeaderboardView, display_table, export_allowed
+
+
+@pytest.fixture()
+def log_dir(tmp_path: Path) -> Path:
+    """Twelve anonymous battles (strong beats weak 9-3), one named, one leaked, one multi-turn."""
+    folder = tmp_path / "logs"
+    rec = JsonlRecorder(folder, IdentityPolicy("none"))
+    for i in range(12):
+        left, right = battle("strong", "weak", (f"good answer {i}", f"poor answer {i}"), prompt=f"question {i}")
+        rec.vote(vote("leftvote" if i < 9 else "rightvote", (left, right)))
+    rec.vote(vote("tievote", battle("strong", "weak", anonymous=False)))
+    rec.vote(vote("leftvote", battle("strong", "weak", ("As Strong, I say", "hm"))))
+    multi = [conversation(m, messages=[("user", "one"), ("assistant", first), ("user", "two"), ("assistant", r)],
+                          battle_id="mt", turn=2)
+             for m, first, r in (("strong", "a1", "x"), ("weak", "b1", "y"))]  # each saw its own first answer
+    rec.vote(vote("rightvote", multi))
+    return folder
+
+
+def test_cli_prints_the_table_and_writes_files(log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    out = tmp_path / "out"
+    code = main([str(log_dir), "--rounds", "50", "--csv", str(out / "board.csv"),
+                 "--battles", str(out / "battles.parquet"), "--pairs", str(out / "pairs.jsonl")])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "Based on 13 battles between 2 models (15 battle votes read). Left out: 1 identity, 1 named" in printed
+    table = pd.read_csv(out / "board.csv")
+    assert list(table["model"]) == ["strong", "weak"] and list(table["battles"]) == [13, 13]
+    battles = pd.read_parquet(out / "battles.parquet")
+    assert len(battles) == 15 and battles["conversation_a"][0][0]["content"] == "question 0"
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert len(pairs) == 12  # 12 decisive single-turn anonymous battles; tie, leak and multi-turn left out
+    first = pairs[0]
+    assert first["prompt"] == [{"role": "user", "content": "question 0"}]
+    assert first["chosen"] == [{"role": "assistant", "content": "good answer 0"}]
+    assert first["rejected"] == [{"role": "assistant", "content": "poor answer 0"}]
+    assert (first["model_chosen"], first["model_rejected"]) == ("strong", "weak")
+
+
+def test_cli_counts_named_battles_when_asked(log_dir: Path, capsys: pytest.CaptureFixture):
+    assert main([str(log_dir), "--rounds", "0", "--include-named"]) == 0
+    assert "Based on 14 battles" in capsys.readouterr().out
+
+
+def test_cli_refuses_bad_input(tmp_path: Path, log_dir: Path, capsys: pytest.CaptureFixture):
+    assert main([str(tmp_path / "missing")]) == 2
+    assert main([str(log_dir), "--rounds", "0", "--battles", str(tmp_path / "battles.csv")]) == 1
+    assert ".jsonl or .parquet" in capsys.readouterr().err
+
+
+def test_module_entry_point_runs(log_dir: Path):
+    result = subprocess.run([sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "10"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "strong" in result.stdout and "rank" in result.stdout
+
+
+def test_pairs_need_the_same_prompt_on_both_sides():
+    same = [{"role": "user", "content": "q"}]
+    rows = pd.DataFrame([
+        {"winner": "model_b", "conversation_a": same + [{"role": "assistant", "content": "a"}],
+         "conversation_b": same + [{"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
+         "battle_id": "1", "question_id": "q", "turn": 1, "anony": True, "tstamp": 1.0},
+        {"winner": "model_a", "conversation_a": same + [{"role": "assistant", "content": ""}],
+         "conversation_b": same + [{"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
+         "battle_id": "2", "question_id": "q", "turn": 1, "anony": True, "tstamp": 2.0},
+    ])
+    pairs = preference_pairs(rows)
+    assert len(pairs) == 1  # an empty reply is no answer to prefer or reject
+    assert pairs["chosen"][0] == [{"role": "assistant", "content": "b"}] and pairs["model_chosen"][0] == "y"
+
+
+def test_export_round_trips_jsonl(tmp_path: Path, log_dir: Path):
+    board = board_from_logs(log_dir, BoardOptions(rounds=0))
+    path = write_table(board.battles, tmp_path / "b.jsonl")
+    back = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(back) == len(board.battles) and {b["drop_reason"] for b in back} == {None, "identity"}
+
+
+def test_view_recomputes_only_when_the_logs_change(log_dir: Path):
+    view = LeaderboardView(log_dir, BoardOptions(rounds=10))
+    board, signature = view.board()
+    assert view.board()[0] is board and not view.changed_since(signature)
+    rec = JsonlRecorder(log_dir, IdentityPolicy("none"))
+    rec.vote(vote("rightvote", battle("strong", "weak")))
+    assert view.changed_since(signature)
+    summary, table, *_ = view.outputs()
+    assert "14 battles" in summary and list(table.columns)[:4] == ["Rank", "Model", "Rating", "95% CI"]
+    assert Path(view.export("pairs_jsonl")).read_text().count("\n") == 13
+    assert Path(view.export("battles_parquet")).suffix == ".parquet"
+
+
+def test_display_and_export_gate():
+    from webui.config import Settings
+
+    assert display_table(pd.DataFrame()).empty
+    assert export_allowed(Settings()) and not export_allowed(Settings(host="0.0.0.0"))
+    assert export_allowed(Settings(host="0.0.0.0", ui_export="on")) and not export_allowed(Settings(ui_export="off"))
