@@ -28,6 +28,7 @@ from transformers import (
 
 from webui.engine.base import Backend, Slots
 from webui.engine.stops import StopFilter
+from webui.spaces import generate as generate_on_device
 from webui.specs import ModelSpec
 from webui.templates import Rendered, Template, build_template, fit_to_context
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
@@ -190,8 +191,9 @@ class TransformersBackend(Backend):
             device = next(self.model.parameters()).device
             input_ids = torch.tensor([token_ids], device=device)
             with torch.inference_mode():
-                self.model.generate(
-                    input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                # On a ZeroGPU Space this runs inside spaces.GPU; elsewhere it is model.generate.
+                generate_on_device(
+                    self.model, input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                     generation_config=self._generation_config(params),
                     logits_processor=_sampling_processors(params), stopping_criteria=StoppingCriteriaList([halt]),
                     streamer=streamer,

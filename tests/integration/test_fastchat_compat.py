@@ -1,0 +1,98 @@
+"""Files written from real tiny-model replies are read by FastChat's own clean_battle_data, which
+recovers every battle with the right models and winners; our board agrees.
+
+clean_battle_data runs in a fresh interpreter (it forks a pool of 16 readers, which is best done
+without torch loaded) with only its language detector stubbed: polyglot is not installed, and the
+stub lives in that subprocess alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from webui.engine import collect
+from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.recording import ChatEvent, ClientInfo, Conversation, VoteEvent
+from webui.registry import build_registry
+from webui.storage import JsonlRecorder
+from webui.types import Message
+
+CLEAN = """
+import json, sys
+import fastchat.serve.monitor.clean_battle_data as cbd
+cbd.detect_language = lambda text: "English"  # polyglot is not installed; nothing else is stubbed
+battles = cbd.clean_battle_data(sys.argv[1:], [])
+print("RESULT" + json.dumps(battles))
+"""
+
+
+def fastchat_battles(files: list[Path]) -> list[dict]:
+    result = subprocess.run([sys.executable, "-c", CLEAN, *map(str, files)], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT"))
+    return json.loads(line[len("RESULT"):])
+
+
+def play_turn(registry, conv: Conversation, prompt: str, recorder: JsonlRecorder, client: ClientInfo) -> Conversation:
+    """One real generation through the registry's backend, recorded like the UI records it."""
+    backend = registry.load(conv.model_name)
+    history = [*conv.messages, ("user", prompt)]
+    start = time.time()
+    text, finished = collect(backend.stream([Message(r, t) for r, t in history], conv.params))
+    done = Conversation(conv.conv_id, conv.model_name, conv.template_name, conv.system_message,
+                        [*history, ("assistant", text)], conv.params, conv.mode, conv.battle_id, conv.turn + 1,
+                        conv.anonymous)
+    recorder.chat(ChatEvent(done, finished, start, time.time(), client))
+    return done
+
+
+def new_conversation(registry, name: str, battle_id: str, anonymous: bool) -> Conversation:
+    params = registry.load(name).default_params()
+    return Conversation(uuid.uuid4().hex, name, "tokenizer", "", [], params,
+                        "battle" if anonymous else "side_by_side", battle_id, 0, anonymous)
+
+
+@pytest.mark.timeout(300)
+def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
+    registry = build_registry(settings)
+    recorder = JsonlRecorder.from_settings(settings, registry.names())
+    client = ClientInfo("192.0.2.33")
+    plan = [("tiny-a", "tiny-b", "leftvote", True, 1), ("tiny-b", "tiny-fschat", "rightvote", True, 2),
+            ("tiny-fschat", "tiny-a", "tievote", True, 1), ("tiny-a", "tiny-b", "bothbad_vote", True, 1),
+            ("tiny-b", "tiny-a", "leftvote", False, 1)]
+    expected = []
+    try:
+        for a, b, kind, anonymous, turns in plan:
+            battle_id = uuid.uuid4().hex
+            convs = [new_conversation(registry, m, battle_id, anonymous) for m in (a, b)]
+            for turn in range(turns):
+                prompt = ["what is the capital of france", "answer yes or no"][turn]
+                convs = [play_turn(registry, c, prompt, recorder, client) for c in convs]
+            recorder.vote(VoteEvent(kind, convs, client))  # type: ignore[arg-type]
+            expected.append((a, b, kind, anonymous, turns))
+    finally:
+        registry.close()
+
+    files = sorted(settings.log_dir.glob("*-conv.json"))
+    assert files
+    battles = fastchat_battles(files)
+    winner = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
+    got = [(x["model_a"], x["model_b"], x["winner"], x["anony"], x["turn"]) for x in battles]
+    assert got == [(a, b, winner[k], anon, turns) for a, b, k, anon, turns in expected]
+    assert all(x["judge"].startswith("arena_user_h:") for x in battles)  # the hashed address, never the raw one
+    assert "192.0.2.33" not in "".join(p.read_text() for p in files)
+
+    board = board_from_logs(settings.log_dir, BoardOptions(rounds=20, include_named=True))
+    assert len(board.counted) == len(plan)  # ours counts the same battles
+    chats = [json.loads(line) for p in files for line in p.read_text().splitlines()
+             if json.loads(line)["type"] == "chat"]
+    assert len(chats) == 2 * sum(turns for *_, turns in plan)
+    assert all(c["completion_tokens"] >= 0 and c["finish_reason"] in ("stop", "length") for c in chats)
