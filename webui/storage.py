@@ -192,7 +192,7 @@ def chat_record(event: ChatEvent, policy: IdentityPolicy, tstamp: float) -> dict
 class VoteContext:
     """What a vote record needs beyond the event: stamped reasons, identity words, redaction."""
 
-    finish_reasons: Callable[[str], Sequence[str]]
+    finish_reasons: Callable[[Conversation], Sequence[str]]
     identity_words: Sequence[str] = ()
     redact: bool = False
     vote_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -202,7 +202,7 @@ def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: Vo
     """A FastChat vote line: battle votes carry `models` and `states`, direct votes `model`/`state`."""
     convs = list(event.conversations)
     _check_vote_shape(event.kind, convs)
-    states = [state_dict(c, ctx.finish_reasons(c.conv_id)) for c in convs]
+    states = [state_dict(c, ctx.finish_reasons(c)) for c in convs]
     replies = [text for s in states for role, text in s["messages"] if role == "assistant"]
     hygiene = {"identity_leak": leaked_identity(replies, ctx.identity_words)}
     if ctx.redact:
@@ -267,7 +267,7 @@ class JsonlRecorder:
         self.identity_words = tuple(identity_words)
         self._clock = clock
         self._writer = writer or AppendLog()
-        self._reasons: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
+        self._reasons: collections.OrderedDict[str, dict[int, str]] = collections.OrderedDict()
         self._reasons_lock = threading.Lock()
 
     @classmethod
@@ -281,7 +281,7 @@ class JsonlRecorder:
     def chat(self, event: ChatEvent) -> None:
         """Log a finished or stopped reply (unless transcripts are off); remember how it ended so
         that a later vote on the conversation carries it."""
-        self._remember(event.conversation.conv_id, event.finished.reason.value)
+        self._remember(event.conversation, event.finished.reason.value)
         if not self.log_transcripts:
             return
         tstamp = self._clock()
@@ -305,16 +305,19 @@ class JsonlRecorder:
             log.error("could not write a %s record to %s: %s", record["type"], path, reason)
             raise RecordError(failure) from exc
 
-    def _remember(self, conv_id: str, reason: str) -> None:
+    def _remember(self, conv: Conversation, reason: str) -> None:
+        """Keyed by turn: a regenerated reply replaces the attempt it redoes."""
         with self._reasons_lock:
-            self._reasons.setdefault(conv_id, []).append(reason)
-            self._reasons.move_to_end(conv_id)
+            self._reasons.setdefault(conv.conv_id, {})[conv.turn] = reason
+            self._reasons.move_to_end(conv.conv_id)
             while len(self._reasons) > _REMEMBERED_CONVERSATIONS:
                 self._reasons.popitem(last=False)
 
-    def _finish_reasons(self, conv_id: str) -> list[str]:
+    def _finish_reasons(self, conv: Conversation) -> list[str]:
+        """How each turn up to the conversation's own ended, oldest first."""
         with self._reasons_lock:
-            return list(self._reasons.get(conv_id, ()))
+            by_turn = dict(self._reasons.get(conv.conv_id, {}))
+        return [reason for turn, reason in sorted(by_turn.items()) if turn <= conv.turn]
 
 
 # --- reading ---------------------------------------------------------------------------------

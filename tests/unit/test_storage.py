@@ -203,3 +203,20 @@ def test_a_file_moved_away_is_reopened(tmp_path: Path):
 def test_reading_an_empty_or_missing_directory(tmp_path: Path):
     assert read_logs(tmp_path / "missing").records == []
     assert read_logs(tmp_path).files == 0
+
+
+def test_finish_reasons_follow_turns_and_regenerations(tmp_path: Path):
+    import dataclasses
+
+    rec = recorder(tmp_path)
+    left, right = battle("tiny-a", "tiny-b")
+    rec.chat(chat_event(left, FinishReason.ERROR))
+    rec.chat(chat_event(left, FinishReason.STOP))  # Regenerate: the same turn again, now fine
+    rec.chat(chat_event(right, FinishReason.STOP))
+    second = dataclasses.replace(right, turn=2)
+    rec.chat(chat_event(second, FinishReason.CANCELLED))
+    rec.vote(vote("leftvote", (left, right)))  # judged at turn 1: turn 2 is not part of it
+    rec.vote(vote("leftvote", (dataclasses.replace(left, turn=2), second)))
+    first_vote, second_vote = [r for r in lines(tmp_path) if r["type"] == "leftvote"]
+    assert [s["finish_reasons"] for s in first_vote["states"]] == [["stop"], ["stop"]]
+    assert [s["finish_reasons"] for s in second_vote["states"]] == [["stop"], ["stop", "cancelled"]]
