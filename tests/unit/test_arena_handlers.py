@@ -1,0 +1,324 @@
+"""The handlers as plain functions, without Gradio: streaming both panes at once, Stop, a closed
+tab, errors in one pane, votes and the recorder seam, limits, named modes."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from webui import views
+from webui.arena import Owner, PaneSettings, Refused, Session
+from webui.config import Settings
+from webui.engine.base import Backend
+from webui.handlers import GENERIC_FAILURE, VOTE_NOT_RECORDED, Handlers
+from webui.recording import ClientInfo, NullRecorder, RecordError
+from webui.registry import Registry, Weights, build_registry
+from webui.server import Services
+from webui.specs import ModelSpec
+from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+
+ME = Owner("s1", "127.0.0.1")
+CLIENT = ClientInfo("127.0.0.1")
+OWN = [PaneSettings(own_defaults=True)] * 2
+
+
+class FakeBackend(Backend):
+    """Words at a fixed pace; honours the cancel event like a real backend (within one step)."""
+
+    def __init__(self, spec: ModelSpec, delay: float, words: int, fail: str | None = None) -> None:
+        self.spec, self.delay, self.words, self.fail = spec, delay, words, fail
+        self.open_streams = 0
+
+    def stream(self, messages: Sequence[Message], params: SamplingParams,
+               cancel: threading.Event | None = None) -> Iterator:
+        if self.fail == "eager":
+            raise RuntimeError(f"{self.spec.name} is on fire")
+        cancel = cancel or threading.Event()
+        self.open_streams += 1
+
+        def events() -> Iterator:
+            try:
+                for n in range(self.words):
+                    if cancel.wait(self.delay):
+                        yield Finished(FinishReason.CANCELLED, completion_tokens=n)
+                        return
+                    yield TextDelta(f"w{n} ")
+                if self.fail == "late":
+                    yield Finished(FinishReason.ERROR, error=f"{self.spec.name} broke")
+                    return
+                yield Finished(FinishReason.STOP, completion_tokens=self.words, ttft_s=0.01, tokens_per_s=50.0,
+                               prompt=f"PROMPT for {self.spec.name}: {messages[-1].content}")
+            finally:
+                self.open_streams -= 1
+        return events()
+
+
+def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None) -> Services:
+    specs = [ModelSpec(name=name, source=name, weight=cfg.get("weight", 1.0),
+                       sampling=SamplingParams(max_new_tokens=32)) for name, cfg in models.items()]
+    backends: dict[str, FakeBackend] = {}
+
+    def loader(spec: ModelSpec, settings: Settings) -> Weights:
+        cfg = models[spec.name]
+        if cfg.get("broken_load"):
+            raise RuntimeError("cannot load")
+
+        def make(variant: ModelSpec, slots) -> FakeBackend:
+            backends.setdefault(variant.name, FakeBackend(variant, cfg.get("delay", 0.0), cfg.get("words", 3), cfg.get("fail")))
+            return backends[variant.name]
+        return Weights(make)
+
+    settings = Settings(max_turns=max_turns, max_input_chars=50)
+    registry = Registry(specs, settings, loaders={"transformers": loader})
+    registry.start()
+    assert registry.wait_idle(10)
+    services = Services(settings, registry, recorder or NullRecorder())
+    services.backends = backends  # type: ignore[attr-defined]
+    return services
+
+
+def drain(stream: Iterator[Session]) -> list[Session]:
+    return list(stream)
+
+
+def rendered(session: Session) -> str:
+    """Everything the battle view puts on screen, as one string."""
+    parts = [str(views.chat_messages(p)) + views.pane_label(session, i, session.mode) for i, p in enumerate(session.panes)]
+    return " ".join(parts) + views.reveal_markdown(session)
+
+
+# ---- battle --------------------------------------------------------------------------------
+
+def test_battle_turn_streams_votes_and_reveals() -> None:
+    services = fake_services({"alpha": {}, "beta": {}, "gamma": {"weight": 0}})
+    handlers = Handlers(services, rng=random.Random(0))
+    frames = drain(handlers.send(None, "battle", "hello", OWN, ME, CLIENT))
+    session = frames[-1]
+    assert {p.model for p in session.panes} == {"alpha", "beta"}  # weight 0 stays out
+    assert [p.turns[-1].reply.text for p in session.panes] == ["w0 w1 w2 "] * 2
+    assert len(services.recorder.chats) == 2 and all(c.conversation.anonymous for c in services.recorder.chats)
+    for name in ("alpha", "beta"):
+        assert name not in rendered(session)
+    handlers.vote(session, "leftvote", ME, CLIENT)
+    vote = services.recorder.votes[-1]
+    assert vote.kind == "leftvote" and [c.model_name for c in vote.conversations] == [p.model for p in session.panes]
+    assert vote.conversations[0].messages == [("user", "hello"), ("assistant", "w0 w1 w2 ")]
+    assert "alpha" in rendered(session) and "beta" in rendered(session)
+    with pytest.raises(Refused, match="already voted"):
+        handlers.vote(session, "rightvote", ME, CLIENT)
+    with pytest.raises(Refused, match="New round"):
+        drain(handlers.send(session, "battle", "more", OWN, ME, CLIENT))
+    fresh = handlers.new_round(session, "battle", ME)
+    assert fresh.battle_id != session.battle_id and fresh.panes[0].model is None
+
+
+def test_a_fast_model_is_not_held_back_by_a_slow_one() -> None:
+    services = fake_services({"fast": {"delay": 0.0, "words": 5}, "slow": {"delay": 0.3, "words": 5}})
+    stream = Handlers(services).send(None, "side_by_side", "go", [PaneSettings(own_defaults=True)] * 2, ME, CLIENT,
+                                     models=["fast", "slow"])
+    for session in stream:
+        fast, slow = (p.turns[-1].reply if p.turns else None for p in session.panes)
+        if fast is not None and fast.done:
+            assert not slow.done and slow.text.count("w") <= 1
+            break
+    else:
+        pytest.fail("the fast reply never finished first")
+    stream.close()
+
+
+def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
+    services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
+    handlers = Handlers(services)
+    frames: list[Session] = []
+    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "battle", "go", OWN, ME, CLIENT)))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
+        assert time.monotonic() < deadline, "no text arrived"
+        time.sleep(0.01)
+    session = handlers.stop(frames[-1], ME)
+    worker.join(5)
+    assert not worker.is_alive()
+    assert all(p.turns[-1].reply.stopped and p.turns[-1].reply.text for p in session.panes)
+    assert all("stopped" in views.reply_markdown(p.turns[-1].reply) for p in session.panes)
+    assert all(b.open_streams == 0 for b in services.backends.values())
+    assert [c.finished.reason for c in services.recorder.chats] == [FinishReason.CANCELLED] * 2
+    handlers.vote(session, "tievote", ME, CLIENT)  # stopped replies can still be judged
+
+
+def test_closing_the_generator_like_a_closed_tab_stops_the_models() -> None:
+    services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
+    stream = Handlers(services).send(None, "battle", "go", OWN, ME, CLIENT)
+    for session in stream:
+        if all(p.turns[-1].reply.text for p in session.panes):
+            break
+    stream.close()
+    assert all(b.open_streams == 0 for b in services.backends.values())
+    assert all(p.turns[-1].reply.stopped for p in session.panes) and session.running is None
+
+
+def test_a_failing_model_shows_a_generic_message_in_its_pane_only() -> None:
+    services = fake_services({"good": {}, "bad": {"fail": "eager"}, "late": {"fail": "late"}})
+    handlers = Handlers(services)
+    for broken in ("bad", "late"):
+        session = drain(handlers.send(None, "side_by_side", "hi", OWN, ME, CLIENT, models=["good", broken]))[-1]
+        good, bad = (p.turns[-1].reply for p in session.panes)
+        assert good.ok and good.text == "w0 w1 w2 "
+        shown = views.reply_markdown(bad)
+        assert "⚠️" in shown and broken not in shown and "fire" not in shown and "broke" not in shown
+        with pytest.raises(Refused, match="failed"):
+            handlers.vote(session, "leftvote", ME, CLIENT)
+    session = drain(handlers.send(None, "battle", "hi", OWN, ME, CLIENT))[-1]  # the app goes on
+
+
+def test_failure_messages_never_name_the_model() -> None:
+    from webui.errors import ModelNotReady, Overloaded
+    from webui.handlers import failure_message
+
+    for exc in (Overloaded("secret-model", 3.0), ModelNotReady("secret-model is not ready"), KeyError("secret-model")):
+        assert "secret" not in failure_message(exc)
+    assert failure_message(ValueError("x")) == GENERIC_FAILURE
+
+
+def test_a_vote_that_cannot_be_recorded_does_not_count() -> None:
+    class Flaky(NullRecorder):
+        fail = True
+
+        def vote(self, event) -> None:
+            if self.fail:
+                raise RecordError("disk full")
+            super().vote(event)
+
+    services = fake_services({"a": {}, "b": {}}, recorder=Flaky())
+    handlers = Handlers(services)
+    session = drain(handlers.send(None, "battle", "hi", OWN, ME, CLIENT))[-1]
+    with pytest.raises(Refused, match="could not be recorded") as info:
+        handlers.vote(session, "leftvote", ME, CLIENT)
+    assert str(info.value) == VOTE_NOT_RECORDED and session.anonymous
+    services.recorder.fail = False
+    handlers.vote(session, "leftvote", ME, CLIENT)
+    assert session.revealed and len(services.recorder.votes) == 1
+
+
+def test_limits_and_empty_input() -> None:
+    services = fake_services({"a": {}, "b": {}}, max_turns=2)
+    handlers = Handlers(services)
+    frames = drain(handlers.send(None, "battle", "   ", OWN, ME, CLIENT))
+    assert len(frames) == 1 and frames[0].panes[0].model is None and not services.recorder.chats
+    with pytest.raises(Refused, match="limit is 50"):
+        drain(handlers.send(frames[0], "battle", "x" * 51, OWN, ME, CLIENT))
+    session = frames[0]
+    for _ in range(2):
+        session = drain(handlers.send(session, "battle", "hi", OWN, ME, CLIENT))[-1]
+    with pytest.raises(Refused, match="limit of 2 turns"):
+        drain(handlers.send(session, "battle", "hi", OWN, ME, CLIENT))
+    with pytest.raises(Refused, match="another session"):
+        drain(handlers.send(session, "battle", "hi", OWN, Owner("intruder", "127.0.0.1"), CLIENT))
+
+
+def test_battle_needs_two_ready_models() -> None:
+    services = fake_services({"a": {}, "broken": {"broken_load": True}})
+    with pytest.raises(Refused, match="two models"):
+        drain(Handlers(services).send(None, "battle", "hi", OWN, ME, CLIENT))
+
+
+def test_regenerate_one_pane_keeps_the_other() -> None:
+    services = fake_services({"a": {}, "b": {}})
+    handlers = Handlers(services)
+    session = drain(handlers.send(None, "side_by_side", "hi", OWN, ME, CLIENT, models=["a", "b"]))[-1]
+    kept = session.panes[0].turns[-1].reply
+    turn = session.turn_no
+    session = drain(handlers.regenerate(session, (1,), OWN, ME, CLIENT))[-1]
+    assert session.panes[0].turns[-1].reply is kept and session.panes[1].turns[-1].reply.ok
+    assert session.turn_no == turn + 1 and len(services.recorder.chats) == 3
+
+
+# ---- named modes ---------------------------------------------------------------------------
+
+def test_named_modes_choose_ready_models_and_clear_on_change() -> None:
+    services = fake_services({"a": {}, "b": {}, "broken": {"broken_load": True}})
+    handlers = Handlers(services)
+    session, changed = handlers.choose_model(None, "side_by_side", 0, "a", ME)
+    assert changed
+    with pytest.raises(Refused, match="broken cannot be chosen now: it is failed"):
+        handlers.choose_model(session, "side_by_side", 1, "broken", ME)
+    with pytest.raises(Refused, match="no model"):
+        handlers.choose_model(session, "side_by_side", 1, "nope", ME)
+    with pytest.raises(Refused, match="Model B"):
+        drain(handlers.send(session, "side_by_side", "hi", OWN, ME, CLIENT, models=["a", None]))
+    session = drain(handlers.send(session, "side_by_side", "hi", OWN, ME, CLIENT, models=["a", "b"]))[-1]
+    assert views.pane_label(session, 0, "side_by_side") == "Model A: a"
+    assert views.last_prompt(session.panes[1]) == "PROMPT for b: hi"
+    session, changed = handlers.choose_model(session, "side_by_side", 1, "a", ME)
+    assert changed and not session.panes[1].turns and session.panes[0].turns
+    assert handlers.choose_model(session, "side_by_side", 0, "a", ME) == (session, False)
+
+
+def test_same_settings_applies_pane_a_to_both() -> None:
+    services = fake_services({"a": {}, "b": {}})
+    handlers = Handlers(services)
+    a = PaneSettings(temperature=0.1, max_new_tokens=7, system_prompt="sys A")
+    b = PaneSettings(temperature=1.5, max_new_tokens=9)
+    session = drain(handlers.send(None, "side_by_side", "hi", [a, b], ME, CLIENT, models=["a", "b"],
+                                  same_settings=True))[-1]
+    assert [(t.params.temperature, t.params.max_new_tokens, t.system_prompt)
+            for t in (p.turns[-1] for p in session.panes)] == [(0.1, 7, "sys A")] * 2
+
+
+def test_direct_chat_votes() -> None:
+    services = fake_services({"a": {}})
+    handlers = Handlers(services)
+    session = drain(handlers.send(None, "direct", "hi", [PaneSettings(own_defaults=True)], ME, CLIENT,
+                                  models=["a"]))[-1]
+    handlers.vote(session, "upvote", ME, CLIENT)
+    handlers.vote(session, "flag", ME, CLIENT)
+    with pytest.raises(Refused, match="already voted"):
+        handlers.vote(session, "downvote", ME, CLIENT)
+    assert [v.kind for v in services.recorder.votes] == ["upvote", "flag"]
+
+
+# ---- a real tiny model: Stop reaches the generate threads -------------------------------------
+
+@pytest.fixture()
+def long_tiny(tmp_path: Path, tiny_model_dir: Path) -> Services:
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n" + "".join(
+        f"  - name: long-{s}\n    source: {tiny_model_dir}\n    context_length: 4096\n"
+        f"    sampling: {{ignore_eos: true, max_new_tokens: 3000}}\n" for s in "ab"))
+    settings = Settings(models_file=models, cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs")
+    registry = build_registry(settings)
+    registry.start()
+    assert registry.wait_idle(60)
+    yield Services(settings, registry, NullRecorder())
+    registry.close()
+
+
+def test_stop_ends_both_generate_threads_of_a_real_model(long_tiny: Services, no_thread_leak) -> None:
+    handlers = Handlers(long_tiny)
+    frames: list[Session] = []
+    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "battle", "hello", OWN, ME, CLIENT)))
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
+        assert time.monotonic() < deadline, "no text arrived"
+        time.sleep(0.02)
+    assert any(t.name.startswith("generate:") for t in threading.enumerate())
+    handlers.stop(frames[-1], ME)
+    worker.join(10)
+    assert not [t for t in threading.enumerate() if t.name.startswith("generate:")]
+    replies = [p.turns[-1].reply for p in frames[-1].panes]
+    assert all(r.stopped and 0 < r.final.completion_tokens < 3000 for r in replies)
+
+
+def test_closing_the_stream_ends_real_generate_threads(long_tiny: Services, no_thread_leak) -> None:
+    stream = Handlers(long_tiny).send(None, "battle", "hello", OWN, ME, CLIENT)
+    for session in stream:
+        if all(p.turns[-1].reply.text for p in session.panes):
+            break
+    stream.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("generate:")]

@@ -1,0 +1,274 @@
+"""The arena's handlers as plain functions of (session, inputs): send, regenerate, stop, vote, new
+round, choose a model. The Gradio tabs only wire components to these; the tests call them directly.
+
+Generation handlers are generators that yield the session after every change, so that the UI can
+redraw; they always end the run in `finally` (a Stop, a closed tab or an error), which stops the
+models, marks unfinished replies as stopped and hands every finished reply to the recorder.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from webui import arena
+from webui.arena import Owner, PaneSettings, Refused, Session
+from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.recording import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
+from webui.registry import ModelState
+from webui.streaming import Job, Opener, PaneEvent, PaneStreams
+from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+
+if TYPE_CHECKING:
+    from webui.server import Services
+
+log = logging.getLogger(__name__)
+STOP_WAIT_S = 10.0  # Stop waits this long for the models to stop, so that it can show the result
+VOTE_NOT_RECORDED = "Sorry, your vote could not be recorded. Please try again in a moment."
+
+FAILURES: list[tuple[type[BaseException], str]] = [
+    (PromptTooLong, "The conversation is too long for this model. Start a new round."),
+    (Overloaded, "This model is busy right now. Try Regenerate in a moment."),
+    (ModelNotReady, "This model is not available right now. Try again in a moment, or start a new round."),
+    (ParamError, "The model did not accept these parameters (is max_new_tokens too large?). "
+                 "Adjust them and press Regenerate."),
+]
+GENERIC_FAILURE = "This model could not answer. Try Regenerate, or start a new round."
+
+
+def failure_message(exc: BaseException) -> str:
+    """A short message for the pane; never the exception text, which may name the model."""
+    for kind, message in FAILURES:
+        if isinstance(exc, kind):
+            return message
+    return GENERIC_FAILURE
+
+
+class Handlers:
+    def __init__(self, services: Services, rng: random.Random | None = None) -> None:
+        self.services = services
+        self.registry = services.registry
+        self.settings = services.settings
+        self.rng = rng or random.SystemRandom()
+
+    # ---- sessions -------------------------------------------------------------------------
+    def session_for(self, session: Session | None, mode: Mode, owner: Owner) -> Session:
+        if session is None:
+            return arena.new_session(mode, owner)
+        return arena.check_owner(session, owner)
+
+    def choose_model(self, session: Session | None, mode: Mode, pane: int, name: str | None,
+                     owner: Owner) -> tuple[Session, bool]:
+        """Select a model for a named pane; a different model clears that pane's conversation.
+        Returns (session, changed). Models that are not ready cannot be chosen."""
+        if mode == "battle":
+            raise Refused("Models cannot be chosen in a battle.")
+        session = self.session_for(session, mode, owner)
+        if not isinstance(name, str) or not name:
+            raise Refused("Choose a model first.")
+        with session.lock:
+            if session.panes[pane].model == name:
+                return session, False
+            self._check_ready(name)
+            if session.busy:
+                raise Refused("Please stop the replies before changing the model.")
+            session.panes[pane].model = name
+            session.panes[pane].clear()
+        return session, True
+
+    def _check_ready(self, name: str) -> None:
+        try:
+            status = self.registry.status(name)
+        except ModelNotFound:
+            raise Refused("There is no model with that name.") from None
+        if status.state is not ModelState.READY:
+            raise Refused(f"{name} cannot be chosen now: it is {status.describe()}.")
+
+    def pane_defaults(self, name: str) -> PaneSettings:
+        """The controls' values for a model: the defaults from its models-file entry."""
+        spec = self.registry.spec(name)
+        return PaneSettings.from_spec(spec.sampling, spec.system_prompt)
+
+    # ---- send and regenerate --------------------------------------------------------------
+    def send(self, session: Session | None, mode: Mode, text: object, pane_settings: Sequence[PaneSettings],
+             owner: Owner, client: ClientInfo, *, models: Sequence[str | None] = (),
+             same_settings: bool = False) -> Iterator[Session]:
+        """Accept the user's message (or refuse before anything changes), show it, then stream
+        every pane's reply at once. Empty input does nothing."""
+        message = arena.clean_message(text, self.settings.max_input_chars)
+        session = self.session_for(session, mode, owner)
+        if message is None:
+            yield session
+            return
+        with session.lock:
+            arena.check_can_send(session, self.settings.max_turns)
+            self._assign_models(session, models)
+            requests = self._requests(session, range(len(session.panes)), pane_settings, same_settings)
+            arena.add_turn(session, message, [requests[i] for i in range(len(session.panes))])
+            run = arena.start_run(session)
+        yield from self._generate(session, run, range(len(session.panes)), client)
+
+    def regenerate(self, session: Session | None, panes: Sequence[int], pane_settings: Sequence[PaneSettings],
+                   owner: Owner, client: ClientInfo, *, same_settings: bool = False) -> Iterator[Session]:
+        """Generate the newest reply of `panes` again, with the current parameters."""
+        session = arena.check_owner(session, owner)
+        with session.lock:
+            arena.check_can_regenerate(session, panes)
+            requests = self._requests(session, panes, pane_settings, same_settings)
+            arena.reset_replies(session, panes, requests)
+            run = arena.start_run(session)
+        yield from self._generate(session, run, panes, client)
+
+    def _assign_models(self, session: Session, models: Sequence[str | None]) -> None:
+        if session.mode == "battle":
+            if session.panes[0].model is None:
+                weights = {name: self.registry.spec(name).weight for name in self.registry.ready_names()}
+                for pane, name in zip(session.panes, arena.draw_pair(weights, self.rng), strict=True):
+                    pane.model = name
+            return
+        for i, pane in enumerate(session.panes):
+            name = models[i] if i < len(models) else pane.model
+            if not name:
+                raise Refused(f"Choose a model for {'the chat' if session.mode == 'direct' else arena.PANE_LABELS[i]} first.")
+            if name != pane.model:
+                self._check_ready(name)
+                pane.model = name
+                pane.clear()
+
+    def _requests(self, session: Session, panes: Sequence[int], pane_settings: Sequence[PaneSettings],
+                  same_settings: bool) -> dict[int, tuple[SamplingParams, str | None]]:
+        if not pane_settings:
+            pane_settings = [PaneSettings(own_defaults=True)]
+        requests = {}
+        for i in panes:
+            chosen = pane_settings[0] if same_settings or i >= len(pane_settings) else pane_settings[i]
+            params, system = chosen.apply(self.registry.spec(session.panes[i].model).sampling)
+            if system is not None and len(system) > self.settings.max_input_chars:
+                raise Refused(f"The system prompt is longer than {self.settings.max_input_chars:,} characters.")
+            requests[i] = (params, system)
+        return requests
+
+    def _opener(self, model: str, messages: list[Message], params: SamplingParams) -> Opener:
+        def open_stream(cancel: threading.Event) -> Iterator:
+            return self.registry.get(model).stream(messages, params, cancel)
+        return open_stream
+
+    def _generate(self, session: Session, run: threading.Event, panes: Sequence[int],
+                  client: ClientInfo) -> Iterator[Session]:
+        """Stream `panes` until they end. Whatever happens (Stop, the generator closed by a closed
+        tab, an error), `finally` stops the models, keeps the partial replies and ends the run."""
+        streams: PaneStreams | None = None
+        try:
+            jobs = [Job(i, self._opener(session.panes[i].model, session.panes[i].messages(),
+                                        session.panes[i].turns[-1].params)) for i in panes]
+            yield session  # the user's message (or the emptied reply) shows at once
+            streams = PaneStreams(jobs, run, join_timeout_s=self.settings.thread_join_timeout_s)
+            for batch in streams.batches():
+                self._apply(session, batch, client)
+                yield session
+        finally:
+            leftover = streams.close() if streams is not None else []
+            self._apply(session, leftover, client)
+            self._settle(session, panes, client)
+
+    def _apply(self, session: Session, batch: Sequence[PaneEvent], client: ClientInfo) -> None:
+        for item in batch:
+            pane = session.panes[item.pane]
+            reply = pane.turns[-1].reply
+            if item.error is not None:
+                log.warning("%s failed to answer: %s", pane.model, item.error)
+                reply.error = failure_message(item.error)
+            elif isinstance(item.event, TextDelta):
+                reply.text += item.event.text
+            elif isinstance(item.event, Finished):
+                if item.event.reason is FinishReason.ERROR:
+                    log.warning("%s failed while answering: %s", pane.model, item.event.error)
+                reply.final = item.event
+                self._record_chat(session, item.pane, client)
+
+    def _settle(self, session: Session, panes: Sequence[int], client: ClientInfo) -> None:
+        """End the run: a reply that never got its Finished event (its stream was closed) is kept
+        as stopped."""
+        with session.lock:
+            for i in panes:
+                reply = session.panes[i].turns[-1].reply
+                if not reply.done:
+                    reply.final = Finished(FinishReason.CANCELLED)
+                    self._record_chat(session, i, client)
+            arena.end_run(session)
+
+    # ---- stop, new round --------------------------------------------------------------------
+    def stop(self, session: Session | None, owner: Owner, wait_s: float = STOP_WAIT_S) -> Session | None:
+        """Stop every pane's generation (in the models, not just on screen) and wait briefly until
+        the replies are settled, so that the caller can show them marked as stopped."""
+        if session is None:
+            return None
+        arena.check_owner(session, owner)
+        run = session.running
+        if run is not None:
+            run.set()
+            if not session.idle.wait(wait_s):
+                log.warning("stop: the generation did not end within %.0f s", wait_s)
+        return session
+
+    def new_round(self, session: Session | None, mode: Mode, owner: Owner) -> Session:
+        """A battle gets a new, undrawn pair; named modes keep their models and clear the chat."""
+        if session is not None:
+            self.stop(session, owner)
+        if session is None or mode == "battle":
+            return arena.new_session(mode, owner)
+        with session.lock:
+            for pane in session.panes:
+                pane.clear()
+            session.votes.clear()
+        return session
+
+    # ---- votes and records ------------------------------------------------------------------
+    def vote(self, session: Session | None, kind: str, owner: Owner, client: ClientInfo) -> Session:
+        """Record a vote if the rules allow it. It counts only once the recorder has it: on a
+        RecordError the user is told, and may vote again."""
+        session = arena.check_owner(session, owner)
+        with session.lock:
+            arena.check_vote(session, kind, owner)
+            event = VoteEvent(kind=kind, conversations=[self.conversation(session, i) for i in range(len(session.panes))],
+                              client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id})
+            try:
+                self.services.recorder.vote(event)
+            except RecordError as exc:
+                log.error("vote not recorded: %s", exc)
+                raise Refused(VOTE_NOT_RECORDED) from None
+            arena.mark_voted(session, kind)
+        return session
+
+    def conversation(self, session: Session, index: int) -> Conversation:
+        pane = session.panes[index]
+        spec = self.registry.spec(pane.model)
+        newest = pane.turns[-1]
+        messages: list[tuple[str, str]] = []
+        for turn in pane.turns:
+            if turn.reply.ok or turn is newest:
+                messages += [("user", turn.user), ("assistant", turn.reply.text)]
+        final = newest.reply.final
+        template = str(final.extra.get("template", spec.template)) if final is not None else spec.template
+        return Conversation(
+            conv_id=pane.conv_id, model_name=pane.model or "", template_name=template,
+            system_message=newest.system_prompt or spec.system_prompt or "", messages=messages,
+            params=newest.params, mode=session.mode, battle_id=session.battle_id, turn=len(pane.turns),
+            anonymous=session.mode == "battle",
+        )
+
+    def _record_chat(self, session: Session, index: int, client: ClientInfo) -> None:
+        reply = session.panes[index].turns[-1].reply
+        if reply.final is None:
+            return
+        try:
+            event = ChatEvent(self.conversation(session, index), reply.final, reply.started, time.time(), client)
+            self.services.recorder.chat(event)
+        except RecordError as exc:
+            log.error("transcript not recorded: %s", exc)
+        except Exception:  # noqa: BLE001 - a broken recorder must not break the chat
+            log.exception("transcript not recorded")

@@ -1,0 +1,151 @@
+"""Pieces every chat tab uses: the chat pane, the parameter accordion, who the caller is, and the
+guard that turns the rules' refusals into messages (and anything unexpected into a generic one)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from webui.arena import Owner, PaneSettings, Refused
+from webui.clients import client_info
+from webui.config import Settings
+from webui.recording import ClientInfo
+from webui.types import SamplingParams
+
+log = logging.getLogger(__name__)
+UNEXPECTED = "Something went wrong on the server. Please try again, or start a new round."
+GENERATION = "generation"  # one concurrency group for every streaming event of every tab
+# Streaming handlers each hold a worker thread while they wait for tokens; staying below AnyIO's
+# 40 threads leaves room for Stop, votes and the status timer. Per-model limits are the
+# registry's (Settings.max_concurrency); requests beyond them queue there, with a timeout.
+GENERATION_LIMIT = 32
+LATEX = [
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "\\[", "right": "\\]", "display": True},
+    {"left": "\\(", "right": "\\)", "display": False},
+    {"left": "$", "right": "$", "display": False},
+]
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Refused -> its message; anything else -> a generic message (the details go to the server
+    log only: an exception text may name a model that must stay hidden)."""
+
+    def translate(exc: Exception) -> Exception:
+        if isinstance(exc, gr.Error):
+            return exc
+        if isinstance(exc, Refused):
+            return gr.Error(str(exc), print_exception=False)
+        log.exception("handler %s failed", fn.__name__)
+        return gr.Error(UNEXPECTED, print_exception=False)
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - translated, never shown raw
+                raise translate(exc) from None
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - translated, never shown raw
+            raise translate(exc) from None
+    return call
+
+
+def owner_of(request: gr.Request | None, settings: Settings) -> Owner:
+    return Owner(getattr(request, "session_hash", None), client_of(request, settings).address)
+
+
+def client_of(request: gr.Request | None, settings: Settings) -> ClientInfo:
+    return client_info(request, settings)
+
+
+def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
+    """HTML in messages is sanitised in the browser (sanitize_html, and no custom tags kept), so a
+    prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs."""
+    return gr.Chatbot(
+        label=label, elem_id=elem_id, height=420, sanitize_html=True, allow_tags=False, render_markdown=True,
+        latex_delimiters=LATEX, buttons=["copy", "copy_all"], feedback_options=None, layout="bubble",
+        placeholder="The reply appears here.",
+    )
+
+
+@dataclass
+class Controls:
+    """One pane's parameter accordion. `own` (battle only) means: use the model's own settings."""
+
+    own: gr.Checkbox | None
+    fields: list[gr.components.Component]
+
+    @property
+    def inputs(self) -> list[gr.components.Component]:
+        return ([self.own] if self.own is not None else []) + self.fields
+
+
+def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls:
+    """Sampling controls in an accordion. In a battle the models' own defaults cannot be shown
+    (they would tell the models apart), so a checkbox chooses them without showing them."""
+    d = SamplingParams()
+    with gr.Accordion(f"Parameters · {title}", open=False, elem_id=f"{elem_prefix}-params"):
+        own = None
+        if anonymous:
+            own = gr.Checkbox(True, label="Use the model's own settings (hidden until the vote)",
+                              elem_id=f"{elem_prefix}-own")
+        editable = not anonymous
+        fields = [
+            gr.Slider(0.0, 2.0, value=d.temperature, step=0.05, label="temperature (0 = greedy)", interactive=editable),
+            gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable),
+            gr.Slider(0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable),
+            gr.Slider(1, 4096, value=d.max_new_tokens, step=1, label="max_new_tokens", interactive=editable),
+            gr.Slider(0.5, 2.0, value=d.repetition_penalty, step=0.05, label="repetition_penalty",
+                      interactive=editable),
+            gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable),
+            gr.Textbox(value="", lines=2, label="system prompt", placeholder="(the model's own)",
+                       interactive=editable),
+        ]
+    if own is not None:
+        own.change(lambda mine: [gr.update(interactive=not mine)] * len(fields), own, fields,
+                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", show_progress="hidden")
+    return Controls(own, fields)
+
+
+def split_settings(values: Sequence[Any], controls: Sequence[Controls]) -> list[PaneSettings]:
+    """The flat control values of several panes -> one PaneSettings per pane."""
+    out, at = [], 0
+    for c in controls:
+        own = bool(values[at]) if c.own is not None else False
+        at += 1 if c.own is not None else 0
+        out.append(PaneSettings.from_values(list(values[at:at + len(c.fields)]), own_defaults=own))
+        at += len(c.fields)
+    return out
+
+
+def mirror(same: bool, b_own: bool | None, *a_values: Any) -> list[Any]:
+    """'Same parameters for both panes': pane B shows pane A's values and cannot be edited."""
+    if same:
+        return [gr.update(value=v, interactive=False) for v in a_values]
+    has_own = len(a_values) == len(PaneSettings.FIELDS) + 1
+    fields = [gr.update(interactive=not b_own if has_own else True)] * len(PaneSettings.FIELDS)
+    return ([gr.update(interactive=True)] if has_own else []) + fields
+
+
+def wire_mirror(same: gr.Checkbox, a: Controls, b: Controls, api_name: str) -> None:
+    own_b = [b.own] if b.own is not None else []
+
+    def run(same_value: bool, *values: Any) -> list[Any]:
+        b_own = values[0] if own_b else None
+        return mirror(same_value, b_own, *values[len(own_b):])
+
+    gr.on([same.change] + [c.change for c in a.inputs], run, [same, *own_b, *a.inputs], b.inputs,
+          api_name=api_name, show_progress="hidden", trigger_mode="always_last")
