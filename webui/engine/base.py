@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from webui.errors import Overloaded
+from webui.errors import Overloaded, ParamError
 from webui.types import Finished, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
@@ -43,6 +43,25 @@ class Backend(ABC):
 
     def render_prompt(self, messages: Sequence[Message]) -> str | None:
         """The exact prompt text this backend would send, when it can know it."""
+        return None
+
+    def complete(
+        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
+        """Raw text completion: `prompt` goes to the model as is, with no chat template (the
+        /v1/completions route). Same contract as `stream`. Backends that cannot do it refuse
+        eagerly, so that the API answers 400 instead of failing mid-stream."""
+        raise ParamError("prompt", f"{self.name} does not support raw text completion; use chat completions")
+
+    def prompt_tokens(self, prompt: Sequence[Message] | str) -> int | None:
+        """Tokens the prompt takes (messages rendered with this entry's template and system
+        prompt, or raw text), when the backend can count them; None otherwise. Lets the HTTP API
+        refuse a conversation that does not fit instead of silently dropping old turns."""
+        return None
+
+    def health(self) -> str | None:
+        """None while the backend works; a short reason when a model that loaded fine has since
+        become unusable (a remote server that stopped answering). Shown in the model status."""
         return None
 
 

@@ -28,6 +28,7 @@ from transformers import (
 
 from webui.engine.base import Backend, Slots
 from webui.engine.stops import StopFilter
+from webui.errors import ParamError, PromptTooLong
 from webui.spaces import generate as generate_on_device
 from webui.specs import ModelSpec
 from webui.templates import Rendered, Template, build_template, fit_to_context
@@ -122,6 +123,30 @@ class TransformersBackend(Backend):
         """Checks, queueing and the thread start happen here, eagerly, so that errors reach the
         caller before any event; the returned iterator only reads the tokens."""
         rendered = self.prepare(messages, params)
+        return self._launch(rendered, params, cancel, self.template.stop, self.template.name)
+
+    def complete(self, prompt: str, params: SamplingParams,
+                 cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        """Raw completion: the text is tokenized as is (with the tokenizer's own special tokens,
+        such as BOS) and no template or template stop strings apply. Nothing can be dropped, so a
+        prompt that does not fit is refused."""
+        params.validate(self.context_length)
+        if not isinstance(prompt, str) or not prompt:
+            raise ParamError("prompt", "must be a non-empty string")
+        token_ids = self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        budget = self.context_length - params.max_new_tokens
+        if len(token_ids) > budget:
+            raise PromptTooLong(len(token_ids), budget)
+        return self._launch(Rendered(prompt, token_ids, 0), params, cancel, (), "raw")
+
+    def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
+        if isinstance(prompt, str):
+            return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        return len(self._encode(self.render_prompt(prompt)))
+
+    def _launch(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
+                template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
+        """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
         started = time.perf_counter()
         self.slots.acquire(self.spec.name, self.queue_timeout_s)
         cancel = cancel or threading.Event()
@@ -136,12 +161,13 @@ class TransformersBackend(Backend):
         except BaseException:
             self.slots.release()
             raise
-        events = self._events(rendered, params, streamer, thread, cancel, halt, started)
+        events = self._events(rendered, params, streamer, thread, cancel, halt, started, template_stops, template_name)
         return _Generation(events, halt, thread, self.join_timeout_s)
 
     def _events(self, rendered: Rendered, params: SamplingParams, streamer: _Streamer, thread: threading.Thread,
-                cancel: threading.Event, halt: threading.Event, started: float) -> Iterator[StreamEvent]:
-        stops = StopFilter((*params.stop, *self.template.stop))
+                cancel: threading.Event, halt: threading.Event, started: float,
+                template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
+        stops = StopFilter((*params.stop, *template_stops))
         reason: FinishReason | None = None
         error: str | None = None
         for item in _drain(streamer, thread):
@@ -165,14 +191,14 @@ class TransformersBackend(Backend):
                 reason = FinishReason.LENGTH
             else:
                 reason = FinishReason.STOP
-        final = self._finished(reason, rendered, streamer, started, error)
+        final = self._finished(reason, rendered, streamer, started, error, template_name)
         # When the caller sees Finished, the model is idle and the slot is free.
         halt.set()
         thread.join(self.join_timeout_s)
         yield final
 
     def _finished(self, reason: FinishReason, rendered: Rendered, streamer: _Streamer, started: float,
-                  error: str | None) -> Finished:
+                  error: str | None, template_name: str) -> Finished:
         now = time.perf_counter()
         first = streamer.first_token_at
         rate = None
@@ -181,7 +207,7 @@ class TransformersBackend(Backend):
         return Finished(
             reason=reason, prompt_tokens=len(rendered.token_ids), completion_tokens=streamer.generated,
             ttft_s=(first - started) if first is not None else None, tokens_per_s=rate, error=error,
-            prompt=rendered.text, extra={"dropped_messages": rendered.dropped_messages, "template": self.template.name},
+            prompt=rendered.text, extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
         )
 
     def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
