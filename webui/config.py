@@ -58,6 +58,9 @@ class Settings:
     max_input_chars: int = 12_000
     max_turns: int = 20
     thread_join_timeout_s: float = 30.0
+    # Keys the HTTP API (/v1) accepts as `Authorization: Bearer KEY`; empty means no key needed.
+    # Environment only (ARENA_API_KEYS=key1,key2): a command-line key would show in `ps`.
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
     # Votes, logs and the leaderboard (docs/logging.md, docs/leaderboard.md)
     trusted_proxies: int = 0  # reverse proxies in front of the app whose X-Forwarded-For entry is believed
     ip_logging: str = "hash"  # hash | raw | none
@@ -96,6 +99,8 @@ class Settings:
             raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
         if self.queue_timeout_s <= 0:
             raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
+        if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
+            raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
 
     def _check_deploy(self) -> None:
         for name in ("rate_messages", "rate_votes", "queue_size"):
@@ -137,6 +142,8 @@ def _convert(name: str, raw: str, kind: type) -> Any:
             return lowered in ("1", "true", "yes", "on")
         if issubclass(kind, Path):
             return Path(raw)
+        if kind is tuple:  # comma-separated list
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
         return kind(raw)
     except ValueError:
         raise ConfigError(f"ARENA_{name.upper()}: cannot read {raw!r} as {kind.__name__}") from None
