@@ -49,6 +49,9 @@ def create_app(services: Services) -> FastAPI:
         }
         return JSONResponse(body)
 
+    from webui.api import install_api
+
+    install_api(app, services)  # before the UI: a mount at "/" answers every path after it
     blocks = build_ui(services)
     return gr.mount_gradio_app(app, blocks, path="/")
 

@@ -1,0 +1,217 @@
+"""The /v1 routes. Thin on purpose: validate the body, start the engine in a worker thread, answer
+as JSON or Server-Sent Events. Errors go through `webui.api.errors`, the one place that maps them.
+
+Anonymity: battles are a UI affair and nothing here knows about them. The model list shows each
+model's load state only, never how busy it is, so that watching /v1/models cannot tell which two
+models are answering in someone's battle right now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+
+from webui.api.bridge import EventPump, Starter, stop_on_disconnect
+from webui.api.errors import ApiError, from_arena, from_finished, from_validation
+from webui.api.responses import Reply, sse_stream
+from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from webui.engine.base import Backend
+from webui.errors import ArenaError, PromptTooLong
+from webui.registry import ModelState, Registry
+from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+
+if TYPE_CHECKING:
+    from webui.server import Services
+    from webui.types import StreamEvent
+
+log = logging.getLogger(__name__)
+Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
+_LOADING = (ModelState.QUEUED, ModelState.LOADING, ModelState.UNLOADED)
+
+
+def build_router(services: Services) -> APIRouter:
+    router = APIRouter(prefix="/v1", dependencies=[Depends(_auth(services.settings.api_keys))])
+    registry = services.registry
+    created = int(time.time())
+
+    @router.get("/models")
+    def list_models() -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [_model_card(registry, n, created) for n in registry.names()]})
+
+    @router.get("/models/{model_id:path}")
+    def get_model(model_id: str) -> JSONResponse:
+        try:
+            registry.spec(model_id)
+        except ArenaError as exc:
+            raise from_arena(exc) from None
+        return JSONResponse(_model_card(registry, model_id, created))
+
+    @router.post("/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        body = await _parse(request, ChatCompletionRequest)
+        messages = body.to_messages()
+
+        def start(cancel: Any) -> Any:
+            backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
+            return backend.stream(messages, _sampling(backend, body, messages), cancel)
+
+        return await _answer(request, registry, body, "chat", start)
+
+    @router.post("/completions")
+    async def completions(request: Request) -> Any:
+        body = await _parse(request, CompletionRequest)
+        prompt = body.prompt_text()
+
+        def start(cancel: Any) -> Any:
+            backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
+            return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
+
+        return await _answer(request, registry, body, "text", start)
+
+    return router
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _auth(keys: Sequence[str]) -> Any:
+    """A dependency that requires `Authorization: Bearer KEY` when keys are configured."""
+    wanted = [k.encode() for k in keys]
+
+    async def check(request: Request) -> None:
+        if not wanted:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip().encode()
+        # compare against every key without stopping early, so timing says nothing about them
+        matches = [secrets.compare_digest(given, k) for k in wanted]
+        if scheme.lower() != "bearer" or not any(matches):
+            raise ApiError(401, "a valid API key is required: send the header `Authorization: Bearer YOUR_KEY`",
+                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+
+    return check
+
+
+async def _parse(request: Request, model: type[Body]) -> Body:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise ApiError(400, "the request body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        body = model.model_validate(data)
+        body.check()
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    except ArenaError as exc:
+        raise from_arena(exc) from None
+    return body
+
+
+def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
+    spec, status = registry.spec(name), registry.status(name)
+    state, reason, context = status.state.value, status.reason, spec.context_length
+    if status.state is ModelState.READY:
+        try:
+            backend = registry.get(name)
+        except ArenaError:  # unloaded between the two calls
+            backend = None
+        problem = backend.health() if backend else None
+        context = backend.context_length if backend else context
+        if problem:
+            state, reason = "unhealthy", problem
+    return {
+        "id": name, "object": "model", "created": created, "owned_by": "pairwise-arena",
+        "status": state, "status_reason": reason or None, "backend": spec.backend,
+        "context_length": context, "description": spec.description or None,
+    }
+
+
+def _ready_backend(registry: Registry, name: str, wait_s: float) -> Backend:
+    """The model's backend; a model not loaded yet is loaded (and waited for, up to `wait_s`)."""
+    if registry.status(name).state is ModelState.UNLOADED:
+        registry.start([name])
+    deadline = time.monotonic() + wait_s
+    while registry.status(name).state in _LOADING and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling a status, in the request's own worker thread
+    return registry.get(name)
+
+
+def _sampling(backend: Backend, body: SamplingFields, prompt: Sequence[Message] | str) -> SamplingParams:
+    """The model entry's defaults, overridden by what the request gives; the entry's stop strings
+    stay and the request's are added. Without max_tokens, the default shrinks to what the context
+    has room for (as OpenAI does); with it, a prompt that does not fit is refused, never cut."""
+    params = backend.default_params().replace(**body.overrides())
+    params = params.replace(stop=(*params.stop, *body.stop_list())).validate(backend.context_length)
+    context, used = backend.context_length, backend.prompt_tokens(prompt)
+    if context is None or used is None:
+        return params
+    if body.max_tokens is None:
+        if used >= context:
+            raise PromptTooLong(used, context - 1)
+        return params.replace(max_new_tokens=min(params.max_new_tokens, context - used))
+    if used > context - params.max_new_tokens:
+        raise PromptTooLong(used, context - params.max_new_tokens)
+    return params
+
+
+async def _answer(request: Request, registry: Registry, body: SamplingFields, kind: str, start: Starter) -> Any:
+    try:
+        registry.spec(body.model)
+    except ArenaError as exc:
+        raise from_arena(exc) from None
+    pump = EventPump(start, name=f"api:{body.model}")
+    try:
+        await pump.start()
+    except ArenaError as exc:
+        prompt_param = "messages" if kind == "chat" else "prompt"
+        raise from_arena(exc, max_tokens=body.max_tokens, prompt_param=prompt_param) from None
+    reply = Reply("chat" if kind == "chat" else "text", body.model)
+    if body.stream:
+        return _PumpResponse(pump, sse_stream(reply, pump.events(), body.include_usage), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    watcher = asyncio.create_task(stop_on_disconnect(request.is_disconnected, pump))
+    try:
+        text, final = await _collect(pump)
+    finally:
+        watcher.cancel()
+        pump.stop()
+    if final.reason is FinishReason.ERROR:
+        raise from_finished(final)
+    return JSONResponse(reply.whole(text, final))
+
+
+async def _collect(pump: EventPump) -> tuple[str, Finished]:
+    parts: list[str] = []
+    final: Finished | None = None
+    event: StreamEvent
+    async for event in pump.events():
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+        else:
+            final = event
+    if final is None:
+        final = Finished(FinishReason.ERROR, error="the stream ended without finishing")
+    return "".join(parts), final
+
+
+class _PumpResponse(StreamingResponse):
+    """Stops the generation whatever happens to the response, including a client gone before the
+    first chunk (then the body generator never starts, and its own cleanup never runs)."""
+
+    def __init__(self, pump: EventPump, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pump = pump
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.pump.stop()
