@@ -1,0 +1,385 @@
+"""A model served by another OpenAI-compatible server (vLLM, TGI, llama.cpp, another arena).
+
+The arena fronts a fleet this way: each entry streams from `{base_url}/chat/completions` (or
+`/completions` for raw text) into a pane or through our own API, exactly like a local model.
+
+One request = one reader thread that owns the upstream HTTP stream and hands parsed chunks over a
+queue (errors travel the same queue, so the consumer never waits forever). The consumer polls the
+queue in short slices so that Stop or a dropped client is honoured within a fraction of a second
+even while upstream is silent; aborting shuts the socket down, which wakes the reader and tells the
+upstream server that its client left (a well-behaved server then stops generating).
+
+Failures of the upstream server (refused connection, timeout, HTTP error) end that one stream with
+Finished(reason=ERROR) and are remembered as the backend's health until a request succeeds again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+
+from webui.engine.base import Backend, Slots
+from webui.engine.stops import StopFilter
+from webui.specs import ModelSpec
+from webui.templates import with_system
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.1  # how often a waiting consumer looks at the cancel event
+_MAX_UPSTREAM_STOPS = 4  # OpenAI's limit; the rest are applied here, on our side
+
+
+class RemoteError(RuntimeError):
+    """The upstream server failed; `status` is its HTTP status when it answered at all."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Health:
+    """The last thing we learned about the upstream server, shared by an entry's variants."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._problem: str | None = None
+
+    def ok(self) -> None:
+        with self._lock:
+            self._problem = None
+
+    def failed(self, problem: str) -> None:
+        with self._lock:
+            self._problem = f"{problem} (at {time.strftime('%H:%M:%S')})"
+
+    @property
+    def problem(self) -> str | None:
+        with self._lock:
+            return self._problem
+
+
+_END = object()
+
+
+class _Upstream:
+    """One streaming HTTP request, read in its own thread. Releases the generation slot when done."""
+
+    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any], slots: Slots, health: Health,
+                 name: str) -> None:
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.aborted = threading.Event()
+        self._client, self._url, self._body = client, url, body
+        self._slots, self._health = slots, health
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self.thread = threading.Thread(target=self._run, name=f"remote:{name}", daemon=True)
+
+    def abort(self) -> None:
+        """Stop reading and close the connection (callable from any thread, any number of times)."""
+        self.aborted.set()
+        with self._lock:
+            sock = self._socket
+        if sock is not None:
+            try:  # shutdown, not close: it wakes a recv() blocked in the reader thread
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _run(self) -> None:
+        try:
+            with self._client.stream("POST", self._url, json=self._body) as response:
+                self._remember_socket(response)
+                if self.aborted.is_set():
+                    return
+                if response.status_code >= 400:
+                    response.read()
+                    raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {_error_text(response)}",
+                                      response.status_code)
+                self._health.ok()
+                self._read(response)
+                with self._lock:  # finished: the connection may go back to the pool, hands off
+                    self._socket = None
+        except RemoteError as exc:
+            self._fail(exc, health=exc.status is not None and exc.status >= 500)
+        except httpx.TimeoutException as exc:
+            self._fail(RemoteError(f"{self._url} timed out ({type(exc).__name__})"), health=True)
+        except (httpx.HTTPError, OSError) as exc:
+            self._fail(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}"), health=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. a malformed chunk; must reach the consumer
+            self._fail(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}"), health=False)
+        finally:
+            self._slots.release()
+            self.queue.put(_END)
+
+    def _read(self, response: httpx.Response) -> None:
+        for line in response.iter_lines():
+            if self.aborted.is_set():
+                return
+            if not line.startswith("data:"):
+                continue  # blank separators, comments, `event:` lines
+            data = line[len("data:"):].strip()
+            if data == "[DONE]":
+                return
+            chunk = json.loads(data)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else str(error)
+                raise RemoteError(f"{self._url} reported an error mid-stream: {message}")
+            self.queue.put(chunk)
+
+    def _remember_socket(self, response: httpx.Response) -> None:
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self._socket = sock
+        if sock is not None and self.aborted.is_set():
+            self.abort()
+
+    def _fail(self, exc: RemoteError, *, health: bool) -> None:
+        if self.aborted.is_set():
+            return  # we closed it ourselves
+        if health:
+            self._health.failed(str(exc))
+        self.queue.put(exc)
+
+
+class _Generation(Iterator[StreamEvent]):
+    """The events of one remote request; closing it aborts the upstream request."""
+
+    def __init__(self, events: Iterator[StreamEvent], upstream: _Upstream) -> None:
+        self._events = events
+        self._upstream = upstream
+
+    def __next__(self) -> StreamEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._upstream.abort()
+        self._events.close()
+
+    def __del__(self) -> None:
+        self._upstream.abort()
+
+
+class RemoteBackend(Backend):
+    def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health, *,
+                 queue_timeout_s: float) -> None:
+        self.spec = spec
+        self.client = client
+        self.slots = slots
+        self._health = health
+        self.queue_timeout_s = queue_timeout_s
+
+    def health(self) -> str | None:
+        return self._health.problem
+
+    def stream(self, messages: Sequence[Message], params: SamplingParams,
+               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        """Checks and queueing happen eagerly; the request itself starts in the reader thread, so
+        that its failures arrive as Finished(ERROR) in this stream only."""
+        params.validate(self.context_length)
+        convo = [m.as_dict() for m in with_system(messages, self.spec.system_prompt)]
+        return self._start("chat/completions", {"messages": convo}, params, cancel)
+
+    def complete(self, prompt: str, params: SamplingParams,
+                 cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        params.validate(self.context_length)
+        return self._start("completions", {"prompt": prompt}, params, cancel)
+
+    def _start(self, path: str, payload: dict[str, Any], params: SamplingParams,
+               cancel: threading.Event | None) -> Iterator[StreamEvent]:
+        started = time.perf_counter()
+        body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
+                "stream": True, "stream_options": {"include_usage": True}}
+        self.slots.acquire(self.spec.name, self.queue_timeout_s)
+        upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health, self.spec.name)
+        try:
+            upstream.thread.start()
+        except BaseException:
+            self.slots.release()
+            raise
+        events = self._events(upstream, params, cancel or threading.Event(), started, chat=path.startswith("chat"))
+        return _Generation(events, upstream)
+
+    def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
+                *, chat: bool) -> Iterator[StreamEvent]:
+        stops = StopFilter(params.stop)
+        tally = _Tally(started)
+        reason: FinishReason | None = None
+        error: RemoteError | None = None
+        try:
+            for item in _drain(upstream, cancel):
+                if item is None:  # cancelled
+                    reason = FinishReason.CANCELLED
+                    break
+                if isinstance(item, RemoteError):
+                    reason, error = FinishReason.ERROR, item
+                    break
+                text = tally.add(item, chat=chat)
+                shown, hit = stops.feed(text) if text else ("", False)
+                if shown:
+                    yield TextDelta(shown)
+                if hit:
+                    reason = FinishReason.STOP
+                    break
+            else:
+                tail = stops.flush()
+                if tail:
+                    yield TextDelta(tail)
+        finally:
+            upstream.abort()
+        if reason is None:
+            reason = FinishReason.LENGTH if tally.finish == "length" else FinishReason.STOP
+        yield tally.finished(reason, error, self.spec)
+
+
+def _drain(upstream: _Upstream, cancel: threading.Event) -> Iterator[Any]:
+    """Chunks, a RemoteError, or None once `cancel` is set; ends when the reader thread is done."""
+    while True:
+        if cancel.is_set():
+            yield None
+            return
+        try:
+            item = upstream.queue.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+        if item is _END:
+            return
+        yield item
+        if isinstance(item, RemoteError):
+            return
+
+
+class _Tally:
+    """Counts what came back. Token counts come from the upstream usage when it sends one (we ask
+    with stream_options.include_usage); otherwise each text chunk counts as one token."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first_at: float | None = None
+        self.chunks = 0
+        self.usage: dict[str, Any] | None = None
+        self.finish: str | None = None
+
+    def add(self, chunk: dict[str, Any], *, chat: bool) -> str:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        self.finish = choice.get("finish_reason") or self.finish
+        text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+        if text:
+            self.chunks += 1
+            if self.first_at is None:
+                self.first_at = time.perf_counter()
+        return text or ""
+
+    def finished(self, reason: FinishReason, error: RemoteError | None, spec: ModelSpec) -> Finished:
+        usage = self.usage or {}
+        completion = int(usage.get("completion_tokens") or self.chunks)
+        now = time.perf_counter()
+        rate = (completion - 1) / (now - self.first_at) if self.first_at and completion > 1 and now > self.first_at else None
+        extra: dict[str, Any] = {"upstream": spec.base_url, "remote_model": spec.remote_model}
+        if error is not None and error.status is not None:
+            extra["upstream_status"] = error.status
+        return Finished(
+            reason=reason, prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=completion,
+            ttft_s=(self.first_at - self.started) if self.first_at else None, tokens_per_s=rate,
+            error=str(error) if error else None, extra=extra,
+        )
+
+
+def upstream_sampling(params: SamplingParams) -> dict[str, Any]:
+    """Our sampling settings in OpenAI's names. The Hugging Face extras go only when they differ
+    from their defaults, so that servers that do not know them (OpenAI itself) are not bothered."""
+    body: dict[str, Any] = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
+                            "top_p": params.top_p}
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop:
+        body["stop"] = list(params.stop[:_MAX_UPSTREAM_STOPS])
+    if params.top_k:
+        body["top_k"] = params.top_k
+    if params.repetition_penalty != 1.0:
+        body["repetition_penalty"] = params.repetition_penalty
+    if params.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if message:
+            return str(message)
+    except (ValueError, AttributeError):
+        pass
+    return response.text[:300] or response.reason_phrase
+
+
+# ---- loading ----------------------------------------------------------------------------------
+def load_openai(spec: ModelSpec, settings: Any) -> Any:
+    """Registry loader: a client for the entry's server, after checking that the server answers
+    and serves the model. A failure here becomes the model's status (failed: reason)."""
+    from webui.registry import Weights
+
+    client = _client(spec)
+    try:
+        _probe(client, spec)
+    except BaseException:
+        client.close()
+        raise
+    health = Health()
+
+    def make_backend(variant: ModelSpec, slots: Slots) -> RemoteBackend:
+        return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s)
+
+    return Weights(make_backend, device=f"remote {spec.base_url}", close=client.close)
+
+
+def _client(spec: ModelSpec) -> httpx.Client:
+    headers = {}
+    if spec.api_key_env:
+        # The models file names the variable instead of holding the key, so the file can be shared.
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise RemoteError(f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    timeout = httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s)
+    return httpx.Client(timeout=timeout, headers=headers)
+
+
+def _probe(client: httpx.Client, spec: ModelSpec) -> None:
+    url = f"{spec.base_url}/models"
+    try:
+        response = client.get(url, timeout=httpx.Timeout(spec.connect_timeout_s * 2, connect=spec.connect_timeout_s))
+    except httpx.HTTPError as exc:
+        raise RemoteError(f"cannot reach {url}: {exc or type(exc).__name__}") from None
+    if response.status_code in (401, 403):
+        hint = f"check {spec.api_key_env}" if spec.api_key_env else "set api_key_env in the models file"
+        raise RemoteError(f"{url} refused our key (HTTP {response.status_code}); {hint}")
+    if response.status_code >= 400:
+        raise RemoteError(f"{url} answered HTTP {response.status_code}: {_error_text(response)}")
+    try:
+        served = [m["id"] for m in response.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        log.warning("%s: %s did not list its models; assuming it serves %s", spec.name, url, spec.remote_model)
+        return
+    if spec.remote_model not in served:
+        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}")
