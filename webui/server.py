@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from webui.config import Settings
+from webui.ratelimit import RateLimiter, build_rate_limiter
 from webui.recording import Recorder
 from webui.registry import Registry, build_registry
 
@@ -22,6 +23,13 @@ class Services:
     settings: Settings
     registry: Registry
     recorder: Recorder
+    # Per-client limits on messages and votes (webui/ratelimit.py): handlers call
+    # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`.
+    rate_limiter: RateLimiter = field(default=None)  # type: ignore[assignment]  # built from settings below
+
+    def __post_init__(self) -> None:
+        if self.rate_limiter is None:
+            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes)
 
 
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
@@ -36,9 +44,13 @@ def build_services(settings: Settings, registry: Registry | None = None, recorde
 def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
+    from webui import auth, security
     from webui.ui import build_ui
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
+    security.harden(app, services.settings)  # size limit, no remote file fetches (docs/deploy.md)
+    if services.settings.hf_oauth:
+        auth.install_oauth(app)
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:
@@ -53,7 +65,10 @@ def create_app(services: Services) -> FastAPI:
 
     install_api(app, services)  # before the UI: a mount at "/" answers every path after it
     blocks = build_ui(services)
-    return gr.mount_gradio_app(app, blocks, path="/")
+    security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
+    app.state.blocks = blocks  # for the share link
+    return gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
+                               **auth.gradio_auth_kwargs(services.settings))
 
 
 def serve(settings: Settings) -> None:
@@ -65,4 +80,9 @@ def serve(settings: Settings) -> None:
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
     # proxy_headers off: webui.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", proxy_headers=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                                           proxy_headers=False))
+    from webui.deploy import before_serving
+
+    before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
+    server.run()
