@@ -13,6 +13,9 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = settings_from_cli()
+        from webui.spaces import import_spaces_early
+
+        import_spaces_early()  # ZeroGPU Spaces: `spaces` must patch torch before CUDA starts
         from webui.server import serve
 
         serve(settings)
