@@ -1,0 +1,34 @@
+# Pairwise Arena with its two demo models, CPU only.
+#   docker build -t pairwise-arena .
+#   docker run -p 7860:7860 -v arena-data:/data pairwise-arena
+# Every step after the base image is a script that CI runs too (there is no Docker engine there):
+# scripts/install.sh as in the README, then scripts/docker-setup.sh. tests/unit/test_deploy_docker.py
+# checks that this file keeps calling them. docs/deploy.md has the options.
+FROM python:3.11-slim
+
+# The small CPU build of torch (install.sh installs torch first, pinned; see FIELD-NOTES).
+ARG TORCH_SPEC=torch==2.13.0+cpu
+ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HF_HUB_OFFLINE=1 \
+    GRADIO_ANALYTICS_ENABLED=False \
+    ARENA_HOST=0.0.0.0 \
+    ARENA_PORT=7860 \
+    ARENA_LOG_DIR=/data/logs \
+    ARENA_CACHE_DIR=/data/cache
+
+WORKDIR /app
+COPY . /app
+
+RUN TORCH_SPEC="$TORCH_SPEC" PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL" bash scripts/install.sh \
+ && APP_USER=arena APP_UID=1000 DATA_DIR=/data bash scripts/docker-setup.sh
+
+USER arena
+VOLUME ["/data"]
+EXPOSE 7860
+HEALTHCHECK --interval=30s --timeout=10s --start-period=120s --retries=3 \
+    CMD ["python", "scripts/healthcheck.py"]
+CMD ["python", "app.py"]
