@@ -31,7 +31,9 @@ def _default_log_dir() -> Path:
 def _default_host() -> str:
     # Hugging Face Spaces (and anything else that starts Gradio apps) set GRADIO_SERVER_NAME/PORT,
     # so that `python app.py` with no arguments listens where the platform expects.
-    return os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+    if os.environ.get("GRADIO_SERVER_NAME"):
+        return os.environ["GRADIO_SERVER_NAME"]
+    return "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
 
 
 def _default_port() -> int:
