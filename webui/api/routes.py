@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
@@ -26,11 +27,10 @@ from webui.api.schemas import ChatCompletionRequest, CompletionRequest, Sampling
 from webui.engine.base import Backend
 from webui.errors import ArenaError, PromptTooLong
 from webui.registry import ModelState, Registry
-from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
     from webui.server import Services
-    from webui.types import StreamEvent
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
@@ -59,7 +59,7 @@ def build_router(services: Services) -> APIRouter:
         body = await _parse(request, ChatCompletionRequest)
         messages = body.to_messages()
 
-        def start(cancel: Any) -> Any:
+        def start(cancel: threading.Event) -> Iterator[StreamEvent]:
             backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
             return backend.stream(messages, _sampling(backend, body, messages), cancel)
 
@@ -70,7 +70,7 @@ def build_router(services: Services) -> APIRouter:
         body = await _parse(request, CompletionRequest)
         prompt = body.prompt_text()
 
-        def start(cancel: Any) -> Any:
+        def start(cancel: threading.Event) -> Iterator[StreamEvent]:
             backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
             return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
 

@@ -362,7 +362,8 @@ def _client(spec: ModelSpec) -> httpx.Client:
             raise RemoteError(f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set")
         headers["Authorization"] = f"Bearer {key}"
     timeout = httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s)
-    return httpx.Client(timeout=timeout, headers=headers)
+    # No connection cap of httpx's own (100): the entry's generation slots already bound it.
+    return httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=None))
 
 
 def _probe(client: httpx.Client, spec: ModelSpec) -> None:
