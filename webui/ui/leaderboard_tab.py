@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 import pandas as pd
+from gradio.context import Context
 
 from webui.export import preference_pairs, write_table
 from webui.leaderboard.board import Board, BoardOptions, board_from_logs, logs_signature
@@ -135,9 +136,14 @@ def build_leaderboard_tab(services: Services) -> None:
             return tuple(gr.skip() for _ in outputs)
         return view.outputs()
 
-    refresh.click(on_refresh, outputs=outputs, api_name="leaderboard_refresh")
+    # Cheap unless the logs changed, so these need no generation slot: concurrency_limit=None.
+    refresh.click(on_refresh, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
     gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=shown, outputs=outputs, show_progress="hidden",
-                                   api_name=False)
+                                   api_name=False, concurrency_limit=None)
+    parent = Context.block
+    if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
+        parent.select(on_tick, inputs=shown, outputs=outputs, show_progress="hidden", api_name=False,
+                      concurrency_limit=None)
     if export_allowed(settings):
         _export_section(view)
 
