@@ -49,7 +49,8 @@ class Limit:
 
     def describe(self) -> str:
         per = "minute" if self.window_s == 60 else f"{self.window_s:g} seconds"
-        return f"at most {self.count} {self.noun} per {per}"
+        noun = self.noun.removesuffix("s") if self.count == 1 else self.noun
+        return f"at most {self.count} {noun} per {per}"
 
 
 class RateLimited(ArenaError):

@@ -67,7 +67,7 @@ def test_clients_and_actions_are_counted_separately() -> None:
     limiter.check(MESSAGE, ALICE)
     limiter.check(MESSAGE, BOB)
     limiter.check(VOTE, ALICE)
-    with pytest.raises(RateLimited, match="Too many votes: at most 1 votes per minute"):
+    with pytest.raises(RateLimited, match="Too many votes: at most 1 vote per minute"):
         limiter.check(VOTE, ALICE)
     assert limiter.remaining(MESSAGE, ALICE) == 0
     assert limiter.remaining(MESSAGE, ClientInfo(address="192.0.2.1")) == 1
