@@ -27,10 +27,15 @@ def win_fraction_figure(matrix: pd.DataFrame) -> go.Figure:
     if not matrix.empty:
         fig.add_trace(go.Heatmap(
             z=matrix.to_numpy(), x=list(matrix.columns), y=list(matrix.index), zmin=0, zmax=1,
-            colorscale="RdBu", text=matrix.round(2).astype(str).to_numpy(), texttemplate="%{text}",
+            colorscale="RdBu", text=_cell_text(matrix), texttemplate="%{text}",
             hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
         ))
     fig.update_layout(title="Win fraction of the row model against the column model", xaxis_title="opponent",
                       yaxis_title="model", yaxis_autorange="reversed", height=420,
                       margin={"l": 40, "r": 20, "t": 50, "b": 40})
     return fig
+
+
+def _cell_text(matrix: pd.DataFrame) -> list[list[str]]:
+    """Two decimals; blank where two models never met (and on the diagonal)."""
+    return [["" if pd.isna(v) else f"{v:.2f}" for v in row] for row in matrix.to_numpy()]
