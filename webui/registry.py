@@ -8,6 +8,7 @@ load the same weights twice, and one model failing never stops the others.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -40,10 +41,17 @@ class ModelStatus:
     device: str = ""
     load_s: float | None = None
     from_cache: bool = False
+    problem: str | None = None  # a ready model that has since become unusable (a remote server down)
+
+    @property
+    def usable(self) -> bool:
+        return self.state is ModelState.READY and not self.problem
 
     def describe(self) -> str:
         if self.state is ModelState.FAILED:
             return f"failed: {self.reason}"
+        if self.problem:
+            return f"unhealthy: {self.problem}"
         if self.state is ModelState.READY and self.load_s is not None:
             return f"ready on {self.device} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''})"
         return self.state.value
@@ -70,14 +78,14 @@ Loader = Callable[[ModelSpec, Settings], Weights]
 class _Slot:
     """One set of weights and its lifecycle."""
 
-    def __init__(self, key: tuple[str, ...], first: ModelSpec, settings: Settings) -> None:
+    def __init__(self, key: tuple[str, ...], concurrency: int) -> None:
         self.key = key
         self.lock = threading.Lock()  # held while loading: a second caller waits instead of loading again
         self.state = ModelState.UNLOADED
         self.reason = ""
         self.load_s: float | None = None
         self.weights: Weights | None = None
-        self.slots = Slots(first.max_concurrency or settings.max_concurrency)
+        self.slots = Slots(concurrency)
         self.ready = threading.Event()
 
 
@@ -94,8 +102,14 @@ class Registry:
         self._listeners: list[Callable[[ModelStatus], None]] = []
         for spec in specs:
             self._specs[spec.name] = spec
-            if spec.weights_key not in self._slots:
-                self._slots[spec.weights_key] = _Slot(spec.weights_key, spec, settings)
+        for key in dict.fromkeys(spec.weights_key for spec in self._specs.values()):
+            self._slots[key] = _Slot(key, self._concurrency(key))
+
+    def _concurrency(self, key: tuple[str, ...]) -> int:
+        """The limit belongs to the weights (one device), so variants share it; when variants set
+        different values the smallest wins, because the device is the same."""
+        explicit = [s.max_concurrency for s in self._specs.values() if s.weights_key == key and s.max_concurrency]
+        return min(explicit) if explicit else self.settings.max_concurrency
 
     # ---- what is there -------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -112,14 +126,18 @@ class Registry:
         slot = self._slots[spec.weights_key]
         with self._guard:
             weights = slot.weights
-            return ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
-                               weights.from_cache if weights else False)
+            backend = self._backends.get(name)
+            status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
+                                 weights.from_cache if weights else False)
+        problem = _health(backend) if status.state is ModelState.READY else None
+        return dataclasses.replace(status, problem=problem) if problem else status
 
     def statuses(self) -> list[ModelStatus]:
         return [self.status(name) for name in self._specs]
 
     def ready_names(self) -> list[str]:
-        return [s.name for s in self.statuses() if s.state is ModelState.READY]
+        """Models that can take a request now (ready, and healthy if they can tell)."""
+        return [s.name for s in self.statuses() if s.usable]
 
     def on_change(self, listener: Callable[[ModelStatus], None]) -> None:
         """Called (from the loading thread) whenever a model's state changes."""
@@ -241,6 +259,17 @@ class Registry:
                             listener(status)
                         except Exception:  # noqa: BLE001 - a broken listener must not break loading
                             log.exception("status listener failed")
+
+
+def _health(backend: Any) -> str | None:
+    """A backend's own word on whether it still works (fakes in tests may not say)."""
+    check = getattr(backend, "health", None)
+    if not callable(check):
+        return None
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - a failing health check is itself a problem
+        return _short_reason(exc)
 
 
 def _short_reason(exc: BaseException) -> str:

@@ -89,3 +89,37 @@ def test_background_start_returns_at_once(settings) -> None:
     gate.set()
     registry.wait_idle(10)
     assert [s.describe() for s in registry.statuses()] == ["failed: weights are corrupt"] * 2
+
+
+def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> None:
+    specs = parse_specs({"models": [
+        {"name": "a", "source": "/m"},
+        {"name": "b", "source": "/m", "max_concurrency": 3},
+        {"name": "c", "source": "/m", "max_concurrency": 1},
+        {"name": "d", "source": "/other"},
+    ]})
+    registry = Registry(specs, settings.replace(max_concurrency=5),
+                        loaders={"transformers": lambda spec, _s: Weights(lambda variant, slots: slots)})
+    assert registry.load("a") is registry.load("c")
+    assert registry.load("a").size == 1
+    assert registry.load("d").size == 5
+
+
+def test_unhealthy_backend_is_reported_and_kept_out_of_ready_names(settings) -> None:
+    class Flaky:
+        problem: str | None = None
+
+        def health(self):
+            return self.problem
+
+    flaky = Flaky()
+    specs = parse_specs({"models": [{"name": "remote", "source": "/r"}, {"name": "local", "source": "/l"}]})
+    registry = Registry(specs, settings, loaders={"transformers": lambda spec, _s: Weights(
+        lambda variant, slots: flaky if variant.name == "remote" else Flaky())})
+    registry.start()
+    registry.wait_idle(10)
+    assert registry.ready_names() == ["remote", "local"]
+    flaky.problem = "connection refused"
+    assert registry.ready_names() == ["local"]
+    assert registry.status("remote").describe() == "unhealthy: connection refused"
+    assert registry.status("remote").state is ModelState.READY
