@@ -5,10 +5,10 @@ full disk reported to the voter while the app keeps serving."""
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.integration.test_fastchat_compat import fastchat_battles
-from tests.uiapp import ui_settings, wait_for
+from webui.config import Settings
 from webui.server import Services, build_services, create_app
 from webui.storage import day_file, read_logs
 
@@ -28,12 +28,29 @@ HEADERS = {"X-Forwarded-For": f"{FORGED}, {PROXY_SAW}", "Cookie": "session=COOKI
 WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bad": "tie (bothbad)"}
 
 
+def models_yaml(model_dir: Path) -> str:
+    quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
+    return "models:\n" + "".join(f"  - name: {name}\n    source: {model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float, message: str) -> None:
+    """Poll readiness; never sleep a fixed time and hope."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.02)
+
+
 @pytest.fixture(scope="module")
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """The whole app with the real recorder (build_services' default), served like `serve` does:
     uvicorn's own proxy-header rewriting off, one trusted proxy configured."""
-    settings = dataclasses.replace(ui_settings(tmp_path_factory.mktemp("logging-ui"), tiny_model_dir),
-                                   trusted_proxies=1, leaderboard_rounds=20)
+    tmp = tmp_path_factory.mktemp("logging-ui")
+    (tmp / "models.yaml").write_text(models_yaml(tiny_model_dir))
+    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
+                        queue_timeout_s=20.0, trusted_proxies=1, leaderboard_rounds=20,
+                        rate_messages=0, rate_votes=0)  # one client sends many messages and votes
     services = build_services(settings)
     services.registry.start()
     assert services.registry.wait_idle(120), "models did not finish loading"
