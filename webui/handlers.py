@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from webui import arena
 from webui.arena import Owner, PaneSettings, Refused, Session
-from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.errors import ArenaError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.recording import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.registry import ModelState
 from webui.streaming import Job, Opener, PaneEvent, PaneStreams
@@ -104,6 +104,7 @@ class Handlers:
         if message is None:
             yield session
             return
+        self._check_rate("message", client)
         with session.lock:
             arena.check_can_send(session, self.settings.max_turns)
             self._assign_models(session, models)
@@ -116,12 +117,23 @@ class Handlers:
                    owner: Owner, client: ClientInfo, *, same_settings: bool = False) -> Iterator[Session]:
         """Generate the newest reply of `panes` again, with the current parameters."""
         session = arena.check_owner(session, owner)
+        self._check_rate("message", client)
         with session.lock:
             arena.check_can_regenerate(session, panes)
             requests = self._requests(session, panes, pane_settings, same_settings)
             arena.reset_replies(session, panes, requests)
             run = arena.start_run(session)
         yield from self._generate(session, run, panes, client)
+
+    def _check_rate(self, action: str, client: ClientInfo) -> None:
+        """The per-client limits on messages and votes (webui.ratelimit), when the server has them."""
+        limiter = getattr(self.services, "rate_limiter", None)
+        if limiter is None:
+            return
+        try:
+            limiter.check(action, client)
+        except ArenaError as exc:  # RateLimited: its message names the limit, never a model
+            raise Refused(str(exc)) from None
 
     def _assign_models(self, session: Session, models: Sequence[str | None]) -> None:
         if session.mode == "battle":
@@ -162,6 +174,7 @@ class Handlers:
         """Stream `panes` until they end. Whatever happens (Stop, the generator closed by a closed
         tab, an error), `finally` stops the models, keeps the partial replies and ends the run."""
         streams: PaneStreams | None = None
+        settled = False
         try:
             jobs = [Job(i, self._opener(session.panes[i].model, session.panes[i].messages(),
                                         session.panes[i].turns[-1].params)) for i in panes]
@@ -170,10 +183,17 @@ class Handlers:
             for batch in streams.batches():
                 self._apply(session, batch, client)
                 yield session
+            self._end(session, streams, panes, client)
+            settled = True
+            yield session  # the run is over: votes, Send and Regenerate become available
         finally:
-            leftover = streams.close() if streams is not None else []
-            self._apply(session, leftover, client)
-            self._settle(session, panes, client)
+            if not settled:
+                self._end(session, streams, panes, client)
+
+    def _end(self, session: Session, streams: PaneStreams | None, panes: Sequence[int], client: ClientInfo) -> None:
+        leftover = streams.close() if streams is not None else []
+        self._apply(session, leftover, client)
+        self._settle(session, panes, client)
 
     def _apply(self, session: Session, batch: Sequence[PaneEvent], client: ClientInfo) -> None:
         for item in batch:
@@ -234,6 +254,7 @@ class Handlers:
         session = arena.check_owner(session, owner)
         with session.lock:
             arena.check_vote(session, kind, owner)
+            self._check_rate("vote", client)
             event = VoteEvent(kind=kind, conversations=[self.conversation(session, i) for i in range(len(session.panes))],
                               client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id})
             try:

@@ -69,11 +69,12 @@ class PaneStreams:
                 close()
             self._queue.put(_Done(job.pane))
 
-    def batches(self, *, idle_s: float = 0.5, min_interval_s: float = 0.04) -> Iterator[list[PaneEvent]]:
+    def batches(self, *, idle_s: float = 0.5, min_interval_s: float = 0.12) -> Iterator[list[PaneEvent]]:
         """Lists of events as they arrive, until every stream has ended. An empty list comes after
         `idle_s` of silence: the consumer gets a chance to yield, and so to be closed by a closed
         tab even while a model is still queueing or reading a long prompt. Events arriving within
-        `min_interval_s` of each other are grouped, to spare the browser one update per token."""
+        `min_interval_s` of each other are grouped: re-rendering two long Markdown replies on every
+        token would keep the browser too busy to react to a click on Stop."""
         last = 0.0
         while self._pending:
             try:

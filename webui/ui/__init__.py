@@ -67,7 +67,7 @@ def _wire_status(services: Services, blocks: gr.Blocks, tabs: gr.Tabs, current: 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
         return status_updates(services, tab, last, chosen)
 
-    def on_load(last: Any, *chosen: str | None, request: gr.Request) -> list[Any]:
+    def on_load(request: gr.Request, last: Any, *chosen: str | None) -> list[Any]:
         tab = tab_from_query(getattr(request, "query_params", None))
         return [gr.Tabs(selected=tab), tab, *refresh(tab, last, *chosen)]
 

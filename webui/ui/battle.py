@@ -15,8 +15,7 @@ from webui import arena, views
 from webui.arena import PAIR_VOTES, PANE_LABELS, Session
 from webui.handlers import Handlers
 from webui.ui.common import (
-    GENERATION,
-    GENERATION_LIMIT,
+    STREAMING,
     chat_pane,
     client_of,
     guarded,
@@ -99,12 +98,11 @@ def build_battle_tab(services: Services, handlers: Handlers) -> gr.Markdown:
                 yield view(current)
         return on_regenerate
 
-    streaming = {"concurrency_id": GENERATION, "concurrency_limit": GENERATION_LIMIT, "show_progress": "hidden"}
     running = [gr.on([send.click, text.submit], on_send, [state, text, *param_inputs], outputs,
-                     api_name="battle_send", **streaming)]
+                     api_name="battle_send", **STREAMING)]
     for button, panes, name in zip(regens, ((0, 1), (0,), (1,)), ("", "_a", "_b"), strict=True):
         running.append(button.click(regenerate(panes), [state, *param_inputs], outputs,
-                                    api_name=f"battle_regenerate{name}", **streaming))
+                                    api_name=f"battle_regenerate{name}", **STREAMING))
 
     @guarded
     def on_stop(session: Session | None, request: gr.Request) -> list[Any]:
@@ -126,6 +124,8 @@ def build_battle_tab(services: Services, handlers: Handlers) -> gr.Markdown:
     def on_new_round(session: Session | None, request: gr.Request) -> list[Any]:
         return view(handlers.new_round(session, MODE, owner_of(request, settings)), clear_text=True)
 
-    new_round.click(on_new_round, [state], outputs, api_name="battle_new_round", cancels=running,
-                    concurrency_limit=None)
+    # The chat panes' own trash icon means the same as New round (else only the browser's copy
+    # would be cleared, and the next reply would bring the old conversation back).
+    gr.on([new_round.click, *(chat.clear for chat in chats)], on_new_round, [state], outputs,
+          api_name="battle_new_round", cancels=running, concurrency_limit=None)
     return status

@@ -20,11 +20,11 @@ from webui.types import SamplingParams
 
 log = logging.getLogger(__name__)
 UNEXPECTED = "Something went wrong on the server. Please try again, or start a new round."
-GENERATION = "generation"  # one concurrency group for every streaming event of every tab
-# Streaming handlers each hold a worker thread while they wait for tokens; staying below AnyIO's
-# 40 threads leaves room for Stop, votes and the status timer. Per-model limits are the
-# registry's (Settings.max_concurrency); requests beyond them queue there, with a timeout.
-GENERATION_LIMIT = 32
+# One concurrency group for every streaming event of every tab, at the queue's default limit
+# (webui.security.configure_queue sizes it to the models' generation slots): more would only wait
+# inside the engine, where nobody sees a queue position.
+GENERATION = "generation"
+STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": "default", "show_progress": "hidden"}
 LATEX = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "\\[", "right": "\\]", "display": True},

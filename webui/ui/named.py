@@ -16,8 +16,7 @@ from webui import arena, views
 from webui.arena import PAIR_VOTES, PANE_LABELS, SINGLE_VOTES, Refused, Session
 from webui.handlers import Handlers
 from webui.ui.common import (
-    GENERATION,
-    GENERATION_LIMIT,
+    STREAMING,
     chat_pane,
     client_of,
     guarded,
@@ -117,13 +116,12 @@ def build_named_tab(services: Services, handlers: Handlers, mode: str) -> NamedT
                 yield view(current)
         return on_regenerate
 
-    streaming = {"concurrency_id": GENERATION, "concurrency_limit": GENERATION_LIMIT, "show_progress": "hidden"}
     running = [gr.on([send.click, text.submit], on_send, [state, text, *dropdowns, *param_inputs], outputs,
-                     api_name=f"{prefix}_send", **streaming)]
+                     api_name=f"{prefix}_send", **STREAMING)]
     for button, panes in zip(regens, regen_sets, strict=True):
         name = "" if len(panes) == n else f"_{'ab'[panes[0]]}"
         running.append(button.click(regenerate(panes), [state, *param_inputs], outputs,
-                                    api_name=f"{prefix}_regenerate{name}", **streaming))
+                                    api_name=f"{prefix}_regenerate{name}", **STREAMING))
 
     @guarded
     def on_stop(session: Session | None, request: gr.Request) -> list[Any]:
@@ -147,7 +145,9 @@ def build_named_tab(services: Services, handlers: Handlers, mode: str) -> NamedT
     def on_clear(session: Session | None, request: gr.Request) -> list[Any]:
         return view(handlers.new_round(session, mode, owner_of(request, settings)), clear_text=True)
 
-    clear.click(on_clear, [state], outputs, api_name=f"{prefix}_clear", cancels=running, concurrency_limit=None)
+    # The chat panes' own trash icon clears the conversation on the server too.
+    gr.on([clear.click, *(chat.clear for chat in chats)], on_clear, [state], outputs, api_name=f"{prefix}_clear",
+          cancels=running, concurrency_limit=None)
 
     for i, dropdown in enumerate(dropdowns):
         dropdown.change(_chooser(handlers, settings, mode, i, view), [state, dropdown],

@@ -1,0 +1,129 @@
+"""The whole app (create_app: UI, API, security) on a free port in a thread, for the gradio_client
+and browser tests, with the tiny random Llama behind four entries:
+
+* tiny-a, tiny-b: quick (16 tokens), the only ones with a battle weight (tiny-b has a system prompt);
+* long-a, long-b: weight 0 (never in a battle), EOS ignored and 3000 new tokens, so that a reply
+  is still streaming when a test presses Stop or closes the tab;
+* echo: weight 0, a fake that repeats the user's message (entering through the registry's loader,
+  like any model): it lets the browser test check what the UI does with HTML, Markdown and LaTeX
+  coming from a model.
+
+Readiness is polled (uvicorn's `started`, the models' load state); nothing sleeps a fixed time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from webui.config import Settings
+from webui.engine.base import Backend
+from webui.recording import NullRecorder
+from webui.registry import Weights, build_registry
+from webui.server import Services, build_services, create_app
+from webui.specs import ModelSpec
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+
+NAMES = ("tiny-a", "tiny-b", "long-a", "long-b", "echo")
+
+
+def ui_models_yaml(model_dir: Path) -> str:
+    quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
+    # dtype fp32: their own copy of the weights, so that long streams never take the quick ones' slots
+    long = ("    weight: 0\n    dtype: fp32\n    context_length: 4096\n"
+            "    sampling: {ignore_eos: true, max_new_tokens: 3000}\n")
+    system = {"tiny-b": "    system_prompt: Answer briefly.\n", "echo": "    weight: 0\n    dtype: bf16\n"}
+    entries = [f"  - name: {name}\n    source: {model_dir}\n" + system.get(name, "")
+               + (long if name.startswith("long") else quick) for name in NAMES]
+    return "models:\n" + "".join(entries)
+
+
+@dataclass
+class RunningUI:
+    url: str  # http://127.0.0.1:PORT/
+    services: Services
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def recorder(self) -> NullRecorder:
+        return self.services.recorder  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+        self.services.registry.close()
+
+
+def ui_settings(tmp: Path, model_dir: Path) -> Settings:
+    models = tmp / "models.yaml"
+    models.write_text(ui_models_yaml(model_dir))
+    settings = Settings(models_file=models, log_dir=tmp / "logs", cache_dir=tmp / "cache", queue_timeout_s=20.0)
+    # The tests send many messages from one address; the per-client rate limits (when this tree
+    # has them) would refuse them.
+    limits = {name: 0 for name in ("rate_messages", "rate_votes") if hasattr(settings, name)}
+    return dataclasses.replace(settings, **limits)
+
+
+class EchoBackend(Backend):
+    """Streams the newest user message back, a few characters at a time."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    def stream(self, messages: Sequence[Message], params: SamplingParams,
+               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        text = messages[-1].content
+
+        def events() -> Iterator[StreamEvent]:
+            for i in range(0, len(text), 8):
+                yield TextDelta(text[i:i + 8])
+            yield Finished(FinishReason.STOP, completion_tokens=len(text) // 8 + 1, ttft_s=0.0, prompt=text)
+        return events()
+
+
+def loaders() -> dict:
+    from webui.engine.transformers import load_transformers
+
+    def load(spec: ModelSpec, settings: Settings) -> Weights:
+        if spec.name == "echo":
+            return Weights(lambda variant, slots: EchoBackend(variant))
+        return load_transformers(spec, settings)
+    return {"transformers": load}
+
+
+def start_ui(settings: Settings) -> RunningUI:
+    registry = build_registry(settings, loaders=loaders())
+    services = build_services(settings, registry=registry, recorder=NullRecorder())
+    services.registry.start()
+    assert services.registry.wait_idle(120), "models did not finish loading"
+    app = create_app(services)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-ui:{port}", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), 30, "uvicorn did not start")
+    assert server.started, "uvicorn exited during start-up"
+    return RunningUI(f"http://127.0.0.1:{port}/", services, server, thread)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float, message: str, every_s: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(every_s)
+
+
+def generate_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("generate:") and t.is_alive()]
