@@ -148,7 +148,7 @@ def front_matter() -> dict[str, str]:
 
 
 def _pyproject_dependencies() -> list[str]:
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
