@@ -104,6 +104,11 @@ def start_ui(settings: Settings) -> RunningUI:
     services = build_services(settings, registry=registry, recorder=NullRecorder())
     services.registry.start()
     assert services.registry.wait_idle(120), "models did not finish loading"
+    return serve(services)
+
+
+def serve(services: Services) -> RunningUI:
+    """create_app(services) under uvicorn on a free port, in a thread; returns once it answers."""
     app = create_app(services)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

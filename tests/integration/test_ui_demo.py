@@ -1,0 +1,53 @@
+"""The issue's "done when", on the real demo models (SmolLM2 and Gemma 3 270M) through gradio_client:
+a battle streams in both panes at once, Stop stops both models, and the vote reveals the names."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+from tests.uiapp import RunningUI, generate_threads, serve, wait_for
+from webui.config import Settings
+from webui.recording import NullRecorder
+from webui.registry import Registry
+from webui.server import build_services
+
+pytestmark = pytest.mark.demo
+DEMO = ("SmolLM2-135M-Instruct", "Gemma-3-270M (base)")
+
+
+@pytest.fixture(scope="module")
+def demo_ui(demo_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> RunningUI:
+    root = tmp_path_factory.mktemp("ui-demo")
+    settings = Settings(log_dir=root / "logs", cache_dir=demo_registry.settings.cache_dir)
+    settings = dataclasses.replace(settings, **{k: 0 for k in ("rate_messages", "rate_votes") if hasattr(settings, k)})
+    running = serve(build_services(settings, registry=demo_registry, recorder=NullRecorder()))
+    yield running
+    running.server.should_exit = True
+    running.thread.join(15)
+
+
+def texts(frame: tuple) -> list[str]:
+    return [json.dumps(frame[i]["value"][-1]["content"], ensure_ascii=False) if frame[i]["value"] else "" for i in (0, 1)]
+
+
+def test_demo_battle_streams_both_panes_at_once_stops_and_reveals(demo_ui: RunningUI, tmp_path: Path) -> None:
+    client = Client(demo_ui.url, verbose=False, download_files=False)
+    job = client.submit("Tell me a long story about a lighthouse keeper and the sea.", api_name="/battle_send")
+    # Both replies are on their way at the same moment: each pane shows text and the cursor.
+    wait_for(lambda: job.outputs() and all(len(t) > 40 and "▌" in t for t in texts(job.outputs()[-1])), 120,
+             "the two panes never streamed at the same time")
+    assert len(generate_threads()) == 2
+    stopped = client.predict(api_name="/battle_stop")
+    job.result(timeout=60)
+    wait_for(lambda: not generate_threads(), 15, "Stop left a model generating")
+    assert all("stopped" in t for t in texts(stopped)), "both partial replies stay, marked as stopped"
+    assert not any(name in json.dumps(job.outputs()) for name in DEMO)
+
+    revealed = client.predict(api_name="/battle_vote_a")
+    assert all(name in revealed[2] for name in DEMO), "the vote reveals both names"
+    client.close()
