@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from webui import arena
 from webui.arena import Owner, PaneSettings, Refused, Session
-from webui.errors import ArenaError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.ratelimit import RateLimited
 from webui.recording import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.registry import ModelState
 from webui.streaming import Job, Opener, PaneEvent, PaneStreams
@@ -126,13 +127,10 @@ class Handlers:
         yield from self._generate(session, run, panes, client)
 
     def _check_rate(self, action: str, client: ClientInfo) -> None:
-        """The per-client limits on messages and votes (webui.ratelimit), when the server has them."""
-        limiter = getattr(self.services, "rate_limiter", None)
-        if limiter is None:
-            return
+        """The per-client limits on messages and votes (webui.ratelimit)."""
         try:
-            limiter.check(action, client)
-        except ArenaError as exc:  # RateLimited: its message names the limit, never a model
+            self.services.rate_limiter.check(action, client)
+        except RateLimited as exc:  # its message names the limit, never a model
             raise Refused(str(exc)) from None
 
     def _assign_models(self, session: Session, models: Sequence[str | None]) -> None:

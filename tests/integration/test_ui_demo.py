@@ -3,7 +3,6 @@ a battle streams in both panes at once, Stop stops both models, and the vote rev
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -23,8 +22,7 @@ DEMO = ("SmolLM2-135M-Instruct", "Gemma-3-270M (base)")
 @pytest.fixture(scope="module")
 def demo_ui(demo_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> RunningUI:
     root = tmp_path_factory.mktemp("ui-demo")
-    settings = Settings(log_dir=root / "logs", cache_dir=demo_registry.settings.cache_dir)
-    settings = dataclasses.replace(settings, **{k: 0 for k in ("rate_messages", "rate_votes") if hasattr(settings, k)})
+    settings = Settings(log_dir=root / "logs", cache_dir=demo_registry.settings.cache_dir, rate_messages=0, rate_votes=0)
     running = serve(build_services(settings, registry=demo_registry, recorder=NullRecorder()))
     yield running
     running.server.should_exit = True

@@ -58,7 +58,7 @@ class FakeBackend(Backend):
         return events()
 
 
-def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None) -> Services:
+def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None, **limits: int) -> Services:
     specs = [ModelSpec(name=name, source=name, weight=cfg.get("weight", 1.0),
                        sampling=SamplingParams(max_new_tokens=32)) for name, cfg in models.items()]
     backends: dict[str, FakeBackend] = {}
@@ -73,7 +73,7 @@ def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None
             return backends[variant.name]
         return Weights(make)
 
-    settings = Settings(max_turns=max_turns, max_input_chars=50)
+    settings = Settings(max_turns=max_turns, max_input_chars=50, **limits)
     registry = Registry(specs, settings, loaders={"transformers": loader})
     registry.start()
     assert registry.wait_idle(10)
@@ -219,6 +219,18 @@ def test_limits_and_empty_input() -> None:
         drain(handlers.send(session, "battle", "hi", OWN, ME, CLIENT))
     with pytest.raises(Refused, match="another session"):
         drain(handlers.send(session, "battle", "hi", OWN, Owner("intruder", "127.0.0.1"), CLIENT))
+
+
+def test_rate_limits_refuse_with_their_own_message() -> None:
+    services = fake_services({"a": {}, "b": {}}, rate_messages=1, rate_votes=1)
+    handlers = Handlers(services)
+    session = drain(handlers.send(None, "side_by_side", "hi", OWN, ME, CLIENT, models=["a", "b"]))[-1]
+    with pytest.raises(Refused, match="Too many"):
+        drain(handlers.send(session, "side_by_side", "again", OWN, ME, CLIENT))
+    with pytest.raises(Refused, match="Too many"):
+        drain(handlers.regenerate(session, (0,), OWN, ME, CLIENT))
+    handlers.vote(session, "tievote", ME, CLIENT)
+    assert len(services.recorder.votes) == 1
 
 
 def test_battle_needs_two_ready_models() -> None:
