@@ -201,11 +201,11 @@ class Pane:
 
 @dataclass(frozen=True)
 class Owner:
-    """Who a session belongs to: Gradio's session hash and the client address. A raw HTTP call
-    can name any session hash, so the address is checked too."""
+    """Who a session belongs to: Gradio's session hash, a random secret of the browser tab. (The
+    client address is not part of it: behind proxies it can change between two requests of one
+    person, and a vote refused for that would be worse than useless.)"""
 
     session_hash: str | None
-    address: str | None = None
 
 
 @dataclass

@@ -22,7 +22,7 @@ from webui.server import Services
 from webui.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
-ME = Owner("s1", "127.0.0.1")
+ME = Owner("s1")
 CLIENT = ClientInfo("127.0.0.1")
 OWN = [PaneSettings(own_defaults=True)] * 2
 
@@ -218,7 +218,7 @@ def test_limits_and_empty_input() -> None:
     with pytest.raises(Refused, match="limit of 2 turns"):
         drain(handlers.send(session, "battle", "hi", OWN, ME, CLIENT))
     with pytest.raises(Refused, match="another session"):
-        drain(handlers.send(session, "battle", "hi", OWN, Owner("intruder", "127.0.0.1"), CLIENT))
+        drain(handlers.send(session, "battle", "hi", OWN, Owner("intruder"), CLIENT))
 
 
 def test_rate_limits_refuse_with_their_own_message() -> None:

@@ -99,7 +99,7 @@ class BattleTab:
 
         @guarded
         def on_send(request: gr.Request, session: Session | None, message: str, same: bool, *values: Any):
-            stream = handlers.send(session, MODE, message, split_settings(values, controls), owner_of(request, settings),
+            stream = handlers.send(session, MODE, message, split_settings(values, controls), owner_of(request),
                                    client_of(request, settings), same_settings=bool(same))
             for n, current in enumerate(stream):
                 yield self.view(current, clear_text=n == 0)
@@ -108,7 +108,7 @@ class BattleTab:
             @guarded
             def on_regenerate(request: gr.Request, session: Session | None, same: bool, *values: Any):
                 for current in handlers.regenerate(session, panes, split_settings(values, controls),
-                                                   owner_of(request, settings), client_of(request, settings),
+                                                   owner_of(request), client_of(request, settings),
                                                    same_settings=bool(same)):
                     yield self.view(current)
             return on_regenerate
@@ -126,7 +126,7 @@ class BattleTab:
 
         @guarded
         def on_stop(session: Session | None, request: gr.Request) -> list[Any]:
-            return self.view(handlers.stop(session, owner_of(request, settings)))
+            return self.view(handlers.stop(session, owner_of(request)))
 
         self.stop.click(on_stop, [self.state], self.outputs, api_name="battle_stop", cancels=running,
                         concurrency_limit=None, show_progress="hidden")
@@ -134,7 +134,7 @@ class BattleTab:
         def voter(kind: str):
             @guarded
             def on_vote(session: Session | None, request: gr.Request) -> list[Any]:
-                return self.view(handlers.vote(session, kind, owner_of(request, settings), client_of(request, settings)))
+                return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
             return on_vote
 
         for button, (kind, _, key) in zip(self.votes, VOTE_BUTTONS, strict=True):
@@ -142,7 +142,7 @@ class BattleTab:
 
         @guarded
         def on_new_round(session: Session | None, request: gr.Request) -> list[Any]:
-            return self.view(handlers.new_round(session, MODE, owner_of(request, settings)), clear_text=True)
+            return self.view(handlers.new_round(session, MODE, owner_of(request)), clear_text=True)
 
         # The chat panes' own trash icon means the same as New round (else only the browser's copy
         # would be cleared, and the next reply would bring the old conversation back).

@@ -63,8 +63,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def owner_of(request: gr.Request | None, settings: Settings) -> Owner:
-    return Owner(getattr(request, "session_hash", None), client_of(request, settings).address)
+def owner_of(request: gr.Request | None) -> Owner:
+    return Owner(getattr(request, "session_hash", None))
 
 
 def client_of(request: gr.Request | None, settings: Settings) -> ClientInfo:

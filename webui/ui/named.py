@@ -129,7 +129,7 @@ class NamedTabBuilder:
         @guarded
         def on_send(request: gr.Request, session: Session | None, message: str, *values: Any):
             same, pane_settings = self._unpack(values[n:])
-            stream = handlers.send(session, mode, message, pane_settings, owner_of(request, settings),
+            stream = handlers.send(session, mode, message, pane_settings, owner_of(request),
                                    client_of(request, settings), models=list(values[:n]), same_settings=same)
             for k, current in enumerate(stream):
                 yield self.view(current, clear_text=k == 0)
@@ -138,7 +138,7 @@ class NamedTabBuilder:
             @guarded
             def on_regenerate(request: gr.Request, session: Session | None, *values: Any):
                 same, pane_settings = self._unpack(values)
-                for current in handlers.regenerate(session, panes, pane_settings, owner_of(request, settings),
+                for current in handlers.regenerate(session, panes, pane_settings, owner_of(request),
                                                    client_of(request, settings), same_settings=same):
                     yield self.view(current)
             return on_regenerate
@@ -157,7 +157,7 @@ class NamedTabBuilder:
 
         @guarded
         def on_stop(session: Session | None, request: gr.Request) -> list[Any]:
-            return self.view(handlers.stop(session, owner_of(request, settings)))
+            return self.view(handlers.stop(session, owner_of(request)))
 
         self.stop.click(on_stop, [self.state], self.outputs, api_name=f"{prefix}_stop", cancels=running,
                         concurrency_limit=None, show_progress="hidden")
@@ -165,7 +165,7 @@ class NamedTabBuilder:
         def voter(kind: str):
             @guarded
             def on_vote(session: Session | None, request: gr.Request) -> list[Any]:
-                session = handlers.vote(session, kind, owner_of(request, settings), client_of(request, settings))
+                session = handlers.vote(session, kind, owner_of(request), client_of(request, settings))
                 gr.Info("Thanks, your vote was recorded.")
                 return self.view(session)
             return on_vote
@@ -175,7 +175,7 @@ class NamedTabBuilder:
 
         @guarded
         def on_clear(session: Session | None, request: gr.Request) -> list[Any]:
-            return self.view(handlers.new_round(session, self.mode, owner_of(request, settings)), clear_text=True)
+            return self.view(handlers.new_round(session, self.mode, owner_of(request)), clear_text=True)
 
         # The chat panes' own trash icon clears the conversation on the server too.
         gr.on([self.clear.click, *(chat.clear for chat in self.chats)], on_clear, [self.state], self.outputs,
@@ -190,7 +190,7 @@ class NamedTabBuilder:
     def _chooser(self, index: int):
         """The dropdown's change handler: select (clearing the pane and loading the model's defaults
         into the controls), or refuse and put the dropdown back."""
-        settings, handlers, mode = self.settings, self.handlers, self.mode
+        handlers, mode = self.handlers, self.mode
 
         @guarded
         def on_choose(session: Session | None, name: str | None, request: gr.Request) -> list[Any]:
@@ -198,7 +198,7 @@ class NamedTabBuilder:
             if not name:
                 return [*self.view(session), gr.skip(), *keep]
             try:
-                session, changed = handlers.choose_model(session, mode, index, name, owner_of(request, settings))
+                session, changed = handlers.choose_model(session, mode, index, name, owner_of(request))
             except Refused as exc:
                 gr.Warning(str(exc))
                 previous = session.panes[index].model if session is not None else None
