@@ -1,0 +1,154 @@
+"""The UI path: the app's own chat events driven over HTTP by gradio_client, as a browser would.
+
+The endpoints are found by name in the app's API description (`/direct_send` for one pane,
+`/sbs_send` for two named panes), and their parameters are filled in by label, so that a reordered
+control does not silently send the wrong value. Time to first token here is the first update in
+which the pane shows text other than the streaming cursor; tokens come from the statistics line
+the UI writes under a finished reply.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.paths import CURSOR, Request, Sample
+
+DIRECT = "/direct_send"
+SIDE_BY_SIDE = "/sbs_send"
+# webui.views.stats_line: "N tokens · first token X s · R tokens/s · reason", under a finished reply
+_STATS = re.compile(r"\n\n<sub>(\d+) tokens(?: · first token ([\d.]+) s)?[^<]*</sub>\s*$")
+_ERROR = "⚠️"
+
+
+class GradioUnavailable(RuntimeError):
+    """The server has no UI event of that name (the UI has not landed, or was renamed)."""
+
+
+@dataclass
+class PaneTiming:
+    ttft_s: float | None = None
+    end_s: float | None = None  # the update that first showed the finished reply
+    text: str = ""
+    tokens: int | None = None
+    server_ttft_s: float | None = None  # the engine's first-token time, from the statistics line
+    chunk_times: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+class GradioDriver:
+    """One gradio_client connection to the app; each turn runs in a fresh session."""
+
+    def __init__(self, url: str) -> None:
+        from gradio_client import Client
+
+        self.client = Client(url, verbose=False)
+        self._info = self.client.view_api(return_format="dict", print_info=False)
+
+    def endpoint(self, api_name: str) -> dict[str, Any]:
+        found = self._info.get("named_endpoints", {}).get(api_name)
+        if found is None:
+            known = ", ".join(sorted(self._info.get("named_endpoints", {})))
+            raise GradioUnavailable(f"the UI offers no {api_name} event (found: {known})")
+        return found
+
+    def turn(self, api_name: str, models: list[str], request: Request) -> tuple[float, list[PaneTiming]]:
+        """One send in a fresh session: (wall time, per-pane timings)."""
+        spec = self.endpoint(api_name)
+        args = arguments(spec, request.prompt, models, request.max_tokens)
+        panes = [PaneTiming() for _ in models]
+        where = chatbot_indices(spec)
+        self.client.reset_session()  # a new conversation: the same session would continue the previous one
+        start = time.perf_counter()
+        job = self.client.submit(*args, api_name=api_name)
+        for outputs in job:
+            now = time.perf_counter() - start
+            for pane, index in zip(panes, where, strict=True):
+                _observe(pane, _reply(outputs[index]), now)
+        total = time.perf_counter() - start
+        _raise_failure(job)
+        return total, panes
+
+    def sample(self, request: Request) -> Sample:
+        """The Direct chat path as a `Sample`, comparable with the other paths."""
+        try:
+            total, (pane,) = self.turn(DIRECT, [request.model], request)
+        except GradioUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed request is a figure (errors), not a crash
+            return Sample("gradio", request.model, 0.0, error=f"{type(exc).__name__}: {exc}")
+        return Sample("gradio", request.model, total, pane.ttft_s, pane.tokens, "ui-stats", pane.chunk_times,
+                      pane.text, error=pane.error, server_ttft_s=pane.server_ttft_s)
+
+
+def arguments(spec: dict[str, Any], message: str, models: list[str], max_tokens: int) -> list[Any]:
+    """Positional values for a send event: the message, the models in order, 'same parameters'
+    off, and for every pane greedy decoding with a fixed length."""
+    values = {"temperature (0 = greedy)": 0.0, "top_p": 1.0, "top_k (0 = off)": 0, "max_new_tokens": max_tokens,
+              "repetition_penalty": 1.0, "seed (-1 = random)": -1, "system prompt": ""}
+    queue = list(models)
+    args: list[Any] = []
+    for param in spec["parameters"]:
+        label, kind = param.get("label") or "", param.get("component")
+        if kind == "Textbox" and param.get("parameter_name") == "message":
+            args.append(message)
+        elif kind == "Dropdown" and label.startswith("Model"):
+            args.append(queue.pop(0))
+        elif label in values:
+            args.append(values[label])
+        elif kind == "Checkbox":
+            args.append(False)  # "use A's parameters for both" / "use the model's own settings": off
+        else:
+            raise GradioUnavailable(f"unexpected parameter {label or param.get('parameter_name')!r} ({kind})")
+    return args
+
+
+def chatbot_indices(spec: dict[str, Any]) -> list[int]:
+    return [i for i, r in enumerate(spec["returns"]) if r.get("component") == "Chatbot"]
+
+
+def _observe(pane: PaneTiming, shown: str, now: float) -> None:
+    body = shown.rstrip(CURSOR)
+    stats = _STATS.search(body)
+    if stats:
+        body = body[:stats.start()]
+    if body and body != pane.text:
+        pane.chunk_times.append(now)
+        pane.ttft_s = pane.ttft_s if pane.ttft_s is not None else now
+        pane.text = body
+    if stats and pane.end_s is None:
+        pane.end_s, pane.tokens = now, int(stats.group(1))
+        pane.server_ttft_s = float(stats.group(2)) if stats.group(2) else None
+    if _ERROR in shown and pane.error is None:
+        pane.error = shown.split(_ERROR, 1)[1].strip()[:200]
+
+
+def _reply(output: Any) -> str:
+    """The last assistant message's text from a Chatbot output (an update dict or the value)."""
+    value = output.get("value", output) if isinstance(output, dict) else output
+    if not isinstance(value, list):
+        return ""
+    for message in reversed(value):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return _content_text(message.get("content"))
+    return ""
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text", ""))
+    if isinstance(content, list):
+        return "".join(_content_text(part) for part in content)
+    return ""
+
+
+def _raise_failure(job: Any) -> None:
+    """A handler that raised (gr.Error) ends the job without a reply; say so rather than report 0 tokens."""
+    try:
+        job.result(timeout=5)
+    except Exception as exc:  # noqa: BLE001 - gradio_client raises its own AppError types
+        raise RuntimeError(f"the UI refused: {exc}") from None

@@ -1,0 +1,139 @@
+"""6. Memory: resident memory per loaded model, and two variants of one set of weights.
+
+Each measurement runs in a fresh Python process (`python -m bench.memory --child ...`) so that
+nothing loaded earlier is counted: RSS after the imports, then after each model the registry
+loads. The variants case loads two models-file entries sharing one source; the second should add
+next to nothing. RSS is read after a first short reply, once the memory-mapped weights are in. `weights` is the size of the parameters themselves, the floor for any loader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import models
+from bench.context import BenchContext
+from bench.report import ROOT, Column, Table, mib, number, text
+
+MARK = "BENCH-MEMORY "
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    if not ctx.local_names:
+        return {"skipped": "no local model in the models file"}
+    result: dict[str, Any] = {"models": {}}
+    for name in ctx.local_names:
+        result["models"][name] = child(ctx.models_file, [name])
+    first = next(e for e in ctx.entries if e["name"] == ctx.local_names[0])
+    pair = models.variants(first)
+    path = models.write(pair, ctx.workdir / "variants.yaml")
+    result["variants"] = child(path, [e["name"] for e in pair])
+    return result
+
+
+def child(models_file: Path, names: list[str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.memory", "--child", str(models_file), *names]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    for line in done.stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise RuntimeError(f"memory child failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+# ---- in the child process ---------------------------------------------------------------------------
+def measure(models_file: Path, names: list[str]) -> dict[str, Any]:
+    import psutil
+    import torch
+    import transformers  # noqa: F401 - imported before the baseline: the imports are not the model
+
+    import webui.engine.transformers  # noqa: F401
+    import webui.loading  # noqa: F401
+    from webui.config import Settings
+    from webui.registry import build_registry
+
+    registry = build_registry(Settings(models_file=models_file, preload=False))
+    proc = psutil.Process()
+    gc.collect()
+    out: dict[str, Any] = {"baseline_rss": proc.memory_info().rss, "steps": []}
+    for name in names:
+        started = time.perf_counter()
+        backend = registry.load(name)
+        load_s = time.perf_counter() - started
+        gc.collect()
+        loaded_rss = proc.memory_info().rss
+        _first_reply(backend)
+        gc.collect()
+        info = proc.memory_full_info()
+        out["steps"].append({
+            "name": name, "rss": info.rss, "uss": info.uss, "rss_after_load": loaded_rss, "load_s": load_s,
+            "weights_bytes": weights_bytes(backend.model), "from_cache": registry.status(name).from_cache,
+            "device": registry.status(name).device,
+            "gpu_allocated": torch.cuda.memory_allocated() if torch.cuda.is_available() else None,
+        })
+    return out
+
+
+def _first_reply(backend: Any) -> None:
+    """A two-token reply: weights read from the cache are memory-mapped, and only become resident
+    once a forward pass touches them, so RSS right after loading understates what serving costs."""
+    from webui.engine.base import collect
+    from webui.types import Message
+
+    params = backend.default_params().replace(temperature=0.0, max_new_tokens=2)
+    collect(backend.stream([Message("user", "Hello")], params))
+
+
+def weights_bytes(model: Any) -> int:
+    """Bytes of parameters and buffers, each storage counted once (tied weights share one)."""
+    seen, total = set(), 0
+    for tensor in [*model.parameters(), *model.buffers()]:
+        key = (tensor.device, tensor.data_ptr())
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def tables(result: dict[str, Any]) -> list[Table]:
+    if "skipped" in result:
+        return [Table("6. Memory", [Column("skipped", "skipped")], [result])]
+    rows = []
+    for name, r in result["models"].items():
+        step = r["steps"][0]
+        added = step["rss"] - r["baseline_rss"]
+        rows.append({"case": name, "added": added, "weights": step["weights_bytes"], "ratio": added / step["weights_bytes"],
+                     "gpu": step["gpu_allocated"], "cache": "yes" if step["from_cache"] else "no", "device": step["device"]})
+    v = result["variants"]
+    first, second = v["steps"]
+    rows.append({"case": f"{first['name']} + {second['name']} (one source)",
+                 "added": second["rss"] - v["baseline_rss"], "weights": first["weights_bytes"],
+                 "ratio": (second["rss"] - v["baseline_rss"]) / first["weights_bytes"],
+                 "second": second["rss"] - first["rss"], "gpu": second["gpu_allocated"],
+                 "cache": "yes" if first["from_cache"] else "no", "device": first["device"]})
+    columns = [Column("case", "loaded"), Column("added", "RSS added", mib), Column("weights", "weights (params)", mib),
+               Column("ratio", "RSS ÷ weights", number(2)), Column("second", "second variant added", mib),
+               Column("gpu", "GPU allocated", mib), Column("device", "device", text), Column("cache", "from cache", text)]
+    notes = ["RSS added = resident memory after loading and a first two-token reply, minus after the imports, "
+             "in a fresh process per row (cached weights are memory-mapped: they become resident when first used).",
+             "Two variants (same source, another system prompt) should cost one copy: 'second variant added' ≈ 0."]
+    return [Table("6. Memory per loaded model; two variants of one set of weights", columns, rows, notes)]
+
+
+def _child_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.memory")
+    parser.add_argument("--child", type=Path, required=True, help="models file")
+    parser.add_argument("names", nargs="+")
+    args = parser.parse_args(argv)
+    print(MARK + json.dumps(measure(args.child, args.names)), flush=True)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])

@@ -1,0 +1,78 @@
+"""1. Overhead: tokens/s of one request on each path, as a ratio to raw model.generate.
+
+The paths take turns (raw, engine, gradio, api, raw, ...) rather than running one after another,
+so that a change in background load spreads over all of them instead of landing on one. The
+figure per path is the median over the repeats of tokens / (request sent -> stream finished).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.context import BenchContext
+from bench.paths import Request, Sample
+from bench.report import Column, Table, number, seconds, text
+from bench.stats import median, ratio
+
+GOAL = 0.95
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    cfg = ctx.config
+    runners, missing = ctx.runners()
+    result: dict[str, Any] = {"tokens": cfg.overhead_tokens, "repeats": cfg.overhead_repeats, "goal": GOAL,
+                              "unavailable": missing, "models": {}}
+    for name in ctx.local_names:
+        request = Request(name, cfg.prompt, cfg.overhead_tokens)
+        for path, runner in runners.items():
+            ctx.warm_up(path, runner, name)
+        samples: dict[str, list[Sample]] = {path: [] for path in runners}
+        for _ in range(cfg.overhead_repeats):
+            for path, runner in runners.items():
+                samples[path].append(runner(request))
+        result["models"][name] = summarise(samples)
+    return result
+
+
+def summarise(samples: dict[str, list[Sample]]) -> dict[str, Any]:
+    ok = {path: [s for s in runs if s.error is None] for path, runs in samples.items()}
+    raw_rate = median([s.tokens_per_s for s in ok.get("raw", [])])
+    raw_text = ok["raw"][0].text if ok.get("raw") else None
+    out: dict[str, Any] = {}
+    for path, runs in samples.items():
+        good = ok[path]
+        rate = median([s.tokens_per_s for s in good])
+        out[path] = {
+            "tokens_per_s": rate, "ratio_to_raw": ratio(rate, raw_rate),
+            "total_s": median([s.total_s for s in good]), "ttft_s": median([s.ttft_s for s in good]),
+            "tokens": sorted({s.tokens for s in good if s.tokens is not None}),
+            "same_text_as_raw": None if raw_text is None or not good else all(_same(s.text, raw_text) for s in good),
+            "errors": [s.error for s in runs if s.error is not None],
+            "samples": [s.as_dict() for s in runs],
+        }
+    return out
+
+
+def _same(a: str, b: str) -> bool:
+    # The UI and the API hand back text the way the tokenizer decodes it piece by piece; compare
+    # modulo surrounding whitespace, which streaming may trim.
+    return a.strip() == b.strip()
+
+
+def tables(result: dict[str, Any]) -> list[Table]:
+    rows = []
+    for model, paths in result["models"].items():
+        for path, r in paths.items():
+            goal = None if path == "raw" or r["ratio_to_raw"] is None else ("yes" if r["ratio_to_raw"] >= GOAL else "**no**")
+            rows.append({"model": model, "path": path, "tokens": "/".join(map(str, r["tokens"])) or None,
+                         **r, "goal": goal, "same": {True: "yes", False: "**no**"}.get(r["same_text_as_raw"]),
+                         "errors": len(r["errors"]) or None})
+    for path, reason in result.get("unavailable", {}).items():
+        rows.append({"model": "all", "path": path, "goal": reason})
+    columns = [Column("model", "model"), Column("path", "path"), Column("tokens", "tokens", text),
+               Column("tokens_per_s", "tokens/s", number(1)), Column("ratio_to_raw", "ratio to raw", number(3)),
+               Column("goal", f"≥ {GOAL}", text), Column("total_s", "request time", seconds),
+               Column("same", "same text as raw", text), Column("errors", "errors", text)]
+    notes = [f"{result['tokens']} new tokens, greedy, median of {result['repeats']} runs per path, paths interleaved.",
+             "tokens/s = generated tokens / (request sent → stream finished); raw is model.generate in-process."]
+    return [Table("1. Overhead: tokens/s per path, relative to raw model.generate", columns, rows, notes)]

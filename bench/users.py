@@ -1,0 +1,123 @@
+"""4. Many users: 1, 2, 4, 8 and 16 chats at once on one model.
+
+Each level starts all its chats together (a barrier) and waits for every one to end. By default
+the chats go through the HTTP API (`--users-path gradio` drives the UI instead, one gradio_client
+per user; `engine` skips HTTP). The server runs with its shipped limits: requests beyond the
+model's generation slots (max_concurrency) wait in its queue, and are refused (429) after
+queue_timeout_s — those are the rejections counted here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.context import BenchContext, PathUnavailable
+from bench.gradio_path import GradioDriver
+from bench.paths import Request, Sample, run_api, run_engine
+from bench.report import Column, Table, number, seconds, text
+from bench.stats import gaps, median, percentile, rate
+
+Runner = Callable[[Request], Sample]
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    cfg = ctx.config
+    if not ctx.local_names:
+        return {"skipped": "no local model in the models file"}
+    name = ctx.local_names[0]
+    try:
+        make_runner = _runner_factory(ctx, cfg.users_path)
+    except PathUnavailable as exc:
+        return {"skipped": f"{cfg.users_path} path {exc}"}
+    request = Request(name, cfg.prompt, cfg.users_tokens)
+    make_runner()(Request(name, cfg.prompt, 2))  # warm-up
+    levels = {}
+    for users in cfg.users_levels:
+        levels[str(users)] = _level(users, make_runner, request, cfg.server_timeout_s)
+    return {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "levels": levels,
+            "server_limits": _limits()}
+
+
+def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
+    """A function giving each user its own runner (the UI needs one client per user: one session
+    each; the API's client pools connections and is shared, as an application would)."""
+    if path == "api":
+        client = ctx.api()
+        return lambda: (lambda r: run_api(client, r))
+    if path == "engine":
+        backend = ctx.backend(ctx.local_names[0])
+        return lambda: (lambda r: run_engine(backend, r))
+    if path == "gradio":
+        url = ctx.server().url
+        ctx.gradio()  # raises PathUnavailable when there is no UI
+        return lambda: GradioDriver(url).sample
+    raise PathUnavailable(f"unknown users path {path!r}: use api, gradio or engine")
+
+
+def _level(users: int, make_runner: Callable[[], Runner], request: Request, timeout_s: float) -> dict[str, Any]:
+    runners = [make_runner() for _ in range(users)]  # before the clock: connecting is not the chat
+    samples: list[Sample | None] = [None] * users
+    barrier = threading.Barrier(users + 1)
+
+    def chat(i: int) -> None:
+        barrier.wait()
+        try:
+            samples[i] = runners[i](request)
+        except Exception as exc:  # noqa: BLE001 - one user's failure is a figure, not a crash
+            samples[i] = Sample("?", request.model, 0.0, error=f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=chat, args=(i,), name=f"bench-user-{i}", daemon=True) for i in range(users)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join(timeout_s)
+    wall = time.perf_counter() - start
+    done = [s if s is not None else Sample("?", request.model, wall, error="did not finish") for s in samples]
+    return summarise(done, wall)
+
+
+def summarise(samples: list[Sample], wall: float) -> dict[str, Any]:
+    ok = [s for s in samples if s.error is None]
+    all_gaps = [g for s in ok for g in gaps(s.chunk_times)]
+    return {
+        "users": len(samples), "wall_s": wall, "completed": len(ok),
+        "errors": sum(1 for s in samples if s.error and not s.rejected),
+        "rejections": sum(1 for s in samples if s.rejected),
+        "aggregate_tokens_per_s": rate(sum(s.tokens or 0 for s in ok), wall),
+        "per_user_tokens_per_s": median([s.tokens_per_s for s in ok]),
+        "ttft_p50_s": percentile([s.ttft_s for s in ok if s.ttft_s is not None], 50),
+        "ttft_p95_s": percentile([s.ttft_s for s in ok if s.ttft_s is not None], 95),
+        "gap_p95_s": percentile(all_gaps, 95), "gap_max_s": max(all_gaps) if all_gaps else None,
+        "error_messages": sorted({s.error for s in samples if s.error})[:5],
+        "samples": [s.as_dict() for s in samples],
+    }
+
+
+def _limits() -> dict[str, Any]:
+    from webui.config import Settings
+
+    defaults = Settings()
+    return {"max_concurrency": defaults.max_concurrency, "queue_timeout_s": defaults.queue_timeout_s}
+
+
+def tables(result: dict[str, Any]) -> list[Table]:
+    if "skipped" in result:
+        return [Table("4. Many users", [Column("skipped", "skipped")], [result])]
+    rows = [{"users": int(k), **v} for k, v in result["levels"].items()]
+    columns = [Column("users", "chats at once"), Column("aggregate_tokens_per_s", "aggregate tokens/s", number(1)),
+               Column("per_user_tokens_per_s", "per chat tokens/s", number(1)),
+               Column("ttft_p50_s", "first text p50", seconds), Column("ttft_p95_s", "first text p95", seconds),
+               Column("gap_p95_s", "gap p95", seconds), Column("gap_max_s", "gap max", seconds),
+               Column("errors", "errors", text), Column("rejections", "rejected", text), Column("wall_s", "wall", seconds)]
+    limits = result.get("server_limits", {})
+    notes = [f"{result['model']}, {result['tokens']} new tokens per chat, greedy, through the {result['path']} path; "
+             f"server defaults: {limits.get('max_concurrency')} generations at once per model, the rest queue "
+             f"(refused after {limits.get('queue_timeout_s')} s).",
+             "Gaps are between streamed text chunks (the text streamer releases whole words, so one chunk is "
+             "usually one token, sometimes more)."]
+    return [Table("4. Many users: concurrent chats on one model", columns, rows, notes)]

@@ -1,0 +1,70 @@
+"""The bench's pure helpers (no model, no server, no timing): percentiles, tables, and reading the
+UI's streamed chat updates. The measurements themselves live in bench/ and are never asserted."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import gradio_path, models
+from bench.report import Column, Table, number, seconds, to_markdown
+from bench.stats import gaps, median, percentile, rate, ratio
+
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 4.0
+    assert percentile(values, 50) == 2.5
+    assert percentile(values, 95) == pytest.approx(3.85)
+    assert median([5.0]) == 5.0
+    assert percentile([], 50) is None
+    with pytest.raises(ValueError):
+        percentile(values, 101)
+
+
+def test_rates_ratios_and_gaps_handle_missing_values() -> None:
+    assert gaps([0.0, 0.5, 1.5]) == [0.5, 1.0]
+    assert gaps([1.0]) == []
+    assert rate(10, 2.0) == 5.0
+    assert rate(10, 0.0) is None and rate(None, 1.0) is None
+    assert ratio(1.9, 2.0) == pytest.approx(0.95)
+    assert ratio(1.0, None) is None and ratio(1.0, 0) is None
+
+
+def test_markdown_table_formats_cells_and_escapes_pipes() -> None:
+    table = Table("T", [Column("name", "name"), Column("t", "time", seconds), Column("r", "ratio", number(2))],
+                  [{"name": "a|b", "t": 0.25, "r": 0.951}, {"name": "c", "t": 2.5, "r": None}], ["a note"])
+    out = to_markdown(table)
+    assert "| name | time | ratio |" in out
+    assert "| a\\|b | 250 ms | 0.95 |" in out
+    assert "| c | 2.50 s | — |" in out
+    assert out.rstrip().endswith("- a note")
+
+
+def test_ui_updates_give_first_text_and_token_count() -> None:
+    pane = gradio_path.PaneTiming()
+    update = {"value": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                        {"role": "assistant", "content": [{"type": "text", "text": "▌"}]}]}
+    gradio_path._observe(pane, gradio_path._reply(update), 0.1)
+    assert pane.ttft_s is None  # only the cursor: nothing shown yet
+    gradio_path._observe(pane, "The ▌", 0.4)
+    gradio_path._observe(pane, "The end.\n\n<sub>7 tokens · first token 0.30 s · 9.0 tokens/s · finished</sub>", 0.9)
+    assert (pane.ttft_s, pane.end_s, pane.tokens, pane.server_ttft_s) == (0.4, 0.9, 7, 0.3)
+    assert pane.text == "The end." and pane.chunk_times == [0.4, 0.9]
+
+
+def test_send_arguments_are_filled_by_label() -> None:
+    spec = {"parameters": [
+        {"parameter_name": "message", "label": "", "component": "Textbox"},
+        {"label": "Model A", "component": "Dropdown"}, {"label": "Model B", "component": "Dropdown"},
+        {"label": "Use Model A's parameters for both panes", "component": "Checkbox"},
+        {"label": "max_new_tokens", "component": "Slider"}, {"label": "temperature (0 = greedy)", "component": "Slider"},
+    ]}
+    assert gradio_path.arguments(spec, "hello", ["a", "b"], 32) == ["hello", "a", "b", False, 32, 0.0]
+    with pytest.raises(gradio_path.GradioUnavailable):
+        gradio_path.arguments({"parameters": [{"label": "new knob", "component": "Slider"}]}, "x", [], 1)
+
+
+def test_variants_share_one_source() -> None:
+    first, second = models.variants({"name": "m", "source": "/w/model.gguf"})
+    assert first["source"] == second["source"] and first["name"] != second["name"]
