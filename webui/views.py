@@ -112,7 +112,10 @@ def anonymous_status(statuses: Sequence[ModelStatus]) -> str:
 def model_choices(statuses: Sequence[ModelStatus]) -> list[tuple[str, str]]:
     """Dropdown entries: every model with its state; only ready ones can be chosen (the handler
     refuses the others)."""
-    return [(s.name if s.state is ModelState.READY else f"{s.name} ({s.describe()})", s.name) for s in statuses]
+    def label(s: ModelStatus) -> str:
+        state = s.describe()
+        return s.name if s.state is ModelState.READY else f"{s.name} ({state if len(state) <= 60 else state[:57] + '...'})"
+    return [(label(s), s.name) for s in statuses]
 
 
 GENERIC_FAILURE = "This model could not answer. Try Regenerate, or start a new round."

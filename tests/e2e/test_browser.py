@@ -101,6 +101,9 @@ def test_battle_with_a_vote_and_the_reveal(ui: RunningUI, page: Page) -> None:
 
 def test_side_by_side_stop_mid_stream_and_a_closed_tab(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url + "?tab=side_by_side")
+    # Both dropdowns are filled at once on load; both panes take their model (one session, no race).
+    expect(page.locator("#sbs-chat-a")).to_contain_text("Model A: tiny-a", timeout=20_000)
+    expect(page.locator("#sbs-chat-b")).to_contain_text("Model B: tiny-b")
     choose(page, "sbs-model-a", "long-a", chat="sbs-chat-a")
     choose(page, "sbs-model-b", "long-b", chat="sbs-chat-b")
     send(page, "sbs", "hello")

@@ -17,6 +17,7 @@ from webui.handlers import Handlers
 from webui.registry import ModelState
 from webui.ui.about import build_about_tab
 from webui.ui.battle import build_battle_tab
+from webui.ui.common import owner_of
 from webui.ui.leaderboard_tab import build_leaderboard_tab
 from webui.ui.named import NamedTab, build_named_tab
 
@@ -43,7 +44,7 @@ def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped
         with gr.Tabs(selected="battle") as tabs:
             with gr.Tab("⚔️ Battle", id="battle") as battle_tab:
-                battle_status = build_battle_tab(services, handlers)
+                battle = build_battle_tab(services, handlers)
             with gr.Tab("👥 Side by side", id="side_by_side") as sbs_tab:
                 sbs = build_named_tab(services, handlers, "side_by_side")
             with gr.Tab("💬 Direct chat", id="direct") as direct_tab:
@@ -52,27 +53,36 @@ def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
                 build_leaderboard_tab(services)
             with gr.Tab("ℹ️ About", id="about") as about_tab:
                 build_about_tab(services)
-        _wire_status(services, blocks, tabs, current, seen, battle_status, sbs, direct,
+        sessions = {"battle": battle.state, "side_by_side": sbs.state, "direct": direct.state}
+        _wire_status(services, handlers, blocks, tabs, current, seen, battle.status, sbs, direct, sessions,
                      {"battle": battle_tab, "side_by_side": sbs_tab, "direct": direct_tab,
                       "leaderboard": leaderboard_tab, "about": about_tab})
     blocks.queue()
     return blocks
 
 
-def _wire_status(services: Services, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State, seen: gr.State,
-                 battle_status: gr.Markdown, sbs: NamedTab, direct: NamedTab, tab_blocks: Mapping[str, gr.Tab]) -> None:
+def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State,
+                 seen: gr.State, battle_status: gr.Markdown, sbs: NamedTab, direct: NamedTab,
+                 sessions: Mapping[str, gr.State], tab_blocks: Mapping[str, gr.Tab]) -> None:
     status_outputs = [seen, battle_status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
+    states, modes = list(sessions.values()), list(sessions)
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
         return status_updates(services, tab, last, chosen)
 
-    def on_load(request: gr.Request, last: Any, *chosen: str | None) -> list[Any]:
+    def on_load(request: gr.Request, last: Any, *values: Any) -> list[Any]:
+        """Opens the tab named in ?tab=, and creates each tab's session (owned by this page's
+        session hash) in the same response that sets the dropdowns: their change events, which
+        arrive together, then share one session instead of racing to create one each."""
+        current_sessions, chosen = values[:len(states)], values[len(states):]
+        owner = owner_of(request)
+        created = [handlers.session_for(s, m, owner) for s, m in zip(current_sessions, modes, strict=True)]
         tab = tab_from_query(getattr(request, "query_params", None))
-        return [gr.Tabs(selected=tab), tab, *refresh(tab, last, *chosen)]
+        return [gr.Tabs(selected=tab), tab, *created, *refresh(tab, last, *chosen)]
 
-    blocks.load(on_load, [seen, *dropdowns], [tabs, current, *status_outputs], api_name="app_load",
-                show_progress="hidden")
+    blocks.load(on_load, [seen, *states, *dropdowns], [tabs, current, *states, *status_outputs], api_name="app_load",
+                show_progress="hidden", concurrency_limit=None)
     for tab_id, tab in tab_blocks.items():
         def on_select(last: Any, *chosen: str | None, tab_id: str = tab_id) -> list[Any]:
             return [tab_id, *refresh(tab_id, last, *chosen)]

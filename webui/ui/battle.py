@@ -35,9 +35,9 @@ REGENERATE = (((0, 1), "🔄 Regenerate", ""), ((0,), "🔄 A", "_a"), ((1,), "�
 assert {k for k, _, _ in VOTE_BUTTONS} == set(PAIR_VOTES)
 
 
-def build_battle_tab(services: Services, handlers: Handlers) -> gr.Markdown:
-    """Lay out and wire the tab; returns the status line that the app's timer keeps current."""
-    return BattleTab(services, handlers).status
+def build_battle_tab(services: Services, handlers: Handlers) -> BattleTab:
+    """Lay out and wire the tab; the app's timer keeps `.status` current, its load event fills `.state`."""
+    return BattleTab(services, handlers)
 
 
 class BattleTab:

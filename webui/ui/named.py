@@ -37,15 +37,17 @@ assert {k for k, _, _ in PAIR_BUTTONS} == set(PAIR_VOTES) and {k for k, _, _ in 
 
 @dataclass
 class NamedTab:
-    """What the app-level status timer updates."""
+    """What the app-level events update: the status timer, and the page load (which creates the
+    session, so that two dropdowns set at once by the timer never each create their own)."""
 
     status: gr.Markdown
     dropdowns: list[gr.Dropdown]
+    state: gr.State
 
 
 def build_named_tab(services: Services, handlers: Handlers, mode: str) -> NamedTab:
     tab = NamedTabBuilder(services, handlers, mode)
-    return NamedTab(tab.status, tab.dropdowns)
+    return NamedTab(tab.status, tab.dropdowns, tab.state)
 
 
 class NamedTabBuilder:
