@@ -75,6 +75,10 @@ def choose(page: Page, dropdown: str, name: str, chat: str | None = None) -> Non
 def test_battle_with_a_vote_and_the_reveal(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url)
     expect(page.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
+    limit = ui.services.settings.max_input_chars
+    assert page.locator("#battle-input textarea").get_attribute("maxlength") is None, "no silent cut"
+    send(page, "battle", "x" * (limit + 1))
+    expect(page.get_by_text(f"the limit is {limit:,}")).to_be_visible(timeout=10_000)
     send(page, "battle", "hello what is the capital of france")
     expect(page.locator("#battle-vote-a")).to_be_enabled(timeout=30_000)
     for pane in ("a", "b"):

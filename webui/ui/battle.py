@@ -68,7 +68,7 @@ class BattleTab:
             self.votes = [gr.Button(text, interactive=False, elem_id=f"battle-vote-{key}") for _, text, key in VOTE_BUTTONS]
         with gr.Row():
             self.text = gr.Textbox(show_label=False, placeholder="Type a message and press Enter", scale=8, lines=1,
-                                   max_length=self.settings.max_input_chars, elem_id="battle-input", autofocus=True)
+                                   elem_id="battle-input", autofocus=True)
             self.send = gr.Button("Send", variant="primary", scale=1, elem_id="battle-send")
         with gr.Row():
             self.stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id="battle-stop")

@@ -71,6 +71,10 @@ def client_of(request: gr.Request | None, settings: Settings) -> ClientInfo:
     return client_info(request, settings)
 
 
+# The message boxes deliberately have no max_length: a browser's maxlength cuts a long paste
+# silently, while the handlers refuse it with a message that gives the limit.
+
+
 def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
     """HTML in messages is sanitised in the browser (sanitize_html, and no custom tags kept), so a
     prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs."""

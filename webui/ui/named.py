@@ -85,7 +85,7 @@ class NamedTabBuilder:
             self.votes = [gr.Button(text, interactive=False, elem_id=f"{prefix}-vote-{key}") for _, text, key in self.buttons]
         with gr.Row():
             self.text = gr.Textbox(show_label=False, placeholder="Type a message and press Enter", scale=8,
-                                   max_length=self.settings.max_input_chars, elem_id=f"{prefix}-input")
+                                   elem_id=f"{prefix}-input")
             self.send = gr.Button("Send", variant="primary", scale=1, elem_id=f"{prefix}-send")
         with gr.Row():
             self.stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id=f"{prefix}-stop")
