@@ -128,8 +128,9 @@ class BattleTab:
         def on_stop(session: Session | None, request: gr.Request) -> list[Any]:
             return self.view(handlers.stop(session, owner_of(request)))
 
+        # Not queued: Stop must work even when a busy server's queue is full of waiting messages.
         self.stop.click(on_stop, [self.state], self.outputs, api_name="battle_stop", cancels=running,
-                        concurrency_limit=None, show_progress="hidden")
+                        queue=False, show_progress="hidden")
 
         def voter(kind: str):
             @guarded
