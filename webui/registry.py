@@ -53,7 +53,8 @@ class ModelStatus:
         if self.problem:
             return f"unhealthy: {self.problem}"
         if self.state is ModelState.READY and self.load_s is not None:
-            return f"ready on {self.device} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''})"
+            where = f" on {self.device}" if self.device else ""
+            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''})"
         return self.state.value
 
 

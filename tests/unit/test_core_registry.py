@@ -102,6 +102,7 @@ def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> Non
                         loaders={"transformers": lambda spec, _s: Weights(lambda variant, slots: slots)})
     assert registry.load("a") is registry.load("c")
     assert registry.load("a").size == 1
+    assert registry.status("a").describe().startswith("ready (loaded in ")  # no device to name
     assert registry.load("d").size == 5
 
 
