@@ -13,15 +13,12 @@ Readiness is polled (uvicorn's `started`, the models' load state); nothing sleep
 
 from __future__ import annotations
 
-import socket
+import dataclasses
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import uvicorn
-
+from tests.servers import RunningServer, alive_threads, serve_app, wait_for
 from webui.config import Settings
 from webui.engine.base import Backend
 from webui.recording import NullRecorder
@@ -29,6 +26,8 @@ from webui.registry import Weights, build_registry
 from webui.server import Services, build_services, create_app
 from webui.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+
+__all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]
 
 NAMES = ("tiny-a", "tiny-b", "long-a", "long-b", "echo")
 
@@ -44,21 +43,13 @@ def ui_models_yaml(model_dir: Path) -> str:
     return "models:\n" + "".join(entries)
 
 
-@dataclass
-class RunningUI:
-    url: str  # http://127.0.0.1:PORT/
-    services: Services
-    server: uvicorn.Server
-    thread: threading.Thread
+@dataclasses.dataclass
+class RunningUI(RunningServer):
+    """The url ends with "/" (the page); the recorder is a NullRecorder the tests can read."""
 
     @property
     def recorder(self) -> NullRecorder:
-        return self.services.recorder  # type: ignore[return-value]
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-        self.services.registry.close()
+        return self.services.recorder  # type: ignore[union-attr,return-value]
 
 
 def ui_settings(tmp: Path, model_dir: Path) -> Settings:
@@ -106,26 +97,9 @@ def start_ui(settings: Settings) -> RunningUI:
 
 def serve(services: Services) -> RunningUI:
     """create_app(services) under uvicorn on a free port, in a thread; returns once it answers."""
-    app = create_app(services)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-ui:{port}", daemon=True)
-    thread.start()
-    wait_for(lambda: server.started or not thread.is_alive(), 30, "uvicorn did not start")
-    assert server.started, "uvicorn exited during start-up"
-    return RunningUI(f"http://127.0.0.1:{port}/", services, server, thread)
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float, message: str, every_s: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(every_s)
+    running = serve_app(create_app(services), services, name="uvicorn-ui")
+    return RunningUI(**{**vars(running), "url": running.url + "/"})
 
 
 def generate_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("generate:") and t.is_alive()]
+    return alive_threads("generate:")

@@ -1,0 +1,71 @@
+"""Real servers for tests: uvicorn on 127.0.0.1, a free port, in a thread.
+
+Readiness is polled (uvicorn's `started` flag); nothing sleeps a fixed time. Every test server
+(the API, UI and deploy tests) is started through `serve_app`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from webui.server import Services
+
+
+@dataclass
+class RunningServer:
+    url: str  # http://127.0.0.1:PORT
+    services: Services | None
+    server: uvicorn.Server
+    thread: threading.Thread
+    app: Any = None
+
+    @property
+    def v1(self) -> str:
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+        if self.services is not None:
+            self.services.registry.close()
+
+
+def serve_app(app: Any, services: Services | None = None, *, name: str = "uvicorn") -> RunningServer:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    # proxy_headers off, as in webui.server.serve: clients.py alone decides who the client is
+    config = uvicorn.Config(app, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"{name}:{port}", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), 30, "uvicorn did not start")
+    assert server.started, "uvicorn exited during start-up"
+    return RunningServer(f"http://127.0.0.1:{port}", services, server, thread, app)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float, message: str, every_s: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(every_s)
+
+
+def alive_threads(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+
+
+def threads_end_within(prefix: str, timeout_s: float) -> float:
+    """Seconds until no thread named `prefix...` is alive; fails after `timeout_s`."""
+    start = time.monotonic()
+    wait_for(lambda: not alive_threads(prefix), timeout_s, f"{prefix} threads still running after {timeout_s} s")
+    return time.monotonic() - start
