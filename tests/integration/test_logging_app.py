@@ -5,18 +5,15 @@ full disk reported to the voter while the app keeps serving."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import uvicorn
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.integration.test_fastchat_compat import fastchat_battles
+from tests.servers import serve_app
 from webui.config import Settings
 from webui.server import Services, build_services, create_app
 from webui.storage import day_file, read_logs
@@ -33,15 +30,6 @@ def models_yaml(model_dir: Path) -> str:
     return "models:\n" + "".join(f"  - name: {name}\n    source: {model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
 
 
-def wait_for(condition: Callable[[], object], timeout_s: float, message: str) -> None:
-    """Poll readiness; never sleep a fixed time and hope."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.02)
-
-
 @pytest.fixture(scope="module")
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """The whole app with the real recorder (build_services' default), served like `serve` does:
@@ -54,17 +42,9 @@ def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     services = build_services(settings)
     services.registry.start()
     assert services.registry.wait_idle(120), "models did not finish loading"
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(services), log_level="warning", proxy_headers=False,
-                                           timeout_graceful_shutdown=2))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started or not thread.is_alive(), 30, "uvicorn did not start")
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/", services
-    server.should_exit = True
-    thread.join(15)
-    services.registry.close()
+    running = serve_app(create_app(services), services)
+    yield running.url + "/", services
+    running.stop()
 
 
 def battle(client: Client, vote: str, turns: int = 1) -> None:

@@ -1,5 +1,5 @@
 """Backends that turn (messages, sampling parameters) into a stream of events."""
 
-from webui.engine.base import Backend, Slots, collect
+from webui.engine.base import Backend, ClosingStream, Slots, collect
 
-__all__ = ["Backend", "Slots", "collect"]
+__all__ = ["Backend", "ClosingStream", "Slots", "collect"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from webui.errors import Overloaded, ParamError
 from webui.types import Finished, Message, SamplingParams, StreamEvent, TextDelta
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class Backend(ABC):
-    spec: "ModelSpec"
+    spec: ModelSpec
 
     @property
     def name(self) -> str:
@@ -63,6 +64,33 @@ class Backend(ABC):
         """None while the backend works; a short reason when a model that loaded fine has since
         become unusable (a remote server that stopped answering). Shown in the model status."""
         return None
+
+
+class ClosingStream(Iterator[StreamEvent]):
+    """The events of one request, with a handle on the work behind them. Closing it (or an error
+    while reading it) calls `stop` and then `wait`, even if it was never iterated: a plain generator
+    that was never started runs no `finally`, and a request would keep its thread and slot."""
+
+    def __init__(self, events: Iterator[StreamEvent], stop: Callable[[], None],
+                 wait: Callable[[], None] = lambda: None) -> None:
+        self._events = events
+        self._stop = stop
+        self._wait = wait
+
+    def __next__(self) -> StreamEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._stop()
+        self._events.close()
+        self._wait()
+
+    def __del__(self) -> None:
+        self._stop()
 
 
 class Slots:

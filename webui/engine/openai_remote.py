@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from webui.engine.base import Backend, Slots
+from webui.engine.base import Backend, ClosingStream, Slots
 from webui.engine.stops import StopFilter
 from webui.specs import ModelSpec
 from webui.templates import with_system
@@ -152,28 +152,6 @@ class _Upstream:
         self.queue.put(exc)
 
 
-class _Generation(Iterator[StreamEvent]):
-    """The events of one remote request; closing it aborts the upstream request."""
-
-    def __init__(self, events: Iterator[StreamEvent], upstream: _Upstream) -> None:
-        self._events = events
-        self._upstream = upstream
-
-    def __next__(self) -> StreamEvent:
-        try:
-            return next(self._events)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        self._upstream.abort()
-        self._events.close()
-
-    def __del__(self) -> None:
-        self._upstream.abort()
-
-
 class RemoteBackend(Backend):
     def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health, *,
                  queue_timeout_s: float) -> None:
@@ -212,7 +190,7 @@ class RemoteBackend(Backend):
             self.slots.release()
             raise
         events = self._events(upstream, params, cancel or threading.Event(), started, chat=path.startswith("chat"))
-        return _Generation(events, upstream)
+        return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
                 *, chat: bool) -> Iterator[StreamEvent]:

@@ -6,7 +6,7 @@ any tail of the text that could still become a stop string, and releases it once
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class StopFilter:

@@ -11,7 +11,8 @@ import queue
 import secrets
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from transformers import (
@@ -26,7 +27,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from webui.engine.base import Backend, Slots
+from webui.engine.base import Backend, ClosingStream, Slots
 from webui.engine.stops import StopFilter
 from webui.errors import ParamError, PromptTooLong
 from webui.spaces import generate as generate_on_device
@@ -162,7 +163,7 @@ class TransformersBackend(Backend):
             self.slots.release()
             raise
         events = self._events(rendered, params, streamer, thread, cancel, halt, started, template_stops, template_name)
-        return _Generation(events, halt, thread, self.join_timeout_s)
+        return ClosingStream(events, stop=halt.set, wait=lambda: self._join(thread))
 
     def _events(self, rendered: Rendered, params: SamplingParams, streamer: _Streamer, thread: threading.Thread,
                 cancel: threading.Event, halt: threading.Event, started: float,
@@ -194,8 +195,13 @@ class TransformersBackend(Backend):
         final = self._finished(reason, rendered, streamer, started, error, template_name)
         # When the caller sees Finished, the model is idle and the slot is free.
         halt.set()
-        thread.join(self.join_timeout_s)
+        self._join(thread)
         yield final
+
+    def _join(self, thread: threading.Thread) -> None:
+        thread.join(self.join_timeout_s)
+        if thread.is_alive():
+            log.error("generate thread %s did not stop within %.0f s", thread.name, self.join_timeout_s)
 
     def _finished(self, reason: FinishReason, rendered: Rendered, streamer: _Streamer, started: float,
                   error: str | None, template_name: str) -> Finished:
@@ -257,35 +263,6 @@ def _sampling_processors(params: SamplingParams) -> LogitsProcessorList:
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     processors.append(_SeededSampler(seed))
     return LogitsProcessorList(processors)
-
-
-class _Generation(Iterator[StreamEvent]):
-    """The events of one generation. Closing it (or finishing it) stops the model at the next
-    decoding step and waits for the generate thread to end, even if it was never iterated."""
-
-    def __init__(self, events: Iterator[StreamEvent], halt: threading.Event, thread: threading.Thread,
-                 join_timeout_s: float) -> None:
-        self._events = events
-        self._halt = halt
-        self._thread = thread
-        self._join_timeout_s = join_timeout_s
-
-    def __next__(self) -> StreamEvent:
-        try:
-            return next(self._events)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        self._halt.set()
-        self._events.close()
-        self._thread.join(self._join_timeout_s)
-        if self._thread.is_alive():
-            log.error("generate thread %s did not stop within %.0f s", self._thread.name, self._join_timeout_s)
-
-    def __del__(self) -> None:
-        self._halt.set()
 
 
 def _drain(streamer: _Streamer, thread: threading.Thread) -> Iterator[Any]:
