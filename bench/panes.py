@@ -115,16 +115,20 @@ def tables(result: dict[str, Any]) -> list[Table]:
     for path, r in result["paths"].items():
         for name in result["models"]:
             alone, pane = r["alone"][name], r["together"]["panes"][name]
-            rows.append({"path": path, "model": name, "alone_wall": alone["wall_s"], "alone_ttft": alone["ttft_s"],
+            tokens = sorted({t for t in [*alone["tokens"], *pane["tokens"]] if t is not None})
+            rows.append({"path": path, "model": name, "tokens": "/".join(map(str, tokens)) or None,
+                         "alone_wall": alone["wall_s"], "alone_ttft": alone["ttft_s"],
                          "together_ttft": pane["ttft_s"], "together_end": pane["end_s"], "turn": r["together"]["wall_s"],
                          "slowest": r["together_over_slowest"], "sum": r["together_over_sum"]})
     for path, reason in result.get("unavailable", {}).items():
         rows.append({"path": path, "model": reason})
-    columns = [Column("path", "path"), Column("model", "model", text), Column("alone_wall", "alone: reply", seconds),
+    columns = [Column("path", "path"), Column("model", "model", text), Column("tokens", "tokens", text),
+               Column("alone_wall", "alone: reply", seconds),
                Column("alone_ttft", "alone: first text", seconds), Column("together_ttft", "together: first text", seconds),
                Column("together_end", "together: reply", seconds), Column("turn", "battle turn", seconds),
                Column("slowest", "turn ÷ slower alone", number(2)), Column("sum", "turn ÷ sum alone", number(2))]
-    notes = [f"{result['tokens']} new tokens per pane, greedy, median of {result['repeats']} runs.",
+    notes = [f"Up to {result['tokens']} new tokens per pane (a model's chat template may end its reply sooner), "
+             f"greedy, median of {result['repeats']} runs.",
              "turn ÷ slower alone = 1.00 would be two panes for the price of one; turn ÷ sum alone = 1.00 is no "
              "better than answering one after the other."]
     return [Table("3. Two panes at once: a battle turn against each model alone", columns, rows, notes)]

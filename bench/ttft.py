@@ -48,7 +48,8 @@ def _summary(runs: list[Sample], floor: float | None) -> dict[str, Any]:
 def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for model, r in result["models"].items():
-        rows.append({"model": model, "path": "prefill (floor)", "ttft_s": r["prefill_s"], "ratio": 1.0})
+        rows.append({"model": model, "path": f"prefill (floor), {r['prompt_tokens']}-token prompt", "ttft_s": r["prefill_s"],
+                     "ratio": 1.0})
         for path, p in r["paths"].items():
             rows.append({"model": model, "path": path, "ttft_s": p["ttft_s"], "p95": p["ttft_p95_s"],
                          "over": p["over_prefill_s"], "ratio": p["ratio_to_prefill"],
@@ -59,9 +60,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
                Column("p95", "p95", seconds), Column("over", "over prefill", seconds),
                Column("ratio", "× prefill", number(2)), Column("engine", "engine's own first token", seconds),
                Column("errors", "errors", text)]
-    prompt = next(iter(result["models"].values()), {}).get("prompt_tokens")
-    notes = [f"Prompt of {prompt} tokens (chat template applied), {result['tokens']} new tokens, median of "
-             f"{result['repeats']} runs per path, paths interleaved.",
+    notes = [f"The same chat prompt on every path (each model's template applied), {result['tokens']} new tokens, "
+             f"median of {result['repeats']} runs per path, paths interleaved.",
              "raw: first new token; engine / gradio / api: first visible text (the text streamer waits for a word "
              "boundary). 'engine's own first token' is the engine's token-level figure for the same request."]
     return [Table("2. Time to first token per path, against one prefill pass", columns, rows, notes)]
