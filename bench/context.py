@@ -33,6 +33,7 @@ class BenchContext:
         self.local_names = [e["name"] for e in models.local_entries(entries)]
         self._registry: Any = None
         self._server: ArenaProcess | None = None
+        self._server_error: str | None = None
         self.launch: Launch | None = None
         self._gradio: GradioDriver | PathUnavailable | None = None
         self._api: Any = None
@@ -52,14 +53,19 @@ class BenchContext:
 
     # ---- the real server -------------------------------------------------------------------
     def server(self) -> ArenaProcess:
+        """The running server; PathUnavailable (with the server's own words) when it cannot start."""
+        if self._server_error is not None:
+            raise PathUnavailable(self._server_error)
         if self._server is None:
-            self._server = ArenaProcess(self.models_file, self.workdir / "server")
-            self._server.start()
+            server = ArenaProcess(self.models_file, self.workdir / "server")
+            server.start()
             try:
-                self.launch = self._server.wait(self.config.server_timeout_s)
-            except BaseException:
-                self._server.stop()
-                raise
+                self.launch = server.wait(self.config.server_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - the in-process paths can still be measured
+                server.stop()
+                self._server_error = f"not available: the server did not start: {exc}"
+                raise PathUnavailable(self._server_error) from exc
+            self._server = server
             failed = {n: m["reason"] for n, m in self.launch.models.items() if m["state"] != "ready"}
             if failed:
                 log.warning("models that failed to load in the server: %s", failed)
@@ -71,6 +77,8 @@ class BenchContext:
                 driver = GradioDriver(self.server().url)
                 driver.endpoint("/direct_send")
                 self._gradio = driver
+            except PathUnavailable as exc:
+                self._gradio = exc
             except GradioUnavailable as exc:
                 self._gradio = PathUnavailable(f"not available: {exc}")
             except Exception as exc:  # noqa: BLE001 - no UI at all (e.g. not landed yet)

@@ -96,8 +96,8 @@ class _TokenClock:
 def in_fresh_thread(fn: Callable[[], T]) -> T:
     """Run `fn` in a new thread and return its result. The engine runs every generation in a new
     thread; the raw reference does the same, so that both get the same OpenMP thread team set-up.
-    (On the contended 2-core machine, torch calls from the long-lived main thread showed stalls of
-    several seconds that fresh threads did not.)"""
+    (On the contended 2-core machine, torch calls from the long-lived main thread stalled for
+    seconds more often than calls from fresh threads.)"""
     box: list[Any] = []
 
     def target() -> None:
