@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from webui import arena, views
-from webui.arena import PAIR_VOTES, PANE_LABELS, Session
+from webui.arena import PANE_LABELS, Session
 from webui.handlers import Handlers
 from webui.ui.common import (
+    PAIR_VOTE_BUTTONS,
     STREAMING,
     chat_pane,
     client_of,
@@ -29,10 +30,7 @@ if TYPE_CHECKING:
     from webui.server import Services
 
 MODE = "battle"
-VOTE_BUTTONS = (("leftvote", "👈 A is better", "a"), ("rightvote", "👉 B is better", "b"),
-                ("tievote", "🤝 Tie", "tie"), ("bothbad_vote", "👎 Both are bad", "bad"))
 REGENERATE = (((0, 1), "🔄 Regenerate", ""), ((0,), "🔄 A", "_a"), ((1,), "🔄 B", "_b"))
-assert {k for k, _, _ in VOTE_BUTTONS} == set(PAIR_VOTES)
 
 
 def build_battle_tab(services: Services, handlers: Handlers) -> BattleTab:
@@ -65,7 +63,7 @@ class BattleTab:
         self.same = gr.Checkbox(False, label="Use Model A's parameters for both panes", elem_id="battle-same")
         self.reveal = gr.Markdown(elem_id="battle-reveal")
         with gr.Row():
-            self.votes = [gr.Button(text, interactive=False, elem_id=f"battle-vote-{key}") for _, text, key in VOTE_BUTTONS]
+            self.votes = [gr.Button(text, interactive=False, elem_id=f"battle-vote-{key}") for _, text, key in PAIR_VOTE_BUTTONS]
         with gr.Row():
             self.text = gr.Textbox(show_label=False, placeholder="Type a message and press Enter", scale=8, lines=1,
                                    elem_id="battle-input", autofocus=True)
@@ -138,7 +136,7 @@ class BattleTab:
                 return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
             return on_vote
 
-        for button, (kind, _, key) in zip(self.votes, VOTE_BUTTONS, strict=True):
+        for button, (kind, _, key) in zip(self.votes, PAIR_VOTE_BUTTONS, strict=True):
             button.click(voter(kind), [self.state], self.outputs, api_name=f"battle_vote_{key}", concurrency_limit=None)
 
         @guarded

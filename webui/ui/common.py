@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from webui.arena import Owner, PaneSettings, Refused
+from webui.arena import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
 from webui.clients import client_info
 from webui.config import Settings
 from webui.recording import ClientInfo
@@ -25,6 +25,12 @@ UNEXPECTED = "Something went wrong on the server. Please try again, or start a n
 # inside the engine, where nobody sees a queue position.
 GENERATION = "generation"
 STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": "default", "show_progress": "hidden"}
+# (vote kind as logged, button text, api_name suffix)
+PAIR_VOTE_BUTTONS = (("leftvote", "👈 A is better", "a"), ("rightvote", "👉 B is better", "b"),
+                     ("tievote", "🤝 Tie", "tie"), ("bothbad_vote", "👎 Both are bad", "bad"))
+SINGLE_VOTE_BUTTONS = (("upvote", "👍", "up"), ("downvote", "👎", "down"), ("flag", "⚑ Flag", "flag"))
+assert {k for k, _, _ in PAIR_VOTE_BUTTONS} == set(PAIR_VOTES)
+assert {k for k, _, _ in SINGLE_VOTE_BUTTONS} == set(SINGLE_VOTES)
 LATEX = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "\\[", "right": "\\]", "display": True},

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from webui import arena, views
-from webui.arena import PAIR_VOTES, PANE_LABELS, SINGLE_VOTES, Refused, Session
+from webui.arena import PANE_LABELS, Refused, Session
 from webui.handlers import Handlers
 from webui.ui.common import (
+    PAIR_VOTE_BUTTONS,
+    SINGLE_VOTE_BUTTONS,
     STREAMING,
     chat_pane,
     client_of,
@@ -29,10 +31,6 @@ from webui.ui.common import (
 if TYPE_CHECKING:
     from webui.server import Services
 
-PAIR_BUTTONS = (("leftvote", "👈 A is better", "a"), ("rightvote", "👉 B is better", "b"),
-                ("tievote", "🤝 Tie", "tie"), ("bothbad_vote", "👎 Both are bad", "bad"))
-SINGLE_BUTTONS = (("upvote", "👍", "up"), ("downvote", "👎", "down"), ("flag", "⚑ Flag", "flag"))
-assert {k for k, _, _ in PAIR_BUTTONS} == set(PAIR_VOTES) and {k for k, _, _ in SINGLE_BUTTONS} == set(SINGLE_VOTES)
 
 
 @dataclass
@@ -55,7 +53,7 @@ class NamedTabBuilder:
         self.settings, self.handlers, self.mode = services.settings, handlers, mode
         self.prefix = "sbs" if mode == "side_by_side" else "direct"
         self.n = 2 if mode == "side_by_side" else 1
-        self.buttons = PAIR_BUTTONS if self.n == 2 else SINGLE_BUTTONS
+        self.buttons = PAIR_VOTE_BUTTONS if self.n == 2 else SINGLE_VOTE_BUTTONS
         self.regen_sets = [(0, 1), (0,), (1,)] if self.n == 2 else [(0,)]
         self._layout()
         self.outputs = [self.state, *self.chats, *self.prompts, *self.votes, self.text, self.send, self.stop,
