@@ -103,6 +103,15 @@ def test_battle_with_a_vote_and_the_reveal(ui: RunningUI, page: Page) -> None:
     expect(reveal).to_have_text("")
 
 
+LONG = {"generate:long-a", "generate:long-b"}
+
+
+def long_threads() -> set[str]:
+    """This test's generate threads only: a thread of an earlier test still winding down must not
+    make the counts wrong."""
+    return {t.name for t in generate_threads()} & LONG
+
+
 def test_side_by_side_stop_mid_stream_and_a_closed_tab(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url + "?tab=side_by_side")
     # Both dropdowns are filled at once on load; both panes take their model (one session, no race).
@@ -111,20 +120,20 @@ def test_side_by_side_stop_mid_stream_and_a_closed_tab(ui: RunningUI, page: Page
     choose(page, "sbs-model-a", "long-a", chat="sbs-chat-a")
     choose(page, "sbs-model-b", "long-b", chat="sbs-chat-b")
     send(page, "sbs", "hello")
-    wait_for(lambda: len(generate_threads()) == 2, 30, "both panes should generate at once")
+    wait_for(lambda: long_threads() == LONG, 30, "both panes should generate at once")
     for pane in ("a", "b"):  # both stream, visibly
         expect(page.locator(f"#sbs-chat-{pane} .bot")).to_contain_text("▌", timeout=10_000)
     page.click("#sbs-stop")
     for pane in ("a", "b"):
         expect(page.locator(f"#sbs-chat-{pane}")).to_contain_text("stopped", timeout=15_000)
-    wait_for(lambda: not generate_threads(), 10, "Stop left a generate thread running")
+    wait_for(lambda: not long_threads(), 10, "Stop left a generate thread running")
     expect(page.locator("#sbs-vote-a")).to_be_enabled()
     shot(page, "side-by-side-stopped")
 
     send(page, "sbs", "hello again")
-    wait_for(lambda: len(generate_threads()) == 2, 30, "the second message did not start")
+    wait_for(lambda: long_threads() == LONG, 30, "the second message did not start")
     page.close()  # the tab goes away mid-reply
-    wait_for(lambda: not generate_threads(), 30, "closing the tab did not stop generation on the server")
+    wait_for(lambda: not long_threads(), 30, "closing the tab did not stop generation on the server")
 
 
 def test_html_in_a_prompt_and_a_reply_renders_inert(ui: RunningUI, page: Page) -> None:
