@@ -99,6 +99,7 @@ def test_healthz_reports_every_model(arena: Running) -> None:
     assert body["status"] == "ok"
     assert set(body["models"]) == set(arena.services.registry.names())
     assert {m["state"] for m in body["models"].values()} == {"ready"}
+    assert {m["problem"] for m in body["models"].values()} == {None}  # a remote that went down says why here
 
 
 def test_oversized_bodies_are_refused_before_they_are_read(arena: Running) -> None:
