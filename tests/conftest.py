@@ -37,6 +37,18 @@ def settings(tmp_path: Path, tiny_models_file: Path):
 
 
 @pytest.fixture()
+def registry(settings):
+    """The tiny models file, loaded (in the background, awaited)."""
+    from webui.registry import build_registry
+
+    registry = build_registry(settings)
+    registry.start()
+    assert registry.wait_idle(60)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture()
 def no_thread_leak():
     """Fails the test if a generate thread outlives it."""
     yield

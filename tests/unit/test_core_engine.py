@@ -9,20 +9,10 @@ import pytest
 
 from webui.engine import collect
 from webui.errors import Overloaded, ParamError, PromptTooLong
-from webui.registry import build_registry
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 HELLO = [Message("user", "hello world")]
 LONG = SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True)
-
-
-@pytest.fixture()
-def registry(settings):
-    registry = build_registry(settings)
-    registry.start()
-    assert registry.wait_idle(60)
-    yield registry
-    registry.close()
 
 
 def _generate_threads() -> list[threading.Thread]:

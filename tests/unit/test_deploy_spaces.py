@@ -15,19 +15,9 @@ import pytest
 
 from webui import spaces
 from webui.engine import collect
-from webui.registry import build_registry
 from webui.types import Message, SamplingParams
 
 HELLO = [Message("user", "hello world")]
-
-
-@pytest.fixture()
-def registry(settings):
-    registry = build_registry(settings)
-    registry.start()
-    assert registry.wait_idle(60)
-    yield registry
-    registry.close()
 
 
 @pytest.fixture()
