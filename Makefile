@@ -29,7 +29,7 @@ bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(PY) -m bench $(ARGS)
 
 lint: $(VENV)/.installed-test
-	$(PY) -m ruff check webui tests app.py
+	$(PY) -m ruff check webui tests bench app.py
 
 clean:
 	rm -rf $(VENV)

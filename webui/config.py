@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from webui.errors import ConfigError
 
@@ -115,11 +116,11 @@ class Settings:
         if self.hf_oauth and (self.auth_file or self.auth):
             raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):

@@ -7,8 +7,9 @@ plain data, so that the UI never needs to know the file format.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from webui.types import Finished, SamplingParams
 
@@ -44,14 +45,14 @@ class ChatEvent:
     finished: Finished
     start: float  # time.time() when the request began
     finish: float
-    client: "ClientInfo"
+    client: ClientInfo
 
 
 @dataclass(frozen=True)
 class VoteEvent:
     kind: VoteKind
     conversations: Sequence[Conversation]  # one (direct) or two (left, right)
-    client: "ClientInfo"
+    client: ClientInfo
     extra: dict[str, Any] = field(default_factory=dict)
 
 
