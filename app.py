@@ -13,10 +13,10 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = settings_from_cli()
-        from webui.spaces import import_spaces_early
+        from webui.engine.zerogpu import import_spaces_early
 
         import_spaces_early()  # ZeroGPU Spaces: `spaces` must patch torch before CUDA starts
-        from webui.server import serve
+        from webui.server.app import serve
 
         serve(settings)
     except ConfigError as exc:

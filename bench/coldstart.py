@@ -51,7 +51,7 @@ def launch_once(ctx: BenchContext, label: str, cache_dir: Path | None) -> dict[s
 
 
 def cached_models(cache_dir: Path) -> int:
-    """Complete entries in the dequantised-weights cache (webui.loading's layout)."""
+    """Complete entries in the dequantised-weights cache (webui.models.loading's layout)."""
     return sum(1 for _ in (cache_dir / "dequantised").glob("*/.complete"))
 
 

@@ -45,7 +45,7 @@ class BenchContext:
         runs the very weights and prompt the engine uses)."""
         if self._registry is None:
             from webui.config import Settings
-            from webui.registry import build_registry
+            from webui.engine.registry import build_registry
 
             settings = Settings(models_file=self.models_file, log_dir=self.workdir / "logs", preload=False)
             self._registry = build_registry(settings)

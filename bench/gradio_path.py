@@ -18,7 +18,7 @@ from bench.paths import CURSOR, Request, Sample
 
 DIRECT = "/direct_send"
 SIDE_BY_SIDE = "/sbs_send"
-# webui.views.stats_line: "N tokens · first token X s · R tokens/s · reason", under a finished reply
+# webui.ui.views.stats_line: "N tokens · first token X s · R tokens/s · reason", under a finished reply
 _STATS = re.compile(r"\n\n<sub>(\d+) tokens(?: · first token ([\d.]+) s)?[^<]*</sub>\s*$")
 _ERROR = "⚠️"
 

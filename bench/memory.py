@@ -55,9 +55,9 @@ def measure(models_file: Path, names: list[str]) -> dict[str, Any]:
     import transformers  # noqa: F401 - imported before the baseline: the imports are not the model
 
     import webui.engine.transformers  # noqa: F401
-    import webui.loading  # noqa: F401
+    import webui.models.loading  # noqa: F401
     from webui.config import Settings
-    from webui.registry import build_registry
+    from webui.engine.registry import build_registry
 
     registry = build_registry(Settings(models_file=models_file, preload=False))
     proc = psutil.Process()

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from webui.specs import load_specs
+from webui.models.specs import load_specs
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """3. Two panes at once: a battle turn (two models answering together) against each model alone.
 
-Measured twice: in-process with the UI's own merger of two streams (webui.streaming.PaneStreams,
+Measured twice: in-process with the UI's own merger of two streams (webui.arena.streaming.PaneStreams,
 which the battle and side-by-side handlers use), and through the UI over HTTP (Side by side with
 two named models: the same handler code as a battle, with models that are known in advance).
 Each pane's time to first text is the time until that pane shows something.
@@ -75,7 +75,7 @@ def measure(turn: Turn, names: list[str], repeats: int) -> dict[str, Any]:
 
 def engine_turn(ctx: BenchContext, names: list[str]) -> tuple[float, list[PaneTiming]]:
     """Stream `names` at once through PaneStreams, exactly as the UI handlers do."""
-    from webui.streaming import Job, PaneStreams
+    from webui.arena.streaming import Job, PaneStreams
 
     cfg = ctx.config
     timings = [PaneTiming() for _ in names]

@@ -22,7 +22,7 @@ from webui.errors import Overloaded
 from webui.types import Finished, Message, SamplingParams, TextDelta
 
 T = TypeVar("T")
-CURSOR = "▌"  # webui.views shows it after a reply that is still streaming
+CURSOR = "▌"  # webui.ui.views shows it after a reply that is still streaming
 
 
 @dataclass(frozen=True)

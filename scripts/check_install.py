@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=Path, default=DEFAULT_MODELS_FILE, help="models file to check")
     args = parser.parse_args(argv)
 
-    import webui.server  # noqa: F401 - the whole app imports (gradio, fastapi, transformers, ...)
+    import webui.server.app  # noqa: F401 - the whole app imports (gradio, fastapi, transformers, ...)
     from webui.errors import ConfigError
-    from webui.sources import resolve_source
-    from webui.specs import load_specs
+    from webui.models.sources import resolve_source
+    from webui.models.specs import load_specs
 
     try:
         specs = load_specs(args.models)

@@ -39,7 +39,7 @@ def settings(tmp_path: Path, tiny_models_file: Path):
 @pytest.fixture()
 def registry(settings):
     """The tiny models file, loaded (in the background, awaited)."""
-    from webui.registry import build_registry
+    from webui.engine.registry import build_registry
 
     registry = build_registry(settings)
     registry.start()
@@ -63,7 +63,7 @@ def demo_registry():
     """The real demo models (assets/models.yaml), loaded once per test session. They use the normal
     weights cache, so only the first run on a machine pays for dequantising the GGUF files."""
     from webui.config import Settings
-    from webui.registry import build_registry
+    from webui.engine.registry import build_registry
 
     registry = build_registry(Settings())
     registry.start()

@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from webui.recording import ChatEvent, ClientInfo, Conversation, VoteEvent
+from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.types import Finished, FinishReason, SamplingParams
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import uvicorn
 
-from webui.server import Services
+from webui.server.app import Services
 
 
 @dataclass
@@ -42,7 +42,7 @@ def serve_app(app: Any, services: Services | None = None, *, name: str = "uvicor
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    # proxy_headers off, as in webui.server.serve: clients.py alone decides who the client is
+    # proxy_headers off, as in webui.server.app.serve: clients.py alone decides who the client is
     config = uvicorn.Config(app, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"{name}:{port}", daemon=True)

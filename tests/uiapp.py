@@ -21,10 +21,10 @@ from pathlib import Path
 from tests.servers import RunningServer, alive_threads, serve_app, wait_for
 from webui.config import Settings
 from webui.engine.base import Backend
-from webui.recording import NullRecorder
-from webui.registry import Weights, build_registry
-from webui.server import Services, build_services, create_app
-from webui.specs import ModelSpec
+from webui.records.events import NullRecorder
+from webui.engine.registry import Weights, build_registry
+from webui.server.app import Services, build_services, create_app
+from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 __all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]

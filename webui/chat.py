@@ -17,7 +17,7 @@ from pathlib import Path
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.errors import ArenaError
-from webui.registry import build_registry
+from webui.engine.registry import build_registry
 from webui.types import Finished, Message, TextDelta
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.servers import RunningServer as Running
 from tests.servers import serve_app, wait_for
 from webui.config import Settings
-from webui.server import build_services, create_app
+from webui.server.app import build_services, create_app
 
 __all__ = ["Running", "start", "wait_for"]
 

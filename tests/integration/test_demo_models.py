@@ -9,8 +9,8 @@ import pytest
 
 from webui.config import Settings
 from webui.engine import collect
-from webui.registry import ModelState, Registry
-from webui.specs import load_specs
+from webui.engine.registry import ModelState, Registry
+from webui.models.specs import load_specs
 from webui.types import FinishReason, Message, SamplingParams, TextDelta
 
 pytestmark = pytest.mark.demo

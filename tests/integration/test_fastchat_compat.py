@@ -19,9 +19,9 @@ import pytest
 
 from webui.engine import collect
 from webui.leaderboard.board import BoardOptions, board_from_logs
-from webui.recording import ChatEvent, ClientInfo, Conversation, VoteEvent
-from webui.registry import build_registry
-from webui.storage import JsonlRecorder
+from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
+from webui.engine.registry import build_registry
+from webui.records.storage import JsonlRecorder
 from webui.types import Message
 
 CLEAN = """

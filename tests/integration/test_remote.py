@@ -29,8 +29,8 @@ from tests.integration.apiserver import (
 )
 from webui.config import Settings
 from webui.engine.base import collect
-from webui.registry import ModelState, Registry
-from webui.specs import parse_specs
+from webui.engine.registry import ModelState, Registry
+from webui.models.specs import parse_specs
 from webui.types import FinishReason, Message, TextDelta
 
 KEY_ENV = "ARENA_TEST_UPSTREAM_KEY"
@@ -265,8 +265,8 @@ def test_upstream_that_goes_down_later_gives_an_error_event_and_shows_in_status(
     from fastapi.testclient import TestClient
 
     from webui.api import install_api
-    from webui.recording import NullRecorder
-    from webui.server import Services
+    from webui.records.events import NullRecorder
+    from webui.server.app import Services
 
     app = FastAPI()
     install_api(app, Services(registry.settings, registry, NullRecorder()))

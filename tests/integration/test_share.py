@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from webui.share import ShareError, local_target, open_share_link, share_when_ready
+from webui.server.share import ShareError, local_target, open_share_link, share_when_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_share_waits_for_the_server_before_opening(caplog) -> None:
         opened.append(args)
         return "https://x.gradio.live"
 
-    caplog.set_level(logging.INFO, logger="webui.share")
+    caplog.set_level(logging.INFO, logger="webui.server.share")
     thread = share_when_ready(server, _blocks(), "127.0.0.1", 7860, tunnel=tunnel)
     time.sleep(0.3)  # deliberately: nothing may happen while the server is not up
     assert not opened

@@ -18,10 +18,10 @@ from webui.api.schemas import ChatCompletionRequest, CompletionRequest
 from webui.config import Settings
 from webui.engine.openai_remote import upstream_sampling
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.recording import NullRecorder
-from webui.registry import Registry
-from webui.server import Services
-from webui.specs import load_specs, parse_specs
+from webui.records.events import NullRecorder
+from webui.engine.registry import Registry
+from webui.server.app import Services
+from webui.models.specs import load_specs, parse_specs
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from webui import arena
-from webui.arena import Owner, PaneSettings, Refused
+from webui.arena import rules as arena
+from webui.arena.rules import Owner, PaneSettings, Refused
 from webui.types import Finished, FinishReason, SamplingParams
 
 ME = Owner("session-1")

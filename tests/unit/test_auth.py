@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from webui import auth
+from webui.access import auth
 from webui.config import Settings, settings_from_cli
 from webui.errors import ConfigError
 

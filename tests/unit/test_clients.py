@@ -7,9 +7,9 @@ import gradio as gr
 import pytest
 from starlette.requests import Request
 
-from webui.clients import client_info, resolve_address
+from webui.access.clients import client_info, resolve_address
 from webui.config import Settings
-from webui.recording import ClientInfo
+from webui.records.events import ClientInfo
 
 
 def starlette_request(peer: str, headers: list[tuple[str, str]]) -> Request:

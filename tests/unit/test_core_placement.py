@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from webui.loading import LoadError, plan_gpu_placement
+from webui.models.loading import LoadError, plan_gpu_placement
 
 CONFIG = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=8,
                      num_attention_heads=4, num_key_value_heads=4)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from webui.errors import ModelNotFound, ModelNotReady
-from webui.registry import ModelState, Registry, Weights, build_registry
-from webui.specs import parse_specs
+from webui.engine.registry import ModelState, Registry, Weights, build_registry
+from webui.models.specs import parse_specs
 
 
 def test_variants_share_one_copy_of_the_weights(settings) -> None:

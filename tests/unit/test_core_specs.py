@@ -8,7 +8,7 @@ import pytest
 
 from webui.config import Settings, settings_from_cli
 from webui.errors import ConfigError, ParamError
-from webui.specs import load_specs, parse_specs
+from webui.models.specs import load_specs, parse_specs
 from webui.types import SamplingParams
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from webui.errors import ConfigError, PromptTooLong
-from webui.templates import build_template, fit_to_context, fschat_template
+from webui.engine.templates import build_template, fit_to_context, fschat_template
 from webui.types import Message
 
 

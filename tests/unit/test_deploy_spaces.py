@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from webui import spaces
+from webui.engine import zerogpu as spaces
 from webui.engine import collect
 from webui.types import Message, SamplingParams
 
@@ -137,7 +137,7 @@ def test_model_loaded_after_the_worker_started_gives_a_clear_error() -> None:
 # ---- Hub dataset sync -------------------------------------------------------------------------------
 def test_hub_sync_fails_soft_when_the_hub_is_unreachable(tmp_path: Path, caplog, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with caplog.at_level(logging.ERROR, logger="webui.spaces"):
+    with caplog.at_level(logging.ERROR, logger="webui.engine.zerogpu"):
         assert spaces.start_hub_sync("someone/arena-logs", tmp_path / "logs", 5) is None
     message = caplog.records[-1].getMessage()
     assert "Hub sync is off: could not reach the dataset someone/arena-logs" in message
@@ -188,6 +188,6 @@ def test_hub_push_failures_are_logged_and_retried_later(tmp_path: Path, caplog) 
     (logs / "2026-11-02-conv.json").write_text('{"type": "vote"}\n')
     scheduler = spaces.start_hub_sync("someone/arena-logs", logs, 5, hf_api=FakeHfApi(fail=True))
     scheduler.stop()
-    with caplog.at_level(logging.WARNING, logger="webui.spaces"):
+    with caplog.at_level(logging.WARNING, logger="webui.engine.zerogpu"):
         assert scheduler.push_to_hub() is None
     assert "could not push the logs to the Hub dataset someone/arena-logs (Name or service not known)" in caplog.text

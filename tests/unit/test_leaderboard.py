@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.battles import Hygiene, battles_frame, counted, identity_words
+from webui.leaderboard.battles import Hygiene, battles_frame, counted, identity_words
 from webui.leaderboard import ratings
 from webui.leaderboard.board import BoardOptions, build_board
 

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, conversation, vote
-from webui.export import preference_pairs, write_table
+from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board import BoardOptions, board_from_logs
-from webui.privacy import IdentityPolicy
-from webui.storage import JsonlRecorder
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder
 from webui.ui.leaderboard_tab import LeaderboardView, display_table, export_allowed
 
 

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from webui.errors import ArenaError, ConfigError
-from webui.ratelimit import MESSAGE, VOTE, Limit, RateLimited, RateLimiter, build_rate_limiter, client_key
-from webui.recording import ClientInfo
+from webui.access.ratelimit import MESSAGE, VOTE, Limit, RateLimited, RateLimiter, build_rate_limiter, client_key
+from webui.records.events import ClientInfo
 
 
 class Clock:

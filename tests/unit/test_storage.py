@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import webui.storage as storage
+import webui.records.storage as storage
 from tests.records import battle, chat_event, conversation, vote
-from webui.privacy import IdentityPolicy
-from webui.recording import RecordError
-from webui.storage import JsonlRecorder, day_file, iter_lines, read_logs
+from webui.records.privacy import IdentityPolicy
+from webui.records.events import RecordError
+from webui.records.storage import JsonlRecorder, day_file, iter_lines, read_logs
 from webui.types import FinishReason
 
 MIDNIGHT = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc).timestamp()
@@ -169,7 +169,7 @@ def test_a_failed_write_is_cut_off_again(tmp_path: Path, monkeypatch: pytest.Mon
 def test_full_disk_raises_a_user_safe_error_and_logs_why(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     rec = recorder(tmp_path, clock=lambda: MIDNIGHT)
     day_file(tmp_path, MIDNIGHT).symlink_to("/dev/full")  # every write: ENOSPC from the kernel
-    with caplog.at_level(logging.ERROR, logger="webui.storage"), pytest.raises(RecordError) as raised:
+    with caplog.at_level(logging.ERROR, logger="webui.records.storage"), pytest.raises(RecordError) as raised:
         rec.vote(vote("leftvote", battle("a", "b")))
     assert "could not be recorded" in str(raised.value) and "/dev" not in str(raised.value)
     assert "disk is full" in caplog.text and day_file(tmp_path, MIDNIGHT).name in caplog.text
@@ -186,7 +186,7 @@ def test_unwritable_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     rec = JsonlRecorder.from_settings(Settings(log_dir=blocker / "logs"))  # building it must not fail
-    with caplog.at_level(logging.ERROR, logger="webui.storage"), pytest.raises(RecordError):
+    with caplog.at_level(logging.ERROR, logger="webui.records.storage"), pytest.raises(RecordError):
         rec.vote(vote("leftvote", battle("a", "b")))
     assert "could not write a leftvote record" in caplog.text
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.records import conversation, vote
-from webui.privacy import IdentityPolicy
-from webui.storage import AppendLog, JsonlRecorder
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import AppendLog, JsonlRecorder
 
 PROCESSES = 8
 THREADS = 16

@@ -26,11 +26,11 @@ from webui.api.responses import Reply, sse_stream
 from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from webui.engine.base import Backend
 from webui.errors import ArenaError, PromptTooLong
-from webui.registry import ModelState, Registry
+from webui.engine.registry import ModelState, Registry
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
-    from webui.server import Services
+    from webui.server.app import Services
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)

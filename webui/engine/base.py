@@ -17,7 +17,7 @@ from webui.errors import Overloaded, ParamError
 from webui.types import Finished, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
-    from webui.specs import ModelSpec
+    from webui.models.specs import ModelSpec
 
 
 class Backend(ABC):

@@ -30,9 +30,9 @@ from transformers import (
 from webui.engine.base import Backend, ClosingStream, Slots
 from webui.engine.stops import StopFilter
 from webui.errors import ParamError, PromptTooLong
-from webui.spaces import generate as generate_on_device
-from webui.specs import ModelSpec
-from webui.templates import Rendered, Template, build_template, fit_to_context
+from webui.engine.zerogpu import generate as generate_on_device
+from webui.models.specs import ModelSpec
+from webui.engine.templates import Rendered, Template, build_template, fit_to_context
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
@@ -297,8 +297,8 @@ def load_transformers(spec: ModelSpec, settings: Any) -> Any:
     """Registry loader: weights for `spec`, shared by all its variants."""
     import gc
 
-    from webui.loading import load_weights
-    from webui.registry import Weights
+    from webui.models.loading import load_weights
+    from webui.engine.registry import Weights
 
     loaded = load_weights(spec, settings.cache_dir)
 

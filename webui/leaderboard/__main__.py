@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from webui.export import preference_pairs, write_table
+from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.board import BoardOptions, board_from_logs
 
 

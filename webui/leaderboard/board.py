@@ -1,6 +1,6 @@
 """Everything the Leaderboard tab and the command line show, computed from a log directory.
 
-This is the one place where reading (webui.storage), hygiene (webui.battles) and the pure
+This is the one place where reading (webui.records.storage), hygiene (webui.leaderboard.battles) and the pure
 statistics (webui.leaderboard.ratings) meet.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from webui.battles import Hygiene, battles_frame, counted, identity_words
+from webui.leaderboard.battles import Hygiene, battles_frame, counted, identity_words
 from webui.leaderboard import ratings
-from webui.storage import ReadReport, log_files, read_logs
+from webui.records.storage import ReadReport, log_files, read_logs
 
 
 @dataclass(frozen=True)

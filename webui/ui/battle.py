@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from webui import arena, views
-from webui.arena import PANE_LABELS, Session
-from webui.handlers import Handlers
+from webui.arena import rules as arena
+from webui.ui import views
+from webui.arena.rules import PANE_LABELS, Session
+from webui.arena.handlers import Handlers
 from webui.ui.common import (
     PAIR_VOTE_BUTTONS,
     STREAMING,
@@ -27,7 +28,7 @@ from webui.ui.common import (
 )
 
 if TYPE_CHECKING:
-    from webui.server import Services
+    from webui.server.app import Services
 
 MODE = "battle"
 REGENERATE = (((0, 1), "🔄 Regenerate", ""), ((0,), "🔄 A", "_a"), ((1,), "🔄 B", "_b"))

@@ -12,16 +12,16 @@ from typing import Any
 
 import gradio as gr
 
-from webui.arena import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
-from webui.clients import client_info
+from webui.arena.rules import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
+from webui.access.clients import client_info
 from webui.config import Settings
-from webui.recording import ClientInfo
+from webui.records.events import ClientInfo
 from webui.types import SamplingParams
 
 log = logging.getLogger(__name__)
 UNEXPECTED = "Something went wrong on the server. Please try again, or start a new round."
 # One concurrency group for every streaming event of every tab, at the queue's default limit
-# (webui.security.configure_queue sizes it to the models' generation slots): more would only wait
+# (webui.server.security.configure_queue sizes it to the models' generation slots): more would only wait
 # inside the engine, where nobody sees a queue position.
 GENERATION = "generation"
 STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": "default", "show_progress": "hidden"}

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from webui import arena, views
-from webui.arena import PANE_LABELS, Refused, Session
-from webui.handlers import Handlers
+from webui.arena import rules as arena
+from webui.ui import views
+from webui.arena.rules import PANE_LABELS, Refused, Session
+from webui.arena.handlers import Handlers
 from webui.ui.common import (
     PAIR_VOTE_BUTTONS,
     SINGLE_VOTE_BUTTONS,
@@ -29,7 +30,7 @@ from webui.ui.common import (
 )
 
 if TYPE_CHECKING:
-    from webui.server import Services
+    from webui.server.app import Services
 
 
 

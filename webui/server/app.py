@@ -9,9 +9,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from webui.config import Settings
-from webui.ratelimit import RateLimiter, build_rate_limiter
-from webui.recording import Recorder
-from webui.registry import Registry, build_registry
+from webui.access.ratelimit import RateLimiter, build_rate_limiter
+from webui.records.events import Recorder
+from webui.engine.registry import Registry, build_registry
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Services:
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
     registry = registry or build_registry(settings)
     if recorder is None:
-        from webui.storage import JsonlRecorder
+        from webui.records.storage import JsonlRecorder
 
         recorder = JsonlRecorder.from_settings(settings, registry.names())
     return Services(settings, registry, recorder)
@@ -44,7 +44,8 @@ def build_services(settings: Settings, registry: Registry | None = None, recorde
 def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
-    from webui import auth, security
+    from webui.access import auth
+    from webui.server import security
     from webui.ui import build_ui
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
@@ -79,10 +80,10 @@ def serve(settings: Settings) -> None:
         services.registry.start()
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
-    # proxy_headers off: webui.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
+    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                                            proxy_headers=False))
-    from webui.deploy import before_serving
+    from webui.server.deploy import before_serving
 
     before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
     server.run()

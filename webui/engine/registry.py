@@ -20,7 +20,7 @@ from typing import Any
 from webui.config import Settings
 from webui.engine.base import Backend, Slots
 from webui.errors import ModelNotFound, ModelNotReady
-from webui.specs import ModelSpec
+from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +292,6 @@ def default_loader(backend: str) -> Loader:
 
 
 def build_registry(settings: Settings, specs: list[ModelSpec] | None = None, **kwargs: Any) -> Registry:
-    from webui.specs import load_specs
+    from webui.models.specs import load_specs
 
     return Registry(specs if specs is not None else load_specs(settings.models_file), settings, **kwargs)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from webui.arena import PANE_LABELS, Pane, Reply, Session
-from webui.registry import ModelState, ModelStatus
+from webui.arena.rules import PANE_LABELS, Pane, Reply, Session
+from webui.engine.registry import ModelState, ModelStatus
 from webui.types import Finished, FinishReason
 
 CURSOR = "▌"

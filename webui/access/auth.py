@@ -8,7 +8,7 @@ Off by default: a local arena has one user. Turned on by any of
 Gradio does the login itself (its /login form and session cookie, or `auth_dependency`); this
 module only turns settings into the arguments `gradio.mount_gradio_app` takes, so the check is the
 same code path Gradio tests. The logged-in name reaches handlers as `gr.Request.username`, which
-`webui.clients.client_info` reads, so rate limits and logs count per user.
+`webui.access.clients.client_info` reads, so rate limits and logs count per user.
 
 The HTTP API (/v1) is not behind this login; it has its own keys (`ARENA_API_KEYS`).
 """

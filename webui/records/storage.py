@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webui.battles import leaked_identity
-from webui.privacy import IdentityPolicy, build_policy
-from webui.recording import ChatEvent, Conversation, RecordError, VoteEvent
+from webui.leaderboard.battles import leaked_identity
+from webui.records.privacy import IdentityPolicy, build_policy
+from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ def _check_vote_shape(kind: str, convs: list[Conversation]) -> None:
 
 
 class JsonlRecorder:
-    """The `webui.recording.Recorder` that writes FastChat-compatible JSON Lines.
+    """The `webui.records.events.Recorder` that writes FastChat-compatible JSON Lines.
 
     Never raises anything but RecordError for disk trouble, and only after logging the cause, so
     the UI can show the message and keep serving.
@@ -272,7 +272,7 @@ class JsonlRecorder:
 
     @classmethod
     def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> JsonlRecorder:
-        from webui.battles import identity_words
+        from webui.leaderboard.battles import identity_words
 
         policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
         words = identity_words(model_names, settings.identity_words)

@@ -1,4 +1,4 @@
-"""What `webui.server.serve` starts beside the HTTP server: ZeroGPU preparation, the Hub log sync
+"""What `webui.server.app.serve` starts beside the HTTP server: ZeroGPU preparation, the Hub log sync
 and the share link, plus warnings for settings that make a public deployment misbehave. Kept here
 so that serve() stays a few lines and each piece can be tested on its own (see docs/deploy.md)."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from webui.auth import login_enabled
-from webui.share import share_when_ready
-from webui.spaces import on_space, prepare_zero_gpu, start_hub_sync
+from webui.access.auth import login_enabled
+from webui.server.share import share_when_ready
+from webui.engine.zerogpu import on_space, prepare_zero_gpu, start_hub_sync
 
 if TYPE_CHECKING:
-    from webui.server import Services
+    from webui.server.app import Services
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """From log records to a battles table, with the hygiene rules that decide which battles count.
 
-Pure: records (dicts, as `webui.storage.read_logs` returns them) in, a pandas DataFrame out. One
+Pure: records (dicts, as `webui.records.storage.read_logs` returns them) in, a pandas DataFrame out. One
 row per battle vote, kept or not; `drop_reason` says why a row does not count (None: it counts),
 so that the leaderboard can say what it is based on and what it left out.
 """

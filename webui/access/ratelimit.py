@@ -9,7 +9,7 @@ same way:
 
 which raises `RateLimited` (an `ArenaError` whose message is safe to show) when the client is over
 its limit. The key is the logged-in user when there is one, else the real client address as
-`webui.clients.client_info` resolved it behind the trusted proxies. A client with neither (a
+`webui.access.clients.client_info` resolved it behind the trusted proxies. A client with neither (a
 handler called directly in a test) is not limited: there is nothing to tell it apart by.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from webui.errors import ArenaError, ConfigError
-from webui.recording import ClientInfo
+from webui.records.events import ClientInfo
 
 MESSAGE = "message"
 VOTE = "vote"

@@ -6,7 +6,7 @@ left was written by the client itself and can be anything, so it is never used. 
 proxies (the default) the header is ignored and the socket peer is the client.
 
 This only works if nothing before us has already rewritten the peer from the header: uvicorn does
-that by default for requests from 127.0.0.1, so `webui.server.serve` turns uvicorn's proxy_headers
+that by default for requests from 127.0.0.1, so `webui.server.app.serve` turns uvicorn's proxy_headers
 off and leaves the decision to this module.
 
 Headers and cookies are read here and nowhere else, and only this one header; none are recorded.
@@ -18,7 +18,7 @@ import ipaddress
 from typing import Any
 
 from webui.config import Settings
-from webui.recording import ClientInfo
+from webui.records.events import ClientInfo
 
 FORWARDED_FOR = "x-forwarded-for"
 

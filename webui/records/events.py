@@ -1,6 +1,6 @@
 """The seam between the UI/API and the log on disk.
 
-The UI hands finished replies and votes to a `Recorder`; `webui.storage` provides the real one
+The UI hands finished replies and votes to a `Recorder`; `webui.records.storage` provides the real one
 (FastChat-compatible JSON Lines), `NullRecorder` records nothing. Records are described here, in
 plain data, so that the UI never needs to know the file format.
 """

@@ -4,7 +4,7 @@ Everything a user may or may not do is decided here, on the server, from plain d
 battle pair by the models-file weights, when a message is accepted, when a vote is allowed (one per
 turn, only after every reply finished, only by the session that owns the battle), and when the
 names of an anonymous battle are revealed. No Gradio, no registry: the handlers in
-`webui.handlers` bring the models, and the tests drive these functions directly.
+`webui.arena.handlers` bring the models, and the tests drive these functions directly.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webui.errors import ArenaError, ParamError
-from webui.recording import Mode
+from webui.records.events import Mode
 from webui.types import Finished, FinishReason, Message, SamplingParams
 
 PAIR_VOTES: dict[str, str] = {"leftvote": "A is better", "rightvote": "B is better", "tievote": "Tie",

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from webui.sources import ResolvedSource, resolve_source
-from webui.specs import DeviceSpec, ModelSpec
+from webui.models.sources import ResolvedSource, resolve_source
+from webui.models.specs import DeviceSpec, ModelSpec
 
 log = logging.getLogger(__name__)
 _CACHE_FORMAT = "1"  # bump when the cache layout changes

@@ -32,7 +32,7 @@ from webui.config import Settings
 if TYPE_CHECKING:
     import gradio as gr
 
-    from webui.registry import Registry
+    from webui.engine.registry import Registry
 
 log = logging.getLogger(__name__)
 

@@ -15,17 +15,17 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from webui import arena
-from webui.arena import Owner, PaneSettings, Refused, Session
+from webui.arena import rules as arena
+from webui.arena.rules import Owner, PaneSettings, Refused, Session
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.ratelimit import RateLimited
-from webui.recording import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
-from webui.registry import ModelState
-from webui.streaming import Job, Opener, PaneEvent, PaneStreams
+from webui.access.ratelimit import RateLimited
+from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
+from webui.engine.registry import ModelState
+from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
-    from webui.server import Services
+    from webui.server.app import Services
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # Stop waits this long for the models to stop, so that it can show the result
@@ -127,7 +127,7 @@ class Handlers:
         yield from self._generate(session, run, panes, client)
 
     def _check_rate(self, action: str, client: ClientInfo) -> None:
-        """The per-client limits on messages and votes (webui.ratelimit)."""
+        """The per-client limits on messages and votes (webui.access.ratelimit)."""
         try:
             self.services.rate_limiter.check(action, client)
         except RateLimited as exc:  # its message names the limit, never a model
