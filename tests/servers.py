@@ -15,7 +15,7 @@ from typing import Any
 
 import uvicorn
 
-from webui.server.app import Services
+from webui.services import Services
 
 
 @dataclass

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from tests.servers import RunningServer, alive_threads, serve_app, wait_for
 from webui.config import Settings
-from webui.engine.base import Backend
-from webui.records.events import NullRecorder
-from webui.engine.registry import Weights, build_registry
-from webui.server.app import Services, build_services, create_app
+from webui.engine.base import Backend, Weights
+from webui.engine.registry import build_registry
 from webui.models.specs import ModelSpec
+from webui.records.events import NullRecorder
+from webui.server.app import create_app
+from webui.services import Services, build_services
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 __all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
-from webui.errors import ArenaError
 from webui.engine.registry import build_registry
+from webui.errors import ArenaError
 from webui.types import Finished, Message, TextDelta
 
 

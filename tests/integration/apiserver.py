@@ -11,7 +11,8 @@ from fastapi import FastAPI
 
 from tests.servers import RunningServer, alive_threads, serve_app, threads_end_within, wait_for
 from webui.config import Settings
-from webui.server.app import build_services, create_app
+from webui.server.app import create_app
+from webui.services import build_services
 
 __all__ = ["RunningServer", "alive_threads", "serve_app", "start_arena", "threads_end_within", "wait_for"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from tests.servers import RunningServer as Running
 from tests.servers import serve_app, wait_for
 from webui.config import Settings
-from webui.server.app import build_services, create_app
+from webui.server.app import create_app
+from webui.services import build_services
 
 __all__ = ["Running", "start", "wait_for"]
 

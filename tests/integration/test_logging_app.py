@@ -15,8 +15,9 @@ from gradio_client.exceptions import AppError
 from tests.integration.test_fastchat_compat import fastchat_battles
 from tests.servers import serve_app
 from webui.config import Settings
-from webui.server.app import Services, build_services, create_app
 from webui.records.storage import day_file, read_logs
+from webui.server.app import create_app
+from webui.services import Services, build_services
 
 QUICK = [0.0, 1.0, 0, 16, 1.0, -1, ""]
 FORGED, PROXY_SAW = "6.6.6.6", "198.51.100.20"

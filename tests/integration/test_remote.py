@@ -266,7 +266,7 @@ def test_upstream_that_goes_down_later_gives_an_error_event_and_shows_in_status(
 
     from webui.api import install_api
     from webui.records.events import NullRecorder
-    from webui.server.app import Services
+    from webui.services import Services
 
     app = FastAPI()
     install_api(app, Services(registry.settings, registry, NullRecorder()))

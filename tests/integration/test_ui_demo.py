@@ -11,9 +11,9 @@ from gradio_client import Client
 
 from tests.uiapp import RunningUI, generate_threads, serve, wait_for
 from webui.config import Settings
-from webui.records.events import NullRecorder
 from webui.engine.registry import Registry
-from webui.server.app import build_services
+from webui.records.events import NullRecorder
+from webui.services import build_services
 
 pytestmark = pytest.mark.demo
 DEMO = ("SmolLM2-135M-Instruct", "Gemma-3-270M (base)")

@@ -17,11 +17,11 @@ from webui.api.responses import Reply, sse_stream
 from webui.api.schemas import ChatCompletionRequest, CompletionRequest
 from webui.config import Settings
 from webui.engine.openai_remote import upstream_sampling
-from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.records.events import NullRecorder
 from webui.engine.registry import Registry
-from webui.server.app import Services
+from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.models.specs import load_specs, parse_specs
+from webui.records.events import NullRecorder
+from webui.services import Services
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from webui.ui import views
+from webui.arena.handlers import GENERIC_FAILURE, VOTE_NOT_RECORDED, Handlers
 from webui.arena.rules import Owner, PaneSettings, Refused, Session
 from webui.config import Settings
-from webui.engine.base import Backend
-from webui.arena.handlers import GENERIC_FAILURE, VOTE_NOT_RECORDED, Handlers
-from webui.records.events import ClientInfo, NullRecorder, RecordError
-from webui.engine.registry import Registry, Weights, build_registry
-from webui.server.app import Services
+from webui.engine.base import Backend, Weights
+from webui.engine.registry import Registry, build_registry
 from webui.models.specs import ModelSpec
+from webui.records.events import ClientInfo, NullRecorder, RecordError
+from webui.services import Services
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+from webui.ui import views
 
 ME = Owner("s1")
 CLIENT = ClientInfo("127.0.0.1")
@@ -177,8 +177,8 @@ def test_a_failing_model_shows_a_generic_message_in_its_pane_only() -> None:
 
 
 def test_failure_messages_never_name_the_model() -> None:
-    from webui.errors import ModelNotReady, Overloaded
     from webui.arena.handlers import failure_message
+    from webui.errors import ModelNotReady, Overloaded
 
     for exc in (Overloaded("secret-model", 3.0), ModelNotReady("secret-model is not ready"), KeyError("secret-model")):
         assert "secret" not in failure_message(exc)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from webui.engine.base import Weights
+from webui.engine.registry import ModelState, Registry, build_registry
 from webui.errors import ModelNotFound, ModelNotReady
-from webui.engine.registry import ModelState, Registry, Weights, build_registry
 from webui.models.specs import parse_specs
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from webui.errors import ConfigError, PromptTooLong
 from webui.engine.templates import build_template, fit_to_context, fschat_template
+from webui.errors import ConfigError, PromptTooLong
 from webui.types import Message
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from webui.server import security
 from webui.config import Settings, settings_from_cli
-from webui.server.deploy import public_warnings
-from webui.errors import ConfigError
 from webui.engine.registry import build_registry
-from webui.server.app import Services
+from webui.errors import ConfigError
 from webui.models.specs import parse_specs
+from webui.server import security
+from webui.server.deploy import public_warnings
+from webui.services import Services
 
 
 def test_host_and_port_follow_the_platform_unless_set(monkeypatch) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from webui.engine import zerogpu as spaces
 from webui.engine import collect
+from webui.engine import zerogpu as spaces
+from webui.server import hub_sync
 from webui.types import Message, SamplingParams
 
 HELLO = [Message("user", "hello world")]
@@ -137,8 +138,8 @@ def test_model_loaded_after_the_worker_started_gives_a_clear_error() -> None:
 # ---- Hub dataset sync -------------------------------------------------------------------------------
 def test_hub_sync_fails_soft_when_the_hub_is_unreachable(tmp_path: Path, caplog, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with caplog.at_level(logging.ERROR, logger="webui.engine.zerogpu"):
-        assert spaces.start_hub_sync("someone/arena-logs", tmp_path / "logs", 5) is None
+    with caplog.at_level(logging.ERROR, logger="webui.server.hub_sync"):
+        assert hub_sync.start_hub_sync("someone/arena-logs", tmp_path / "logs", 5) is None
     message = caplog.records[-1].getMessage()
     assert "Hub sync is off: could not reach the dataset someone/arena-logs" in message
     assert "still written to" in message and "HF_TOKEN" in message
@@ -175,7 +176,7 @@ def test_hub_sync_pushes_only_the_record_files(tmp_path: Path) -> None:
     (logs / "2026-11-02-conv.json").write_text('{"type": "chat"}\n')
     (logs / ".ip-hash-secret").write_text("do not publish")
     api = FakeHfApi()
-    scheduler = spaces.start_hub_sync("someone/arena-logs", logs, 5, hf_api=api)
+    scheduler = hub_sync.start_hub_sync("someone/arena-logs", logs, 5, hf_api=api)
     assert scheduler is not None
     scheduler.stop()
     scheduler.push_to_hub()
@@ -186,8 +187,8 @@ def test_hub_push_failures_are_logged_and_retried_later(tmp_path: Path, caplog) 
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "2026-11-02-conv.json").write_text('{"type": "vote"}\n')
-    scheduler = spaces.start_hub_sync("someone/arena-logs", logs, 5, hf_api=FakeHfApi(fail=True))
+    scheduler = hub_sync.start_hub_sync("someone/arena-logs", logs, 5, hf_api=FakeHfApi(fail=True))
     scheduler.stop()
-    with caplog.at_level(logging.WARNING, logger="webui.engine.zerogpu"):
+    with caplog.at_level(logging.WARNING, logger="webui.server.hub_sync"):
         assert scheduler.push_to_hub() is None
     assert "could not push the logs to the Hub dataset someone/arena-logs (Name or service not known)" in caplog.text

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard.battles import Hygiene, battles_frame, counted, identity_words
 from webui.leaderboard import ratings
+from webui.leaderboard.battles import Hygiene, battles_frame, counted
 from webui.leaderboard.board import BoardOptions, build_board
+from webui.records.identity import identity_words
 
 
 def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, conversation, vote
-from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.export import preference_pairs, write_table
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 from webui.ui.leaderboard_tab import LeaderboardView, display_table, export_allowed

@@ -15,8 +15,8 @@ from starlette.requests import Request
 from tests.records import battle, chat_event, vote
 from webui.access.clients import client_info
 from webui.config import Settings
-from webui.records.privacy import SECRET_FILE, IdentityPolicy, build_policy, load_or_create_key
 from webui.records.events import ClientInfo
+from webui.records.privacy import SECRET_FILE, IdentityPolicy, build_policy, load_or_create_key
 from webui.records.storage import JsonlRecorder, read_logs
 
 ADDRESS = "203.0.113.77"

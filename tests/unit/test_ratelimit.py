@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from webui.errors import ArenaError, ConfigError
 from webui.access.ratelimit import MESSAGE, VOTE, Limit, RateLimited, RateLimiter, build_rate_limiter, client_key
+from webui.errors import ArenaError, ConfigError
 from webui.records.events import ClientInfo
 
 

@@ -13,8 +13,8 @@ import pytest
 
 import webui.records.storage as storage
 from tests.records import battle, chat_event, conversation, vote
-from webui.records.privacy import IdentityPolicy
 from webui.records.events import RecordError
+from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, day_file, iter_lines, read_logs
 from webui.types import FinishReason
 

@@ -11,7 +11,7 @@ from webui.api.errors import ApiError, handle_api_error
 from webui.api.routes import build_router
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 log = logging.getLogger(__name__)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -25,12 +25,12 @@ from webui.api.errors import ApiError, from_arena, from_finished, from_validatio
 from webui.api.responses import Reply, sse_stream
 from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from webui.engine.base import Backend
-from webui.errors import ArenaError, PromptTooLong
 from webui.engine.registry import ModelState, Registry
+from webui.errors import ArenaError, PromptTooLong
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)

@@ -15,17 +15,17 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
 from webui.arena.rules import Owner, PaneSettings, Refused, Session
-from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.access.ratelimit import RateLimited
-from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
-from webui.engine.registry import ModelState
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
+from webui.engine.registry import ModelState
+from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # Stop waits this long for the models to stop, so that it can show the result

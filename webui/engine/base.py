@@ -116,6 +116,21 @@ class Slots:
         self._semaphore.release()
 
 
+class Weights:
+    """What a loader returns: shared by the variants of one set of weights."""
+
+    def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
+                 from_cache: bool = False, close: Callable[[], None] | None = None) -> None:
+        self.make_backend = make_backend
+        self.device = device
+        self.from_cache = from_cache
+        self._close = close
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
 def collect(events: Iterator[StreamEvent]) -> tuple[str, Finished]:
     """Drain a stream into (text, final event): handy for tests, the CLI and non-streaming APIs."""
     parts: list[str] = []

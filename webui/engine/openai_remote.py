@@ -27,10 +27,10 @@ from typing import Any
 
 import httpx
 
-from webui.engine.base import Backend, ClosingStream, Slots
+from webui.engine.base import Backend, ClosingStream, Slots, Weights
 from webui.engine.stops import StopFilter
-from webui.models.specs import ModelSpec
 from webui.engine.templates import with_system
+from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
@@ -315,7 +315,6 @@ def _error_text(response: httpx.Response) -> str:
 def load_openai(spec: ModelSpec, settings: Any) -> Any:
     """Registry loader: a client for the entry's server, after checking that the server answers
     and serves the model. A failure here becomes the model's status (failed: reason)."""
-    from webui.engine.registry import Weights
 
     client = _client(spec)
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.config import Settings
-from webui.engine.base import Backend, Slots
+from webui.engine.base import Backend, Slots, Weights
 from webui.errors import ModelNotFound, ModelNotReady
 from webui.models.specs import ModelSpec
 
@@ -56,21 +56,6 @@ class ModelStatus:
             where = f" on {self.device}" if self.device else ""
             return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''})"
         return self.state.value
-
-
-class Weights:
-    """What a loader returns: shared by the variants of one set of weights."""
-
-    def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
-                 from_cache: bool = False, close: Callable[[], None] | None = None) -> None:
-        self.make_backend = make_backend
-        self.device = device
-        self.from_cache = from_cache
-        self._close = close
-
-    def close(self) -> None:
-        if self._close is not None:
-            self._close()
 
 
 Loader = Callable[[ModelSpec, Settings], Weights]

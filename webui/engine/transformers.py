@@ -27,12 +27,12 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from webui.engine.base import Backend, ClosingStream, Slots
+from webui.engine.base import Backend, ClosingStream, Slots, Weights
 from webui.engine.stops import StopFilter
-from webui.errors import ParamError, PromptTooLong
-from webui.engine.zerogpu import generate as generate_on_device
-from webui.models.specs import ModelSpec
 from webui.engine.templates import Rendered, Template, build_template, fit_to_context
+from webui.engine.zerogpu import generate as generate_on_device
+from webui.errors import ParamError, PromptTooLong
+from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,6 @@ def load_transformers(spec: ModelSpec, settings: Any) -> Any:
     import gc
 
     from webui.models.loading import load_weights
-    from webui.engine.registry import Weights
 
     loaded = load_weights(spec, settings.cache_dir)
 

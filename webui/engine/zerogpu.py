@@ -1,4 +1,4 @@
-"""Hugging Face Spaces: ZeroGPU generation and pushing the logs to a Hub dataset.
+"""Hugging Face Spaces: where we run, and ZeroGPU generation.
 
 ZeroGPU lends a GPU only inside functions decorated with `spaces.GPU`, and runs them in a forked
 worker process: arguments and results cross by pickling, and the worker sees the memory the server
@@ -22,13 +22,11 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-LOG_PATTERNS = ["*-conv.json"]  # only the record files go to the Hub, never the IP-hash secret beside them
 GPU_DURATION_S = 120  # the longest a generation may hold a ZeroGPU slot
 
 
@@ -197,44 +195,3 @@ def prepare_zero_gpu(registry: Any, wait_s: float = 1800.0) -> None:
     if startup is not None:
         startup()
     log.info("ZeroGPU: %d model(s) ready; generation runs inside spaces.GPU", len(_MODELS))
-
-
-# ---- logs to a Hub dataset ---------------------------------------------------------------------------
-def start_hub_sync(repo_id: str, log_dir: Path, every_min: float, *, token: str | None = None,
-                   hf_api: Any = None) -> Any | None:
-    """Push new log lines to the dataset `repo_id` every `every_min` minutes (and at exit), with
-    huggingface_hub's CommitScheduler. Fails soft: the logs on disk are the record, the Hub is a
-    copy, so an unreachable Hub costs a warning, never the server."""
-    if not repo_id:
-        return None
-    try:
-        from huggingface_hub import CommitScheduler
-    except ImportError:
-        log.error("Hub sync is off: huggingface_hub is not installed")
-        return None
-
-    class SoftScheduler(CommitScheduler):
-        def push_to_hub(self) -> Any:
-            try:
-                return super().push_to_hub()
-            except Exception as exc:  # noqa: BLE001 - the next round retries
-                log.warning("could not push the logs to the Hub dataset %s (%s); they stay in %s and the "
-                            "next push retries", repo_id, _one_line(exc), log_dir)
-                return None
-
-    try:
-        scheduler = SoftScheduler(repo_id=repo_id, repo_type="dataset", folder_path=log_dir, path_in_repo="logs",
-                                  every=every_min, private=True, token=token, allow_patterns=LOG_PATTERNS,
-                                  hf_api=hf_api)
-    except Exception as exc:  # noqa: BLE001 - offline, bad token, no such namespace ...
-        log.error("Hub sync is off: could not reach the dataset %s on the Hugging Face Hub (%s). The logs are "
-                  "still written to %s. Check internet access and HF_TOKEN (it needs write access).",
-                  repo_id, _one_line(exc), log_dir)
-        return None
-    log.info("pushing the logs in %s to the Hub dataset %s every %g min", log_dir, repo_id, every_min)
-    return scheduler
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.export import preference_pairs, write_table
 
 
 def build_parser() -> argparse.ArgumentParser:

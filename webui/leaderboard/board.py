@@ -13,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from webui.leaderboard.battles import Hygiene, battles_frame, counted, identity_words
 from webui.leaderboard import ratings
+from webui.leaderboard.battles import Hygiene, battles_frame, counted
+from webui.records.identity import identity_words
 from webui.records.storage import ReadReport, log_files, read_logs
 
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webui.leaderboard.battles import leaked_identity
-from webui.records.privacy import IdentityPolicy, build_policy
 from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
+from webui.records.identity import leaked_identity
+from webui.records.privacy import IdentityPolicy, build_policy
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ class JsonlRecorder:
 
     @classmethod
     def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> JsonlRecorder:
-        from webui.leaderboard.battles import identity_words
+        from webui.records.identity import identity_words
 
         policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
         words = identity_words(model_names, settings.identity_words)

@@ -3,42 +3,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from webui.config import Settings
-from webui.access.ratelimit import RateLimiter, build_rate_limiter
-from webui.records.events import Recorder
-from webui.engine.registry import Registry, build_registry
+from webui.services import Services, build_services
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Services:
-    """Everything the UI and the API share; built once per server."""
-
-    settings: Settings
-    registry: Registry
-    recorder: Recorder
-    # Per-client limits on messages and votes (webui/ratelimit.py): handlers call
-    # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`.
-    rate_limiter: RateLimiter = field(default=None)  # type: ignore[assignment]  # built from settings below
-
-    def __post_init__(self) -> None:
-        if self.rate_limiter is None:
-            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes)
-
-
-def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
-    registry = registry or build_registry(settings)
-    if recorder is None:
-        from webui.records.storage import JsonlRecorder
-
-        recorder = JsonlRecorder.from_settings(settings, registry.names())
-    return Services(settings, registry, recorder)
 
 
 def create_app(services: Services) -> FastAPI:

@@ -8,11 +8,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from webui.access.auth import login_enabled
+from webui.engine.zerogpu import on_space, prepare_zero_gpu
+from webui.server.hub_sync import start_hub_sync
 from webui.server.share import share_when_ready
-from webui.engine.zerogpu import on_space, prepare_zero_gpu, start_hub_sync
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 log = logging.getLogger(__name__)
 

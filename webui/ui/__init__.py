@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from webui.ui import views
 from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
+from webui.ui import views
 from webui.ui.about import build_about_tab
 from webui.ui.battle import build_battle_tab
 from webui.ui.common import owner_of
@@ -22,7 +22,7 @@ from webui.ui.leaderboard_tab import build_leaderboard_tab
 from webui.ui.named import NamedTab, build_named_tab
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 TABS = ("battle", "side_by_side", "direct", "leaderboard", "about")
 ALIASES = {"sbs": "side_by_side", "side-by-side": "side_by_side", "side": "side_by_side", "chat": "direct",

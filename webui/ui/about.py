@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import gradio as gr
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 ABOUT = """\
 ## About Pairwise Arena

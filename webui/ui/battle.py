@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from webui.arena import rules as arena
-from webui.ui import views
-from webui.arena.rules import PANE_LABELS, Session
 from webui.arena.handlers import Handlers
+from webui.arena.rules import PANE_LABELS, Session
+from webui.ui import views
 from webui.ui.common import (
     PAIR_VOTE_BUTTONS,
     STREAMING,
@@ -28,7 +28,7 @@ from webui.ui.common import (
 )
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 MODE = "battle"
 REGENERATE = (((0, 1), "🔄 Regenerate", ""), ((0,), "🔄 A", "_a"), ((1,), "🔄 B", "_b"))

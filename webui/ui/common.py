@@ -12,8 +12,8 @@ from typing import Any
 
 import gradio as gr
 
-from webui.arena.rules import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
 from webui.access.clients import client_info
+from webui.arena.rules import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
 from webui.config import Settings
 from webui.records.events import ClientInfo
 from webui.types import SamplingParams

@@ -17,12 +17,12 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
-from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.board import Board, BoardOptions, board_from_logs, logs_signature
+from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.plots import ratings_figure, win_fraction_figure
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 REFRESH_EVERY_S = 5.0
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Elo", "Battles", "Wins", "Ties", "Losses"]

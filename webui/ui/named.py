@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from webui.arena import rules as arena
-from webui.ui import views
-from webui.arena.rules import PANE_LABELS, Refused, Session
 from webui.arena.handlers import Handlers
+from webui.arena.rules import PANE_LABELS, Refused, Session
+from webui.ui import views
 from webui.ui.common import (
     PAIR_VOTE_BUTTONS,
     SINGLE_VOTE_BUTTONS,
@@ -30,7 +30,7 @@ from webui.ui.common import (
 )
 
 if TYPE_CHECKING:
-    from webui.server.app import Services
+    from webui.services import Services
 
 
 

@@ -1,0 +1,118 @@
+"""The package's shape: no import cycles between modules (counting imports inside functions and
+under TYPE_CHECKING), and stages that only import the stages below them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "webui"
+
+# Each stage may import itself and the stages listed after it (lower layers), never one before it.
+LAYERS = [
+    {"chat", "__main__"},
+    {"server"},
+    {"ui", "api"},
+    {"arena"},
+    {"services"},
+    {"leaderboard", "access"},
+    {"engine", "records"},
+    {"models"},
+    {"config", "errors", "types", "__init__"},
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """Every webui module `path` imports, anywhere in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            # `from pkg import mod` imports pkg.mod; `from mod import name` imports mod
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != me:
+                found.add(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(files)
+    return {name: imports_of(path, modules) for name, path in files.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer(module: str) -> int:
+    name = stage(module)
+    for i, members in enumerate(LAYERS):
+        if name in members:
+            return i
+    raise AssertionError(f"{module}: stage {name!r} is not placed in LAYERS")
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_module_imports_itself_back() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_stages_import_only_the_stages_below() -> None:
+    upward = sorted(f"{a} imports {b}" for a, deps in graph().items() for b in deps
+                    if stage(a) != stage(b) and layer(b) < layer(a))
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("module", ["webui.records.storage", "webui.records.events"])
+def test_records_do_not_depend_on_the_leaderboard(module: str) -> None:
+    assert not [m for m in graph()[module] if m.startswith("webui.leaderboard")]

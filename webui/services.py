@@ -1,0 +1,39 @@
+"""What the UI, the HTTP API and the server share: built once per server, passed down.
+
+It sits below its users (arena handlers, ui, api, server) and above what it holds (the registry,
+the recorder, the rate limiter), so that nothing has to import the module that builds the app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webui.access.ratelimit import RateLimiter, build_rate_limiter
+from webui.config import Settings
+from webui.engine.registry import Registry, build_registry
+from webui.records.events import Recorder
+
+
+@dataclass
+class Services:
+    """Everything the UI and the API share; built once per server."""
+
+    settings: Settings
+    registry: Registry
+    recorder: Recorder
+    # Per-client limits on messages and votes (webui/access/ratelimit.py): handlers call
+    # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`.
+    rate_limiter: RateLimiter = field(default=None)  # type: ignore[assignment]  # built from settings below
+
+    def __post_init__(self) -> None:
+        if self.rate_limiter is None:
+            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes)
+
+
+def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
+    registry = registry or build_registry(settings)
+    if recorder is None:
+        from webui.records.storage import JsonlRecorder
+
+        recorder = JsonlRecorder.from_settings(settings, registry.names())
+    return Services(settings, registry, recorder)
