@@ -20,7 +20,7 @@ LAYERS = [
     {"leaderboard", "access"},
     {"engine", "records"},
     {"models"},
-    {"config", "errors", "types", "__init__"},
+    {"config", "errors", "types", "handoff", "__init__"},
 ]
 
 
