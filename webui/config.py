@@ -58,6 +58,7 @@ class Settings:
     preload: bool = True  # load every model in the background at start
     max_concurrency: int = 2  # simultaneous generations per set of weights (a models-file entry may override)
     queue_timeout_s: float = 60.0  # how long a request waits for a free generation slot
+    queue_per_slot: int = 4  # requests that may wait per generation slot before new ones are refused at once
     max_input_chars: int = 12_000
     max_turns: int = 20
     thread_join_timeout_s: float = 30.0
@@ -88,7 +89,7 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"port: must be 1..65535, got {self.port}")
-        for name in ("max_concurrency", "max_input_chars", "max_turns"):
+        for name in ("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.trusted_proxies < 0:
@@ -169,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-preload", dest="preload", action="store_false", default=None, help="load models on first use instead of at start")
     add("--max-concurrency", dest="max_concurrency", type=int, help="simultaneous generations per model; default 2")
     add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
+    add("--queue-per-slot", dest="queue_per_slot", type=int,
+        help="requests that may wait per generation slot of a model before new ones are refused at once; default 4")
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
     add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
     add("--trusted-proxies", dest="trusted_proxies", type=int,

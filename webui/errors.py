@@ -45,9 +45,14 @@ class ModelNotReady(ArenaError):
 
 
 class Overloaded(ArenaError):
-    """Every generation slot of the model stayed busy for the whole queue timeout."""
+    """The model cannot take the request now: its line of waiting requests is full (refused at
+    once), or every generation slot stayed busy for the whole queue timeout."""
 
-    def __init__(self, model: str, waited_s: float) -> None:
+    def __init__(self, model: str, waited_s: float, *, waiting: int | None = None) -> None:
         self.model = model
-        self.retry_after_s = max(1, int(waited_s))
-        super().__init__(f"{model} is busy (waited {waited_s:.0f} s for a free slot); try again shortly")
+        if waiting is not None:
+            self.retry_after_s = 5
+            super().__init__(f"{model} is busy ({waiting} requests are already waiting); try again shortly")
+        else:
+            self.retry_after_s = max(1, int(waited_s))
+            super().__init__(f"{model} is busy (waited {waited_s:.0f} s for a free slot); try again shortly")

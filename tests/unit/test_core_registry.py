@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.servers import wait_for
 from webui.engine.base import Weights
 from webui.engine.registry import ModelState, Registry, build_registry
 from webui.errors import ModelNotFound, ModelNotReady
@@ -71,8 +73,8 @@ def test_concurrent_loads_load_once_and_report_states(settings) -> None:
     assert ("x", "loading") in seen and ("x", "ready") in seen and ("x2", "ready") in seen
     registry.unload("x2")
     assert registry.status("x").state is ModelState.UNLOADED
-    with pytest.raises(ModelNotReady):
-        registry.get("x")
+    assert registry.get("x", wait_s=10) is not None  # unloaded weights load again on first use
+    assert calls == ["x", "x"]
 
 
 def test_background_start_returns_at_once(settings) -> None:
@@ -89,7 +91,9 @@ def test_background_start_returns_at_once(settings) -> None:
     assert set(states.values()) <= {ModelState.QUEUED, ModelState.LOADING}
     gate.set()
     registry.wait_idle(10)
-    assert [s.describe() for s in registry.statuses()] == ["failed: weights are corrupt"] * 2
+    assert [s.describe().split(" (retrying at ")[0] for s in registry.statuses()] == ["failed: weights are corrupt"] * 2
+    assert all(s.retry_at is not None for s in registry.statuses())
+    registry.close()
 
 
 def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> None:
@@ -125,3 +129,69 @@ def test_unhealthy_backend_is_reported_and_kept_out_of_ready_names(settings) -> 
     assert registry.ready_names() == ["local"]
     assert registry.status("remote").describe() == "unhealthy: connection refused"
     assert registry.status("remote").state is ModelState.READY
+
+
+def test_a_failed_load_is_retried_with_a_growing_pause_until_it_works(settings) -> None:
+    """A remote server that is not up yet at boot: the registry tries again, and says when."""
+    attempts: list[float] = []
+
+    def flaky(spec, _settings):
+        attempts.append(time.monotonic())
+        if len(attempts) < 3:
+            raise RuntimeError("connection refused")
+        return Weights(lambda variant, slots: object(), device="remote")
+
+    specs = parse_specs({"models": [{"name": "r", "source": "/r"}]})
+    registry = Registry(specs, settings, loaders={"transformers": flaky}, retry_first_s=0.2, retry_max_s=5)
+    registry.start()
+    wait_for(lambda: registry.status("r").state is ModelState.FAILED, 5, "did not fail")
+    status = registry.status("r")
+    assert status.retry_at is not None and status.retry_at > time.time() - 1
+    assert "retrying at" in status.describe() and "connection refused" in status.describe()
+    wait_for(lambda: registry.status("r").state is ModelState.READY, 10, "was not retried until it worked")
+    assert len(attempts) == 3
+    pauses = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert pauses[0] >= 0.2 and pauses[1] >= 0.4  # doubling
+    registry.close()
+
+
+def test_a_mistake_in_the_models_file_is_not_retried(settings, tmp_path: Path) -> None:
+    specs = parse_specs({"models": [{"name": "missing", "source": str(tmp_path / "nope")}]})
+    registry = Registry(specs, settings, retry_first_s=0.05)
+    registry.start()
+    registry.wait_idle(10)
+    status = registry.status("missing")
+    assert status.state is ModelState.FAILED and status.retry_at is None and "retrying" not in status.describe()
+    registry.close()
+
+
+def test_a_model_not_loaded_at_start_loads_on_first_use(settings) -> None:
+    """--no-preload: nothing is started; the first request loads the model and waits for it."""
+    registry = build_registry(settings)
+    assert registry.status("tiny-a").state is ModelState.UNLOADED
+    backend = registry.get("tiny-a", wait_s=60)
+    assert backend.name == "tiny-a" and registry.status("tiny-a").state is ModelState.READY
+    registry.close()
+
+
+def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
+    """An engine process that exits while the app runs: failed with its reason, then reloaded."""
+    alive = {"count": 0}
+    dead = threading.Event()
+
+    def engine(spec, _settings):
+        alive["count"] += 1
+        return Weights(lambda variant, slots: object(), device="engine",
+                       failure=lambda: "the engine process exited (code -9)" if dead.is_set() else None)
+
+    specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
+    registry = Registry(specs, settings, loaders={"transformers": engine}, retry_first_s=0.3)
+    registry.start()
+    wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "did not load")
+    dead.set()
+    wait_for(lambda: registry.status("e").state is ModelState.FAILED, 5, "the death was not noticed")
+    assert "exited" in registry.status("e").reason
+    dead.clear()
+    wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "was not reloaded")
+    assert alive["count"] == 2
+    registry.close()

@@ -67,6 +67,19 @@ models:
     assert security.queue_size(one, settings) == 8  # never below 8
 
 
+def test_the_queue_and_the_engine_agree_on_the_slots_of_variants(tmp_path: Path) -> None:
+    """Variants share one set of slots, the smallest limit wins: the UI queue must run as many
+    generations at once as the engine will, not the first variant's (unset -> the default 2)."""
+    settings = Settings(log_dir=tmp_path, max_concurrency=2)
+    registry = _registry("""
+models:
+  - {name: a, source: /m/one}
+  - {name: a-strict, source: /m/one, max_concurrency: 1}
+""", settings)
+    assert registry.concurrency(registry.spec("a").weights_key) == 1
+    assert security.generation_slots(registry, settings) == 1
+
+
 def test_blocked_paths_cover_logs_caches_and_secrets(tmp_path: Path) -> None:
     auth_file = tmp_path / "users.txt"
     settings = Settings(log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache", auth_file=str(auth_file))

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
-_LOADING = (ModelState.QUEUED, ModelState.LOADING, ModelState.UNLOADED)
 
 
 def build_router(services: Services) -> APIRouter:
@@ -60,7 +59,7 @@ def build_router(services: Services) -> APIRouter:
         messages = body.to_messages()
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
-            backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
+            backend = registry.get(body.model, wait_s=services.settings.queue_timeout_s)
             return backend.stream(messages, _sampling(backend, body, messages), cancel)
 
         return await _answer(request, registry, body, "chat", start)
@@ -71,7 +70,7 @@ def build_router(services: Services) -> APIRouter:
         prompt = body.prompt_text()
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
-            backend = _ready_backend(registry, body.model, services.settings.queue_timeout_s)
+            backend = registry.get(body.model, wait_s=services.settings.queue_timeout_s)
             return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
 
         return await _answer(request, registry, body, "text", start)
@@ -120,28 +119,16 @@ def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
     state, reason, context = status.state.value, status.reason, spec.context_length
     if status.state is ModelState.READY:
         try:
-            backend = registry.get(name)
+            context = registry.get(name).context_length
         except ArenaError:  # unloaded between the two calls
-            backend = None
-        problem = backend.health() if backend else None
-        context = backend.context_length if backend else context
-        if problem:
-            state, reason = "unhealthy", problem
+            pass
+        if status.problem:
+            state, reason = "unhealthy", status.problem
     return {
         "id": name, "object": "model", "created": created, "owned_by": "pairwise-arena",
         "status": state, "status_reason": reason or None, "backend": spec.backend,
         "context_length": context, "description": spec.description or None,
     }
-
-
-def _ready_backend(registry: Registry, name: str, wait_s: float) -> Backend:
-    """The model's backend; a model not loaded yet is loaded (and waited for, up to `wait_s`)."""
-    if registry.status(name).state is ModelState.UNLOADED:
-        registry.start([name])
-    deadline = time.monotonic() + wait_s
-    while registry.status(name).state in _LOADING and time.monotonic() < deadline:
-        time.sleep(0.2)  # polling a status, in the request's own worker thread
-    return registry.get(name)
 
 
 def _sampling(backend: Backend, body: SamplingFields, prompt: Sequence[Message] | str) -> SamplingParams:

@@ -7,6 +7,7 @@ started: callers rely on `contextlib.closing` / generator close to cancel.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from webui.errors import Overloaded, ParamError
-from webui.types import Finished, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
     from webui.models.specs import ModelSpec
@@ -94,41 +95,102 @@ class ClosingStream(Iterator[StreamEvent]):
 
 
 class Slots:
-    """A limit on simultaneous generations for one set of weights. Waiting requests queue with a
-    timeout instead of oversubscribing the device."""
+    """A limit on simultaneous generations for one set of weights, with a bounded first-come,
+    first-served line of waiting requests in front of it. A request that finds the line full is
+    refused at once (`Overloaded`) rather than after a timeout; a waiting request whose caller gave
+    up (its cancel event is set: Stop, a closed tab, a dropped API client) leaves the line without
+    ever running. A freed slot goes straight to the first request in line."""
 
-    def __init__(self, size: int) -> None:
+    _WAIT_SLICE_S = 0.05  # how often a waiting request looks at its cancel event
+
+    def __init__(self, size: int, max_waiting: int | None = None) -> None:
         self.size = size
-        self._semaphore = threading.BoundedSemaphore(size)
+        self.max_waiting = size * 4 if max_waiting is None else max_waiting
         self._lock = threading.Lock()
-        self.busy = 0
+        self._free = size
+        self._line: collections.deque[threading.Event] = collections.deque()
 
-    def acquire(self, model: str, timeout: float) -> None:
-        start = time.monotonic()
-        if not self._semaphore.acquire(timeout=timeout):
-            raise Overloaded(model, time.monotonic() - start)
+    @property
+    def busy(self) -> int:
+        return self.size - self._free
+
+    @property
+    def waiting(self) -> int:
+        return len(self._line)
+
+    def acquire(self, model: str, timeout: float, cancel: threading.Event | None = None) -> bool:
+        """Take a slot: True when taken, False when `cancel` was set while waiting. Raises
+        Overloaded when the line is full, or when no slot came free within `timeout` seconds."""
         with self._lock:
-            self.busy += 1
+            if self._free and not self._line:
+                self._free -= 1
+                return True
+            if len(self._line) >= self.max_waiting:
+                raise Overloaded(model, 0.0, waiting=len(self._line))
+            ticket = threading.Event()
+            self._line.append(ticket)
+        start = time.monotonic()
+        while True:
+            remaining = start + timeout - time.monotonic()
+            if ticket.wait(min(remaining, self._WAIT_SLICE_S) if cancel is not None else max(remaining, 0.0)):
+                return True
+            gave_up = cancel is not None and cancel.is_set()
+            if gave_up or time.monotonic() >= start + timeout:
+                with self._lock:
+                    if not ticket.is_set():
+                        self._line.remove(ticket)
+                    elif not gave_up:
+                        return True  # the slot arrived just in time
+                    else:
+                        self._release_locked()  # it arrived as the caller gave up: pass it on
+                if gave_up:
+                    return False
+                raise Overloaded(model, time.monotonic() - start)
 
     def release(self) -> None:
         with self._lock:
-            self.busy -= 1
-        self._semaphore.release()
+            self._release_locked()
+
+    def _release_locked(self) -> None:
+        if self._line:
+            self._line.popleft().set()  # the slot passes to the first in line; busy stays the same
+        else:
+            self._free += 1
 
 
 class Weights:
-    """What a loader returns: shared by the variants of one set of weights."""
+    """What a loader returns: shared by the variants of one set of weights.
+
+    `engine` says which engine serves them (shown in the model status, with the reason for a
+    fallback). `failure`, when given, is asked every second by the registry whether the weights
+    still live (an engine process may exit): a reason means they died, and the registry then
+    closes them and loads them again after a pause."""
 
     def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
-                 from_cache: bool = False, close: Callable[[], None] | None = None) -> None:
+                 from_cache: bool = False, close: Callable[[], None] | None = None,
+                 failure: Callable[[], str | None] | None = None, engine: str = "") -> None:
         self.make_backend = make_backend
         self.device = device
         self.from_cache = from_cache
+        self.engine = engine
         self._close = close
+        self._failure = failure
+
+    @property
+    def watched(self) -> bool:
+        return self._failure is not None
+
+    def failure(self) -> str | None:
+        return self._failure() if self._failure is not None else None
 
     def close(self) -> None:
         if self._close is not None:
             self._close()
+
+
+def cancelled_before_start(prompt_tokens: int = 0, prompt: str = "") -> Iterator[StreamEvent]:
+    """The stream of a request whose caller gave up while it waited for a slot: it never ran."""
+    yield Finished(FinishReason.CANCELLED, prompt_tokens=prompt_tokens, prompt=prompt)
 
 
 def collect(events: Iterator[StreamEvent]) -> tuple[str, Finished]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import socket
 import threading
 import time
@@ -27,9 +26,10 @@ from typing import Any
 
 import httpx
 
-from webui.engine.base import Backend, ClosingStream, Slots, Weights
+from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
 from webui.engine.templates import with_system
+from webui.handoff import Handoff, run_in_thread
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
@@ -67,21 +67,22 @@ class Health:
             return self._problem
 
 
-_END = object()
 
 
 class _Upstream:
-    """One streaming HTTP request, read in its own thread. Releases the generation slot when done."""
+    """One streaming HTTP request, read in its own thread; its chunks (or a RemoteError) go to
+    `chunks`. Releases the generation slot when done."""
 
-    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any], slots: Slots, health: Health,
-                 name: str) -> None:
-        self.queue: queue.Queue[Any] = queue.Queue()
+    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any], slots: Slots, health: Health) -> None:
+        self.chunks: Handoff[dict[str, Any]] = Handoff()
         self.aborted = threading.Event()
         self._client, self._url, self._body = client, url, body
         self._slots, self._health = slots, health
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
-        self.thread = threading.Thread(target=self._run, name=f"remote:{name}", daemon=True)
+
+    def start(self, name: str) -> threading.Thread:
+        return run_in_thread(self._run, self.chunks, name=f"remote:{name}")
 
     def abort(self) -> None:
         """Stop reading and close the connection (callable from any thread, any number of times)."""
@@ -95,30 +96,33 @@ class _Upstream:
                 pass
 
     def _run(self) -> None:
+        """Raises a RemoteError for the consumer, unless we aborted the request ourselves."""
         try:
-            with self._client.stream("POST", self._url, json=self._body) as response:
-                self._remember_socket(response)
-                if self.aborted.is_set():
-                    return
-                if response.status_code >= 400:
-                    response.read()
-                    raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {_error_text(response)}",
-                                      response.status_code)
-                self._health.ok()
-                self._read(response)
-                with self._lock:  # finished: the connection may go back to the pool, hands off
-                    self._socket = None
+            self._request()
         except RemoteError as exc:
-            self._fail(exc, health=exc.status is not None and exc.status >= 500)
+            self._report(exc, health=exc.status is not None and exc.status >= 500)
         except httpx.TimeoutException as exc:
-            self._fail(RemoteError(f"{self._url} timed out ({type(exc).__name__})"), health=True)
+            self._report(RemoteError(f"{self._url} timed out ({type(exc).__name__})"), health=True)
         except (httpx.HTTPError, OSError) as exc:
-            self._fail(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}"), health=True)
+            self._report(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}"), health=True)
         except Exception as exc:  # noqa: BLE001 - e.g. a malformed chunk; must reach the consumer
-            self._fail(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}"), health=False)
+            self._report(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}"), health=False)
         finally:
             self._slots.release()
-            self.queue.put(_END)
+
+    def _request(self) -> None:
+        with self._client.stream("POST", self._url, json=self._body) as response:
+            self._remember_socket(response)
+            if self.aborted.is_set():
+                return
+            if response.status_code >= 400:
+                response.read()
+                raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {_error_text(response)}",
+                                  response.status_code)
+            self._health.ok()
+            self._read(response)
+            with self._lock:  # finished: the connection may go back to the pool, hands off
+                self._socket = None
 
     def _read(self, response: httpx.Response) -> None:
         for line in response.iter_lines():
@@ -134,7 +138,7 @@ class _Upstream:
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
                 raise RemoteError(f"{self._url} reported an error mid-stream: {message}")
-            self.queue.put(chunk)
+            self.chunks.put(chunk)
 
     def _remember_socket(self, response: httpx.Response) -> None:
         stream = response.extensions.get("network_stream")
@@ -144,12 +148,12 @@ class _Upstream:
         if sock is not None and self.aborted.is_set():
             self.abort()
 
-    def _fail(self, exc: RemoteError, *, health: bool) -> None:
+    def _report(self, exc: RemoteError, *, health: bool) -> None:
         if self.aborted.is_set():
             return  # we closed it ourselves
         if health:
             self._health.failed(str(exc))
-        self.queue.put(exc)
+        raise exc
 
 
 class RemoteBackend(Backend):
@@ -182,14 +186,16 @@ class RemoteBackend(Backend):
         started = time.perf_counter()
         body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
                 "stream": True, "stream_options": {"include_usage": True}}
-        self.slots.acquire(self.spec.name, self.queue_timeout_s)
-        upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health, self.spec.name)
+        cancel = cancel or threading.Event()
+        if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
+            return cancelled_before_start()
+        upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health)
         try:
-            upstream.thread.start()
+            upstream.start(self.spec.name)
         except BaseException:
             self.slots.release()
             raise
-        events = self._events(upstream, params, cancel or threading.Event(), started, chat=path.startswith("chat"))
+        events = self._events(upstream, params, cancel, started, chat=path.startswith("chat"))
         return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
@@ -199,14 +205,8 @@ class RemoteBackend(Backend):
         reason: FinishReason | None = None
         error: RemoteError | None = None
         try:
-            for item in _drain(upstream, cancel):
-                if item is None:  # cancelled
-                    reason = FinishReason.CANCELLED
-                    break
-                if isinstance(item, RemoteError):
-                    reason, error = FinishReason.ERROR, item
-                    break
-                text = tally.add(item, chat=chat)
+            for chunk in upstream.chunks.until(cancel.is_set, _POLL_S):
+                text = tally.add(chunk, chat=chat)
                 shown, hit = stops.feed(text) if text else ("", False)
                 if shown:
                     yield TextDelta(shown)
@@ -214,31 +214,19 @@ class RemoteBackend(Backend):
                     reason = FinishReason.STOP
                     break
             else:
-                tail = stops.flush()
-                if tail:
-                    yield TextDelta(tail)
+                if upstream.chunks.ended:
+                    tail = stops.flush()
+                    if tail:
+                        yield TextDelta(tail)
+                else:
+                    reason = FinishReason.CANCELLED
+        except RemoteError as exc:
+            reason, error = FinishReason.ERROR, exc
         finally:
             upstream.abort()
         if reason is None:
             reason = FinishReason.LENGTH if tally.finish == "length" else FinishReason.STOP
         yield tally.finished(reason, error, self.spec)
-
-
-def _drain(upstream: _Upstream, cancel: threading.Event) -> Iterator[Any]:
-    """Chunks, a RemoteError, or None once `cancel` is set; ends when the reader thread is done."""
-    while True:
-        if cancel.is_set():
-            yield None
-            return
-        try:
-            item = upstream.queue.get(timeout=_POLL_S)
-        except queue.Empty:
-            continue
-        if item is _END:
-            return
-        yield item
-        if isinstance(item, RemoteError):
-            return
 
 
 class _Tally:

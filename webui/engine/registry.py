@@ -1,9 +1,16 @@
 """The model registry: entries from the models file, loaded in the background, with a status that
-tells the truth (queued, loading, ready, failed: reason, unloaded).
+tells the truth (queued, loading, ready, failed: reason and when it is retried, unloaded).
 
 Entries that share a source, dtype and device ("variants": another system prompt, template or
-sampling defaults) share one copy of the weights. A per-weights lock makes sure two requests never
-load the same weights twice, and one model failing never stops the others.
+sampling defaults) share one copy of the weights and one set of generation slots. A per-weights
+lock makes sure two requests never load the same weights twice, and one model failing never stops
+the others.
+
+One background thread (the keeper) does the slow work: it loads what is queued, one set of
+weights at a time (two loads at once on a small machine only make both slower), retries a failed
+load with a growing pause, and notices weights that die while the app runs (an engine process that
+exits), which it marks failed and reloads the same way. A model nobody asked for at start (with
+`--no-preload`) loads on first use: `get(name, wait_s)` queues it and waits.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ from typing import Any
 
 from webui.config import Settings
 from webui.engine.base import Backend, Slots, Weights
-from webui.errors import ModelNotFound, ModelNotReady
+from webui.errors import ConfigError, ModelNotFound, ModelNotReady
 from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
+RETRY_FIRST_S = 5.0  # the first retry of a failed load comes this long after the failure
+RETRY_MAX_S = 300.0  # the pause doubles up to this
+WATCH_EVERY_S = 1.0  # how often the keeper asks ready weights whether they still live
 
 
 class ModelState(str, enum.Enum):
@@ -42,6 +52,8 @@ class ModelStatus:
     load_s: float | None = None
     from_cache: bool = False
     problem: str | None = None  # a ready model that has since become unusable (a remote server down)
+    retry_at: float | None = None  # time.time() of the next automatic load attempt after a failure
+    engine: str = ""  # which engine serves it, and for a fallback why (from the loader)
 
     @property
     def usable(self) -> bool:
@@ -49,12 +61,14 @@ class ModelStatus:
 
     def describe(self) -> str:
         if self.state is ModelState.FAILED:
-            return f"failed: {self.reason}"
+            when = f" (retrying at {time.strftime('%H:%M:%S', time.localtime(self.retry_at))})" if self.retry_at else ""
+            return f"failed: {self.reason}{when}"
         if self.problem:
             return f"unhealthy: {self.problem}"
         if self.state is ModelState.READY and self.load_s is not None:
             where = f" on {self.device}" if self.device else ""
-            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''})"
+            engine = f"; {self.engine}" if self.engine else ""
+            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''}{engine})"
         return self.state.value
 
 
@@ -64,38 +78,46 @@ Loader = Callable[[ModelSpec, Settings], Weights]
 class _Slot:
     """One set of weights and its lifecycle."""
 
-    def __init__(self, key: tuple[str, ...], concurrency: int) -> None:
+    def __init__(self, key: tuple[str, ...], slots: Slots) -> None:
         self.key = key
         self.lock = threading.Lock()  # held while loading: a second caller waits instead of loading again
         self.state = ModelState.UNLOADED
         self.reason = ""
         self.load_s: float | None = None
         self.weights: Weights | None = None
-        self.slots = Slots(concurrency)
-        self.ready = threading.Event()
+        self.slots = slots
+        self.failures = 0  # consecutive failed loads, for the pause before the next one
+        self.retry_at: float | None = None  # time.time() of the next attempt
 
 
 class Registry:
     def __init__(self, specs: Iterable[ModelSpec], settings: Settings,
-                 loaders: Mapping[str, Loader] | None = None) -> None:
+                 loaders: Mapping[str, Loader] | None = None, *,
+                 retry_first_s: float = RETRY_FIRST_S, retry_max_s: float = RETRY_MAX_S) -> None:
         self.settings = settings
-        self._specs: dict[str, ModelSpec] = {}
-        self._slots: dict[tuple[str, ...], _Slot] = {}
-        self._backends: dict[str, Backend] = {}
+        self._specs: dict[str, ModelSpec] = {spec.name: spec for spec in specs}
         self._loaders = dict(loaders or {})
-        self._guard = threading.Lock()  # protects the dicts and states (not held while loading)
-        self._background: threading.Thread | None = None
-        self._listeners: list[Callable[[ModelStatus], None]] = []
-        for spec in specs:
-            self._specs[spec.name] = spec
+        self._retry = (retry_first_s, retry_max_s)
+        self._guard = threading.Condition()  # protects the dicts and states; notified on every change
+        self._slots: dict[tuple[str, ...], _Slot] = {}
         for key in dict.fromkeys(spec.weights_key for spec in self._specs.values()):
-            self._slots[key] = _Slot(key, self._concurrency(key))
+            size = self.concurrency(key)
+            self._slots[key] = _Slot(key, Slots(size, max_waiting=size * settings.queue_per_slot))
+        self._backends: dict[str, Backend] = {}
+        self._listeners: list[Callable[[ModelStatus], None]] = []
+        self._wanted: list[tuple[str, ...]] = []  # queued for the keeper, in order
+        self._keeper: threading.Thread | None = None
+        self._closed = False
 
-    def _concurrency(self, key: tuple[str, ...]) -> int:
-        """The limit belongs to the weights (one device), so variants share it; when variants set
-        different values the smallest wins, because the device is the same."""
+    def concurrency(self, key: tuple[str, ...]) -> int:
+        """Simultaneous generations for one set of weights. The limit belongs to the weights (one
+        device), so variants share it; when variants set different values the smallest wins."""
         explicit = [s.max_concurrency for s in self._specs.values() if s.weights_key == key and s.max_concurrency]
         return min(explicit) if explicit else self.settings.max_concurrency
+
+    def generation_slots(self) -> int:
+        """Generations all the models can run at once (what the UI's queue is sized to)."""
+        return sum(slot.slots.size for slot in self._slots.values())
 
     # ---- what is there -------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -114,7 +136,8 @@ class Registry:
             weights = slot.weights
             backend = self._backends.get(name)
             status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
-                                 weights.from_cache if weights else False)
+                                 weights.from_cache if weights else False, retry_at=slot.retry_at,
+                                 engine=weights.engine if weights else "")
         problem = _health(backend) if status.state is ModelState.READY else None
         return dataclasses.replace(status, problem=problem) if problem else status
 
@@ -126,125 +149,202 @@ class Registry:
         return [s.name for s in self.statuses() if s.usable]
 
     def on_change(self, listener: Callable[[ModelStatus], None]) -> None:
-        """Called (from the loading thread) whenever a model's state changes."""
+        """Called (from the keeper thread, or a caller's) whenever a model's state changes."""
         self._listeners.append(listener)
 
     # ---- loading -------------------------------------------------------------------------
     def start(self, names: Iterable[str] | None = None) -> None:
-        """Queue models for loading in one background thread (loading two at once on a small
-        machine only makes both slower). Returns at once."""
+        """Queue models for loading in the background. Returns at once."""
         wanted = list(names) if names is not None else self.names()
         keys = list(dict.fromkeys(self.spec(n).weights_key for n in wanted))
+        queued = []
         with self._guard:
             for key in keys:
-                if self._slots[key].state in (ModelState.UNLOADED, ModelState.FAILED):
-                    self._slots[key].state = ModelState.QUEUED
-                    self._slots[key].reason = ""
-        self._notify(keys)
-        thread = threading.Thread(target=self._load_all, args=(keys,), name="registry-loader", daemon=True)
-        self._background = thread
-        thread.start()
-
-    def _load_all(self, keys: list[tuple[str, ...]]) -> None:
-        for key in keys:
-            self._ensure_loaded(self._slots[key])
+                slot = self._slots[key]
+                if slot.state in (ModelState.UNLOADED, ModelState.FAILED) and key not in self._wanted:
+                    slot.state, slot.reason, slot.retry_at = ModelState.QUEUED, "", None
+                    self._wanted.append(key)
+                    queued.append(key)
+            self._ensure_keeper()
+            self._guard.notify_all()
+        self._notify(queued)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait for the background loading started by `start` to finish (tests, the CLI)."""
-        if self._background is not None:
-            self._background.join(timeout)
-            return not self._background.is_alive()
-        return True
+        """Wait until no model is queued or loading (tests, the CLI, ZeroGPU start-up)."""
+        busy = (ModelState.QUEUED, ModelState.LOADING)
+        with self._guard:
+            return self._guard.wait_for(lambda: all(s.state not in busy for s in self._slots.values()), timeout)
 
     def load(self, name: str) -> Backend:
-        """Load now (blocking) if needed and return the backend; raises ModelNotReady on failure."""
+        """Load now, in this thread, if needed and return the backend; ModelNotReady on failure."""
         spec = self.spec(name)
         self._ensure_loaded(self._slots[spec.weights_key])
         return self.get(name)
 
     def get(self, name: str, wait_s: float = 0.0) -> Backend:
-        """The backend of a ready model. Waits up to `wait_s` for one that is loading."""
+        """The backend of a ready model. A model that is not loaded is queued (load on first use);
+        one that is queued or loading is waited for, up to `wait_s` seconds."""
         spec = self.spec(name)
         slot = self._slots[spec.weights_key]
-        if wait_s > 0:
-            slot.ready.wait(wait_s)
+        if slot.state is ModelState.UNLOADED and not self._closed:
+            self.start([name])
+        settled = (ModelState.READY, ModelState.FAILED, ModelState.UNLOADED)
         with self._guard:
+            if wait_s > 0:
+                self._guard.wait_for(lambda: slot.state in settled, wait_s)
             if slot.state is not ModelState.READY or slot.weights is None:
-                detail = f": {slot.reason}" if slot.reason else ""
-                raise ModelNotReady(f"{name} is not ready ({slot.state.value}{detail})")
+                raise ModelNotReady(f"{name} is not ready ({self.status_text(slot)})")
             backend = self._backends.get(name)
             if backend is None:
                 backend = slot.weights.make_backend(spec, slot.slots)
                 self._backends[name] = backend
             return backend
 
+    def status_text(self, slot: _Slot) -> str:
+        detail = f": {slot.reason}" if slot.reason else ""
+        return f"{slot.state.value}{detail}"
+
     def _ensure_loaded(self, slot: _Slot) -> None:
         with slot.lock:
             if slot.state is ModelState.READY:
                 return
-            spec = next(s for s in self._specs.values() if s.weights_key == slot.key)
+            spec = self._owner(slot.key)
             self._set(slot, ModelState.LOADING, "")
             started = time.perf_counter()
             try:
                 weights = self._loader_for(spec.backend)(spec, self.settings)
                 # Build every variant's backend now, so that template errors show up as a failure.
-                backends = {s.name: weights.make_backend(s, slot.slots) for s in self._specs.values() if s.weights_key == slot.key}
+                backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
             except Exception as exc:  # noqa: BLE001 - any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
-                self._set(slot, ModelState.FAILED, _short_reason(exc))
+                self._failed(slot, _short_reason(exc), retry=not isinstance(exc, ConfigError))
                 return
             with self._guard:
-                slot.weights, slot.load_s = weights, time.perf_counter() - started
+                slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
                 self._backends.update(backends)
             self._set(slot, ModelState.READY, "")
             log.info("%s ready on %s in %.1f s", spec.name, weights.device, slot.load_s)
 
     def _loader_for(self, backend: str) -> Loader:
         if backend not in self._loaders:
-            self._loaders[backend] = default_loader(backend)
+            from webui.models.specs import loader_for
+
+            self._loaders[backend] = loader_for(backend)
         return self._loaders[backend]
+
+    def _failed(self, slot: _Slot, reason: str, *, retry: bool) -> None:
+        """Mark failed; unless the models file itself is wrong, try again after a growing pause."""
+        first, most = self._retry
+        with self._guard:
+            slot.failures += 1
+            slot.retry_at = time.time() + min(most, first * 2 ** (slot.failures - 1)) if retry else None
+        self._set(slot, ModelState.FAILED, reason)
+
+    # ---- the keeper thread ----------------------------------------------------------------
+    def _ensure_keeper(self) -> None:
+        """Start the background thread once (called with the guard held)."""
+        if self._keeper is None or not self._keeper.is_alive():
+            self._keeper = threading.Thread(target=self._keep, name="registry-keeper", daemon=True)
+            self._keeper.start()
+
+    def _keep(self) -> None:
+        while True:
+            key = self._next_job()
+            if key is None:
+                return
+            if key == ("watch",):
+                self._watch()
+            else:
+                self._ensure_loaded(self._slots[key])
+
+    def _next_job(self) -> tuple[str, ...] | None:
+        """The next set of weights to load, ("watch",) when it is time to check ready weights, or
+        None once the registry is closed. Due retries are queued here."""
+        with self._guard:
+            while not self._closed:
+                now = time.time()
+                for slot in self._slots.values():
+                    if slot.state is ModelState.FAILED and slot.retry_at is not None and slot.retry_at <= now:
+                        slot.state, slot.retry_at = ModelState.QUEUED, None
+                        self._wanted.append(slot.key)
+                if self._wanted:
+                    return self._wanted.pop(0)
+                if any(s.weights is not None and s.weights.watched for s in self._slots.values()):
+                    self._guard.wait(WATCH_EVERY_S)
+                    return ("watch",)
+                retries = [s.retry_at for s in self._slots.values() if s.retry_at is not None]
+                self._guard.wait(max(0.01, min(retries) - now) if retries else None)
+            return None
+
+    def _watch(self) -> None:
+        """Weights that died (an engine process exited) are failed and reloaded with a pause."""
+        for slot in self._slots.values():
+            weights = slot.weights
+            problem = weights.failure() if weights is not None and slot.state is ModelState.READY else None
+            if problem is None:
+                continue
+            log.error("%s stopped working: %s", self._owner(slot.key).name, problem)
+            with slot.lock:
+                self._drop(slot)
+                self._failed(slot, problem, retry=True)
 
     # ---- unloading -----------------------------------------------------------------------
     def unload(self, name: str) -> None:
         """Free the weights behind `name` (and its variants). Requests already streaming finish."""
         slot = self._slots[self.spec(name).weights_key]
         with slot.lock:
+            self._drop(slot)
             with self._guard:
-                weights, slot.weights, slot.load_s = slot.weights, None, None
-                for other in self._specs.values():
-                    if other.weights_key == slot.key:
-                        self._backends.pop(other.name, None)
+                slot.retry_at, slot.failures = None, 0
+                if slot.key in self._wanted:
+                    self._wanted.remove(slot.key)
             self._set(slot, ModelState.UNLOADED, "")
-        if weights is not None:
-            weights.close()
 
     def close(self) -> None:
-        for name in {self._slot_owner(key) for key in self._slots}:
-            self.unload(name)
+        """Unload everything and stop the keeper (the server calls this on exit)."""
+        with self._guard:
+            self._closed = True
+            self._wanted.clear()
+            self._guard.notify_all()
+        for key in self._slots:
+            self.unload(self._owner(key).name)
 
-    def _slot_owner(self, key: tuple[str, ...]) -> str:
-        return next(s.name for s in self._specs.values() if s.weights_key == key)
+    def _drop(self, slot: _Slot) -> None:
+        """Forget the weights and their backends, and free them (called with the slot lock held)."""
+        with self._guard:
+            weights, slot.weights, slot.load_s = slot.weights, None, None
+            for variant in self._variants(slot.key):
+                self._backends.pop(variant.name, None)
+        if weights is not None:
+            try:
+                weights.close()
+            except Exception:  # noqa: BLE001 - freeing must not stop the others from being freed
+                log.exception("closing %s failed", self._owner(slot.key).name)
+
+    def _owner(self, key: tuple[str, ...]) -> ModelSpec:
+        return next(s for s in self._specs.values() if s.weights_key == key)
+
+    def _variants(self, key: tuple[str, ...]) -> list[ModelSpec]:
+        return [s for s in self._specs.values() if s.weights_key == key]
 
     # ---- state changes -------------------------------------------------------------------
     def _set(self, slot: _Slot, state: ModelState, reason: str) -> None:
         with self._guard:
             slot.state, slot.reason = state, reason
-        if state is ModelState.READY:
-            slot.ready.set()
-        else:
-            slot.ready.clear()
+            if state is not ModelState.FAILED:
+                slot.retry_at = None
+            self._guard.notify_all()
         self._notify([slot.key])
 
     def _notify(self, keys: Iterable[tuple[str, ...]]) -> None:
         for key in keys:
-            for spec in self._specs.values():
-                if spec.weights_key == key:
-                    status = self.status(spec.name)
-                    for listener in self._listeners:
-                        try:
-                            listener(status)
-                        except Exception:  # noqa: BLE001 - a broken listener must not break loading
-                            log.exception("status listener failed")
+            for spec in self._variants(key):
+                status = self.status(spec.name)
+                for listener in self._listeners:
+                    try:
+                        listener(status)
+                    except Exception:  # noqa: BLE001 - a broken listener must not break loading
+                        log.exception("status listener failed")
 
 
 def _health(backend: Any) -> str | None:
@@ -261,19 +361,6 @@ def _health(backend: Any) -> str | None:
 def _short_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-def default_loader(backend: str) -> Loader:
-    """The loader for a backend name; imported lazily so that a remote-only setup needs no torch."""
-    if backend == "transformers":
-        from webui.engine.transformers import load_transformers
-
-        return load_transformers
-    if backend == "openai":
-        from webui.engine.openai_remote import load_openai  # type: ignore[import-not-found]
-
-        return load_openai
-    raise ModelNotReady(f"no loader for backend {backend!r}")
 
 
 def build_registry(settings: Settings, specs: list[ModelSpec] | None = None, **kwargs: Any) -> Registry:

@@ -7,7 +7,6 @@ on the shared weights, so concurrent users never see each other's tokens.
 from __future__ import annotations
 
 import logging
-import queue
 import secrets
 import threading
 import time
@@ -22,36 +21,31 @@ from transformers import (
     StoppingCriteria,
     StoppingCriteriaList,
     TemperatureLogitsWarper,
-    TextIteratorStreamer,
+    TextStreamer,
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
 
-from webui.engine.base import Backend, ClosingStream, Slots, Weights
+from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
 from webui.engine.templates import Rendered, Template, build_template, fit_to_context
 from webui.engine.zerogpu import generate as generate_on_device
 from webui.errors import ParamError, PromptTooLong
+from webui.handoff import Handoff, run_in_thread
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
-_POLL_S = 0.5  # how often a waiting consumer checks that the generate thread is still alive
 
 
-class _Failure:
-    """Error sentinel: the generate thread reports exceptions through the token queue."""
+class _Streamer(TextStreamer):
+    """Decodes the generated tokens into text (transformers holds text back until it is safe to
+    show, e.g. a whole word) and hands it over; also counts the tokens and notes when the first
+    one came."""
 
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-class _Streamer(TextIteratorStreamer):
-    """TextIteratorStreamer that also counts generated tokens, notes when the first one came, and
-    can carry an exception to the consumer."""
-
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, handoff: Handoff[str]) -> None:
         super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
+        self.handoff = handoff
         self.generated = 0
         self.first_token_at: float | None = None
 
@@ -62,8 +56,9 @@ class _Streamer(TextIteratorStreamer):
                 self.first_token_at = time.perf_counter()
         super().put(value)
 
-    def fail(self, exc: BaseException) -> None:
-        self.text_queue.put(_Failure(exc))
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+        if text:
+            self.handoff.put(text)
 
 
 class _Halt(StoppingCriteria):
@@ -149,42 +144,42 @@ class TransformersBackend(Backend):
                 template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
         """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
         started = time.perf_counter()
-        self.slots.acquire(self.spec.name, self.queue_timeout_s)
         cancel = cancel or threading.Event()
+        if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
+            return cancelled_before_start(len(rendered.token_ids), rendered.text)
         halt = threading.Event()  # set on a stop string, an error or an early close; `cancel` is the caller's
-        streamer = _Streamer(self.tokenizer)
-        thread = threading.Thread(
-            target=self._generate, args=(rendered.token_ids, params, streamer, _Halt(cancel, halt)),
-            name=f"generate:{self.spec.name}", daemon=True,
-        )
+        texts: Handoff[str] = Handoff()
+        streamer = _Streamer(self.tokenizer, texts)
         try:
-            thread.start()
+            thread = run_in_thread(lambda: self._generate(rendered.token_ids, params, streamer, _Halt(cancel, halt)),
+                                   texts, name=f"generate:{self.spec.name}")
         except BaseException:
             self.slots.release()
             raise
-        events = self._events(rendered, params, streamer, thread, cancel, halt, started, template_stops, template_name)
+        events = self._events(rendered, params, texts, streamer, thread, cancel, halt, started, template_stops,
+                              template_name)
         return ClosingStream(events, stop=halt.set, wait=lambda: self._join(thread))
 
-    def _events(self, rendered: Rendered, params: SamplingParams, streamer: _Streamer, thread: threading.Thread,
-                cancel: threading.Event, halt: threading.Event, started: float,
+    def _events(self, rendered: Rendered, params: SamplingParams, texts: Handoff[str], streamer: _Streamer,
+                thread: threading.Thread, cancel: threading.Event, halt: threading.Event, started: float,
                 template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
         stops = StopFilter((*params.stop, *template_stops))
         reason: FinishReason | None = None
         error: str | None = None
-        for item in _drain(streamer, thread):
-            if isinstance(item, _Failure):
-                reason, error = FinishReason.ERROR, f"{type(item.exc).__name__}: {item.exc}"
-                break
-            text, hit = stops.feed(item)
-            if text:
-                yield TextDelta(text)
-            if hit:
-                reason = FinishReason.STOP
-                break
-        else:
-            tail = stops.flush()
-            if tail:
-                yield TextDelta(tail)
+        try:
+            for item in texts:
+                text, hit = stops.feed(item)
+                if text:
+                    yield TextDelta(text)
+                if hit:
+                    reason = FinishReason.STOP
+                    break
+            else:
+                tail = stops.flush()
+                if tail:
+                    yield TextDelta(tail)
+        except Exception as exc:  # noqa: BLE001 - the generate thread failed; reported as the finish
+            reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
         if reason is None:
             if cancel.is_set():
                 reason = FinishReason.CANCELLED
@@ -218,7 +213,7 @@ class TransformersBackend(Backend):
 
     def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
         """Runs in its own thread because generate blocks until the last token; the consumer reads
-        the streamer meanwhile. Every outcome ends the stream: normal end, or an error sentinel."""
+        the hand-off meanwhile (run_in_thread reports a failure there and always ends it)."""
         try:
             device = next(self.model.parameters()).device
             input_ids = torch.tensor([token_ids], device=device)
@@ -230,9 +225,9 @@ class TransformersBackend(Backend):
                     logits_processor=_sampling_processors(params), stopping_criteria=StoppingCriteriaList([halt]),
                     streamer=streamer,
                 )
-        except BaseException as exc:  # noqa: BLE001 - any failure must reach the consumer
+        except BaseException:
             log.exception("generation failed for %s", self.spec.name)
-            streamer.fail(exc)
+            raise
         finally:
             self.slots.release()
 
@@ -263,27 +258,6 @@ def _sampling_processors(params: SamplingParams) -> LogitsProcessorList:
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     processors.append(_SeededSampler(seed))
     return LogitsProcessorList(processors)
-
-
-def _drain(streamer: _Streamer, thread: threading.Thread) -> Iterator[Any]:
-    """Text chunks until the stream ends. Waits in short slices so that a generate thread that
-    died without a word (it cannot, but belt and braces) never leaves the consumer waiting."""
-    while True:
-        try:
-            item = streamer.text_queue.get(timeout=_POLL_S)
-        except queue.Empty:
-            if thread.is_alive():
-                continue
-            try:
-                item = streamer.text_queue.get_nowait()
-            except queue.Empty:
-                yield _Failure(RuntimeError("generation thread ended without finishing the stream"))
-                return
-        if item is streamer.stop_signal:
-            return
-        yield item
-        if isinstance(item, _Failure):
-            return
 
 
 def _model_context(model: Any, tokenizer: Any) -> int:

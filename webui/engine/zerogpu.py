@@ -19,10 +19,11 @@ import functools
 import importlib.util
 import logging
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
+
+from webui.handoff import Handoff, run_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +72,6 @@ def gpu(fn: F | None = None, *, duration: int = GPU_DURATION_S) -> Any:
 
 # ---- generation ----------------------------------------------------------------------------------
 _MODELS: dict[str, Any] = {}  # key -> model; filled before the worker forks, read in the worker
-_END = object()
-
-
-class _Failed:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
 def register_model(model: Any) -> str:
     """Make `model` findable in the ZeroGPU worker. Must happen before the first generation: the
     worker is a fork and never sees models registered after it started."""
@@ -137,7 +130,7 @@ def stream_in_worker(key: str, prompt: list[int], generate_kwargs: dict[str, Any
     except KeyError:
         raise RuntimeError("this model was loaded after the GPU worker started; on ZeroGPU every model "
                            "must be loaded before the server starts") from None
-    items: queue.Queue[Any] = queue.Queue()
+    items: Handoff[Any] = Handoff()
     halt = threading.Event()
 
     class Collect(BaseStreamer):
@@ -145,7 +138,7 @@ def stream_in_worker(key: str, prompt: list[int], generate_kwargs: dict[str, Any
             items.put(value.tolist())
 
         def end(self) -> None:
-            items.put(_END)
+            pass  # run_in_thread ends the hand-off when generate returns
 
     class Halt(StoppingCriteria):
         def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
@@ -154,22 +147,13 @@ def stream_in_worker(key: str, prompt: list[int], generate_kwargs: dict[str, Any
     def run() -> None:
         device = next(model.parameters()).device
         ids = torch.tensor([prompt], device=device)
-        try:
-            with torch.inference_mode():
-                model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), streamer=Collect(),
-                               stopping_criteria=StoppingCriteriaList([Halt()]), **generate_kwargs)
-        except BaseException as exc:  # noqa: BLE001 - reported to the consumer below
-            items.put(_Failed(exc))
-        finally:
-            items.put(_END)
+        with torch.inference_mode():
+            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), streamer=Collect(),
+                           stopping_criteria=StoppingCriteriaList([Halt()]), **generate_kwargs)
 
-    thread = threading.Thread(target=run, name="zerogpu-generate", daemon=True)
-    thread.start()
+    thread = run_in_thread(run, items, name="zerogpu-generate")
     try:
-        while (item := items.get()) is not _END:
-            if isinstance(item, _Failed):
-                raise item.exc
-            yield item
+        yield from items  # a failure of generate is raised here, in the worker's generator
     finally:
         halt.set()
         thread.join()

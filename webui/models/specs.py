@@ -6,6 +6,7 @@ edited by hand and a typo must not silently change behaviour (unknown keys are e
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,13 @@ import yaml
 from webui.errors import ConfigError, ParamError
 from webui.types import SamplingParams
 
-BACKENDS = ("transformers", "openai")
+# The backends, each with its registry loader (imported on first use, so that a remote-only setup
+# needs no torch). Adding a backend: one engine module, one line here, its keys below.
+LOADERS = {
+    "transformers": "webui.engine.transformers:load_transformers",
+    "openai": "webui.engine.openai_remote:load_openai",
+}
+BACKENDS = tuple(LOADERS)
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 _COMMON_KEYS = {
     "name", "backend", "template", "system_prompt", "sampling", "context_length", "stop",
@@ -72,6 +79,14 @@ class ModelSpec:
         if self.backend == "openai":
             return ("openai", self.name)
         return (self.backend, self.source, self.dtype, self.device.key())
+
+
+def loader_for(backend: str) -> Any:
+    """The registry loader of a backend: `(spec, settings) -> Weights`."""
+    if backend not in LOADERS:
+        raise ConfigError(f"no loader for backend {backend!r}; known: {', '.join(LOADERS)}")
+    module, _, function = LOADERS[backend].partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def load_specs(path: str | Path) -> list[ModelSpec]:

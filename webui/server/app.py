@@ -58,4 +58,7 @@ def serve(settings: Settings) -> None:
     from webui.server.deploy import before_serving
 
     before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
-    server.run()
+    try:
+        server.run()  # returns after Ctrl-C or SIGTERM (uvicorn handles both)
+    finally:
+        services.registry.close()  # frees the weights and stops any engine process

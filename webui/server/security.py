@@ -38,23 +38,18 @@ log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 FILE_ROUTES = ("/gradio_api/file=", "/file=", "/gradio_api/file/", "/file/")
-QUEUE_PER_SLOT = 4  # waiting generations per running one before a newcomer is turned away
 
 
 # ---- sizing ----------------------------------------------------------------------------------
 def generation_slots(registry: Registry, settings: Settings) -> int:
-    """Simultaneous generations the models can run: one entry per set of weights (variants share
-    them), its own max_concurrency or the default. Mirrors the registry's slot rule."""
-    per_weights: dict[tuple[str, ...], int] = {}
-    for name in registry.names():
-        spec = registry.spec(name)
-        per_weights.setdefault(spec.weights_key, spec.max_concurrency or settings.max_concurrency)
-    return max(1, sum(per_weights.values()))
+    """Simultaneous generations the models can run: the registry's own count (one limit per set
+    of weights, shared by its variants), so that the queue and the engine agree."""
+    return max(1, registry.generation_slots())
 
 
 def queue_size(registry: Registry, settings: Settings) -> int:
     """How many UI events may wait; Settings.queue_size wins when set."""
-    return settings.queue_size or max(8, QUEUE_PER_SLOT * generation_slots(registry, settings))
+    return settings.queue_size or max(8, settings.queue_per_slot * generation_slots(registry, settings))
 
 
 def configure_queue(blocks: gr.Blocks, registry: Registry, settings: Settings) -> None:
