@@ -68,6 +68,12 @@ def test_variants_share_a_weights_key() -> None:
     ({"name": "a"}, "source"),
     ({"name": "a", "backend": "magic", "source": "/m"}, "backend"),
     ({"name": "a", "backend": "openai", "base_url": "http://x"}, "remote_model"),
+    # a remote server applies its own template: saying one here would be silently ignored
+    ({"name": "a", "backend": "openai", "base_url": "http://x", "remote_model": "m", "template": "fschat:zero_shot"},
+     "template"),
+    ({"name": "a", "backend": "openai", "base_url": "http://x", "remote_model": "m", "dtype": "fp16"}, "dtype"),
+    ({"name": "a", "source": "/m", "sampling": {"temperature": "0.5"}}, "sampling.temperature"),
+    ({"name": "a", "source": "/m", "weight": True}, "weight"),
 ])
 def test_bad_entries_name_file_entry_and_key(entry: dict, key: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -125,3 +131,21 @@ def test_settings_from_env_and_cli(tmp_path: Path) -> None:
         Settings.from_env({"ARENA_PORT": "eighty"})
     with pytest.raises(ConfigError, match="port"):
         Settings(port=0)
+
+
+def test_the_published_schema_is_current_and_checks_a_file() -> None:
+    """assets/models.schema.json is what editors validate against: it must match the code."""
+    import json
+
+    import jsonschema
+    import yaml
+
+    from webui.models.entries import models_schema
+
+    root = Path(__file__).resolve().parents[2]
+    published = json.loads((root / "assets" / "models.schema.json").read_text())
+    assert published == models_schema(), "regenerate: python -m webui.models.entries > assets/models.schema.json"
+    for name in ("models.yaml", "models-remote.example.yaml"):
+        jsonschema.validate(yaml.safe_load((root / "assets" / name).read_text()), published)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"models": [{"name": "a", "source": "/m", "colour": "red"}]}, published)

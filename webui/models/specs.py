@@ -7,36 +7,26 @@ edited by hand and a typo must not silently change behaviour (unknown keys are e
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from webui.errors import ConfigError, ParamError
+from webui.models.entries import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    Entry,
+    LocalEntry,
+    MaxMemory,
+    OpenAIEntry,
+    Sampling,
+    resolve_relative,
+)
 from webui.types import SamplingParams
-
-# The backends, each with its registry loader (imported on first use, so that a remote-only setup
-# needs no torch). Adding a backend: one engine module, one line here, its keys below.
-LOADERS = {
-    "transformers": "webui.engine.transformers:load_transformers",
-    "openai": "webui.engine.openai_remote:load_openai",
-}
-BACKENDS = tuple(LOADERS)
-DTYPES = ("auto", "bf16", "fp16", "fp32")
-_COMMON_KEYS = {
-    "name", "backend", "template", "system_prompt", "sampling", "context_length", "stop",
-    "weight", "max_concurrency", "description",
-}
-_BACKEND_KEYS = {
-    "transformers": {"source", "dtype", "device"},
-    "openai": {"base_url", "remote_model", "api_key_env", "timeout_s", "connect_timeout_s"},
-}
-_REQUIRED = {"transformers": ("source",), "openai": ("base_url", "remote_model")}
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
-_MEMORY_RE = re.compile(r"^\d+(\.\d+)?\s*(GiB|MiB|GB|MB)$")
 
 
 @dataclass(frozen=True)
@@ -54,8 +44,10 @@ class DeviceSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One checked models-file entry, in the form the rest of the code uses."""
+
     name: str
-    backend: str = "transformers"
+    backend: str = DEFAULT_BACKEND
     source: str = ""
     dtype: str = "auto"
     device: DeviceSpec = field(default_factory=DeviceSpec)
@@ -71,7 +63,7 @@ class ModelSpec:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
-    origin: str = ""  # "file: models[i]", for messages
+    origin: str = ""  # "file: models[i] (name)", for messages
 
     @property
     def weights_key(self) -> tuple[str, ...]:
@@ -83,9 +75,9 @@ class ModelSpec:
 
 def loader_for(backend: str) -> Any:
     """The registry loader of a backend: `(spec, settings) -> Weights`."""
-    if backend not in LOADERS:
-        raise ConfigError(f"no loader for backend {backend!r}; known: {', '.join(LOADERS)}")
-    module, _, function = LOADERS[backend].partition(":")
+    if backend not in BACKENDS:
+        raise ConfigError(f"no loader for backend {backend!r}; known: {', '.join(BACKENDS)}")
+    module, _, function = BACKENDS[backend].loader.partition(":")
     return getattr(importlib.import_module(module), function)
 
 
@@ -111,143 +103,98 @@ def parse_specs(data: Any, *, origin: str = "<models>", base_dir: Path | None = 
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:
-            raise ConfigError(f"{spec.origin} ({spec.name}): key 'name': duplicate name {spec.name!r}")
+            raise ConfigError(f"{spec.origin}: key 'name': duplicate name {spec.name!r}")
         seen.add(spec.name)
     return specs
 
 
-def _parse_entry(entry: Any, where: str, base_dir: Path | None) -> ModelSpec:
-    if not isinstance(entry, dict):
+def _parse_entry(raw: Any, where: str, base_dir: Path | None) -> ModelSpec:
+    if not isinstance(raw, dict):
         raise ConfigError(f"{where}: each entry must be a mapping with at least 'name' and 'source'")
-    name = entry.get("name")
+    name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{where}: key 'name': required, a non-empty string")
-    where = f"{where} ({name})"
-
-    def fail(key: str, message: str) -> ConfigError:
-        return ConfigError(f"{where}: key '{key}': {message}")
-
-    backend = entry.get("backend", "transformers")
+    where = f"{where} ({name.strip()})"
+    backend = raw.get("backend", DEFAULT_BACKEND)
     if backend not in BACKENDS:
-        raise fail("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    allowed = _COMMON_KEYS | _BACKEND_KEYS[backend]
-    for key in entry:
-        if key not in allowed:
-            raise fail(key, f"unknown key for backend {backend}; known keys: {', '.join(sorted(allowed))}")
-    for key in _REQUIRED[backend]:
-        if not isinstance(entry.get(key), str) or not entry[key].strip():
-            raise fail(key, "required, a non-empty string")
-
-    kwargs: dict[str, Any] = {"name": name.strip(), "backend": backend, "origin": where}
-    if backend == "transformers":
-        kwargs["source"] = _resolve_relative(entry["source"].strip(), base_dir)
-        dtype = entry.get("dtype", "auto")
-        if dtype not in DTYPES:
-            raise fail("dtype", f"must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        kwargs["dtype"] = dtype
-        kwargs["device"] = _parse_device(entry.get("device", "auto"), fail)
-    else:
-        kwargs["base_url"] = entry["base_url"].rstrip("/")
-        kwargs["remote_model"] = entry["remote_model"]
-        for key in ("api_key_env",):
-            if key in entry:
-                kwargs[key] = _string(entry[key], key, fail)
-        for key in ("timeout_s", "connect_timeout_s"):
-            if key in entry:
-                kwargs[key] = _positive(entry[key], key, fail)
-
-    kwargs["template"] = _parse_template(entry.get("template", "auto"), base_dir, fail)
-    if entry.get("system_prompt") is not None:
-        kwargs["system_prompt"] = _string(entry["system_prompt"], "system_prompt", fail)
-    if "description" in entry:
-        kwargs["description"] = _string(entry["description"], "description", fail)
-    if "context_length" in entry:
-        value = entry["context_length"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 16:
-            raise fail("context_length", f"must be a whole number of tokens, at least 16, got {value!r}")
-        kwargs["context_length"] = value
-    if "weight" in entry:
-        value = entry["weight"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise fail("weight", f"must be a number >= 0 (0 keeps the model out of battles), got {value!r}")
-        kwargs["weight"] = float(value)
-    if "max_concurrency" in entry:
-        value = entry["max_concurrency"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail("max_concurrency", f"must be a whole number >= 1, got {value!r}")
-        kwargs["max_concurrency"] = value
-    kwargs["sampling"] = _parse_sampling(entry, kwargs.get("context_length"), fail)
-    return ModelSpec(**kwargs)
-
-
-def _parse_sampling(entry: Mapping[str, Any], context_length: int | None, fail: Any) -> SamplingParams:
-    raw = entry.get("sampling") or {}
-    if not isinstance(raw, dict):
-        raise fail("sampling", "must be a mapping such as {temperature: 0.7, max_new_tokens: 256}")
-    allowed = set(SamplingParams.field_names()) - {"stop"}
-    for key in raw:
-        if key not in allowed:
-            raise fail(f"sampling.{key}", f"unknown sampling parameter; known: {', '.join(sorted(allowed))}")
-    stop = entry.get("stop", [])
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
-        raise fail("stop", "must be a list of non-empty strings")
+        raise ConfigError(f"{where}: key 'backend': must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    entry_class = BACKENDS[backend].entry
     try:
-        return SamplingParams().replace(**raw, stop=tuple(stop)).validate(context_length)
+        entry = entry_class.model_validate({**raw, "name": name.strip()})
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_first_problem(exc, entry_class, backend)}") from None
+    try:
+        return _to_spec(entry, backend, where, base_dir)
+    except _KeyProblem as problem:
+        raise ConfigError(f"{where}: key '{problem.key}': {problem.message}") from None
+
+
+class _KeyProblem(Exception):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key, self.message = key, message
+
+
+def _first_problem(exc: ValidationError, entry_class: type[Entry], backend: str) -> str:
+    """pydantic's first complaint, as "key 'a.b': what is wrong"."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error.get("loc", ()) if not _is_union_branch(part)]
+    key = ".".join(loc) or "?"
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        fields = Sampling.model_fields if loc[:1] == ["sampling"] else entry_class.model_fields
+        scope = "sampling parameter" if loc[:1] == ["sampling"] else f"key for backend {backend}"
+        return f"key '{key}': unknown {scope}; known: {', '.join(sorted(fields))}"
+    if kind == "missing":
+        return f"key '{key}': required"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"key '{key}': must be a mapping, got {error.get('input')!r}"
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"key '{key}': {message}" + ("" if "got " in message else f", got {error.get('input')!r}")
+
+
+def _is_union_branch(part: Any) -> bool:
+    """pydantic names the member of a union it tried (`str`, `MaxMemory`, `int`); not a key."""
+    return isinstance(part, str) and (part[:1].isupper() or part in ("str", "int", "float", "bool", "list[str]")
+                                      or part.startswith(("function-", "literal[")))
+
+
+def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> ModelSpec:
+    common: dict[str, Any] = {
+        "name": entry.name, "backend": backend, "origin": where, "description": entry.description,
+        "system_prompt": entry.system_prompt, "context_length": entry.context_length,
+        "weight": float(entry.weight), "max_concurrency": entry.max_concurrency,
+        "sampling": _sampling(entry), "template": "auto",
+    }
+    if isinstance(entry, LocalEntry):
+        common.update(source=resolve_relative(entry.source.strip(), base_dir), dtype=entry.dtype,
+                      device=_device(entry.device), template=_template(entry.template, base_dir))
+    if isinstance(entry, OpenAIEntry):
+        common.update(base_url=entry.base_url.rstrip("/"), remote_model=entry.remote_model,
+                      api_key_env=entry.api_key_env, timeout_s=float(entry.timeout_s),
+                      connect_timeout_s=float(entry.connect_timeout_s))
+    return ModelSpec(**common)
+
+
+def _sampling(entry: Entry) -> SamplingParams:
+    try:
+        return SamplingParams().replace(**entry.sampling.given(), stop=tuple(entry.stop)).validate(entry.context_length)
     except ParamError as exc:
-        raise fail(f"sampling.{exc.param}" if exc.param != "stop" else "stop", str(exc).split(": ", 1)[-1]) from exc
+        key = "stop" if exc.param == "stop" else f"sampling.{exc.param}"
+        raise _KeyProblem(key, str(exc).split(": ", 1)[-1]) from exc
 
 
-def _parse_device(value: Any, fail: Any) -> DeviceSpec:
+def _device(value: MaxMemory | str) -> DeviceSpec:
     if isinstance(value, str):
-        if not _DEVICE_RE.match(value):
-            raise fail("device", f"must be auto, cpu, cuda, cuda:N or a mapping with max_memory; got {value!r}")
         return DeviceSpec(kind=value)
-    if isinstance(value, dict) and set(value) == {"max_memory"} and isinstance(value["max_memory"], dict):
-        limits: dict[str, str] = {}
-        for dev, amount in value["max_memory"].items():
-            dev_key = str(dev)
-            if not (dev_key.isdigit() or dev_key == "cpu" or re.match(r"^cuda:\d+$", dev_key)):
-                raise fail("device.max_memory", f"device {dev!r} must be a GPU index, cuda:N or cpu")
-            if not isinstance(amount, str) or not _MEMORY_RE.match(amount):
-                raise fail("device.max_memory", f"{dev}: amount must look like '20GiB' or '512MiB', got {amount!r}")
-            limits[dev_key.removeprefix("cuda:")] = amount.replace(" ", "")
-        return DeviceSpec(kind="auto", max_memory=limits)
-    raise fail("device", "must be a string (auto, cpu, cuda:N) or {max_memory: {0: '20GiB', ...}}")
+    limits = {device.removeprefix("cuda:"): amount.replace(" ", "") for device, amount in value.max_memory.items()}
+    return DeviceSpec(kind="auto", max_memory=limits)
 
 
-def _parse_template(value: Any, base_dir: Path | None, fail: Any) -> str:
-    if not isinstance(value, str):
-        raise fail("template", "must be a string")
-    if value in ("auto", "chat_template"):
-        return value
-    if value.startswith("fschat:") and len(value) > len("fschat:"):
-        return value
-    if value.startswith("jinja:") and len(value) > len("jinja:"):
-        path = Path(_resolve_relative(value[len("jinja:"):], base_dir))
+def _template(value: str, base_dir: Path | None) -> str:
+    if value.startswith("jinja:"):
+        path = Path(resolve_relative(value[len("jinja:"):], base_dir))
         if not path.is_file():
-            raise fail("template", f"Jinja template file not found: {path}")
+            raise _KeyProblem("template", f"Jinja template file not found: {path}")
         return f"jinja:{path}"
-    raise fail("template", f"must be auto, chat_template, fschat:NAME or jinja:PATH, got {value!r}")
-
-
-def _resolve_relative(value: str, base_dir: Path | None) -> str:
-    """Paths in a models file are relative to the file, like includes in most config formats."""
-    if base_dir is None or ":" in value.split("/", 1)[0] or value.startswith(("/", "~")):
-        return value
-    if value.startswith(("./", "../")):
-        return str((base_dir / value).resolve())
     return value
-
-
-def _string(value: Any, key: str, fail: Any) -> str:
-    if not isinstance(value, str):
-        raise fail(key, f"must be a string, got {type(value).__name__}")
-    return value
-
-
-def _positive(value: Any, key: str, fail: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise fail(key, f"must be a positive number of seconds, got {value!r}")
-    return float(value)

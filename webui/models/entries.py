@@ -1,0 +1,178 @@
+"""What a models-file entry may say, declared once per backend (pydantic), and the table of backends.
+
+Each backend has an entry class listing exactly the keys that apply to it; a key that does not
+apply (a `template` on a remote entry, whose server applies its own) is an error like a typo, never
+silently ignored. `BACKENDS` registers each class with its registry loader, so adding a backend is
+one engine module plus one row here. `models_schema()` is the JSON schema of a whole models file,
+published as assets/models.schema.json for editors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, field_validator
+
+DTYPES = ("auto", "bf16", "fp16", "fp32")
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?|mps)$"
+MEMORY_PATTERN = r"^\d+(\.\d+)?\s*(GiB|MiB|GB|MB)$"
+TEMPLATE_PATTERN = r"^(auto|chat_template|fschat:.+|jinja:.+)$"
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {value!r}")
+    return value
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"must be a whole number, got {value!r}")
+    return int(value)
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+Whole = Annotated[int, BeforeValidator(_whole)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sampling(_Strict):
+    """Defaults for the UI's sliders and the API (ranges are checked by SamplingParams.validate,
+    the one check the UI, the API and the models file share)."""
+
+    temperature: Number | None = Field(None, description="0..2; 0 = greedy")
+    top_p: Number | None = Field(None, description="(0, 1]")
+    top_k: Whole | None = Field(None, description=">= 0; 0 = off")
+    max_new_tokens: Whole | None = Field(None, description="1..context_length")
+    repetition_penalty: Number | None = Field(None, description="(0, 2]")
+    seed: Whole | None = Field(None, description="same seed, same output")
+    ignore_eos: StrictBool | None = None
+
+    def given(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class MaxMemory(_Strict):
+    max_memory: dict[str, StrictStr] = Field(
+        description="per device: a GPU index, cuda:N or cpu -> an amount like '20GiB' or '512MiB'")
+
+    @field_validator("max_memory", mode="before")
+    @classmethod
+    def _keys_as_text(cls, value: Any) -> Any:
+        return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+
+    @field_validator("max_memory")
+    @classmethod
+    def _devices_and_amounts(cls, value: dict[str, str]) -> dict[str, str]:
+        for device, amount in value.items():
+            if not (device.isdigit() or device == "cpu" or re.match(r"^cuda:\d+$", device)):
+                raise ValueError(f"device {device!r} must be a GPU index, cuda:N or cpu")
+            if not re.match(MEMORY_PATTERN, amount):
+                raise ValueError(f"{device}: amount must look like '20GiB' or '512MiB', got {amount!r}")
+        return value
+
+
+class Entry(_Strict):
+    """Keys every backend shares."""
+
+    name: StrictStr = Field(min_length=1, description="display name, unique")
+    description: StrictStr = ""
+    system_prompt: StrictStr | None = Field(None, description="used unless the conversation brings its own")
+    sampling: Sampling = Sampling()
+    context_length: Whole | None = Field(None, ge=16, description="tokens; default: the model's own")
+    stop: StrictStr | list[StrictStr] = Field(default_factory=list, description="stop strings, never shown")
+    weight: Number = Field(1.0, ge=0, description="chance of being drawn for a battle; 0 keeps it out")
+    max_concurrency: Whole | None = Field(None, ge=1, description="simultaneous generations on these weights")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, value: str | list[str]) -> list[str]:
+        stops = [value] if isinstance(value, str) else value
+        if not all(stops):
+            raise ValueError("stop strings must be non-empty")
+        return stops
+
+
+class LocalEntry(Entry):
+    """Weights on this machine."""
+
+    source: StrictStr = Field(min_length=1, description="folder, .gguf file, hf:org/name (cached), package:...")
+    dtype: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    device: MaxMemory | StrictStr = Field("auto", description="auto | cpu | cuda | cuda:N | mps | {max_memory: ...}")
+    template: StrictStr = Field("auto", description="auto | chat_template | fschat:NAME | jinja:PATH")
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        if not re.match(TEMPLATE_PATTERN, value):
+            raise ValueError(f"must be auto, chat_template, fschat:NAME or jinja:PATH, got {value!r}")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: MaxMemory | str) -> MaxMemory | str:
+        if isinstance(value, str) and not re.match(DEVICE_PATTERN, value):
+            raise ValueError(f"must be auto, cpu, cuda, cuda:N, mps or a mapping with max_memory; got {value!r}")
+        return value
+
+
+class TransformersEntry(LocalEntry):
+    backend: Literal["transformers"] = "transformers"
+
+
+class OpenAIEntry(Entry):
+    """A model served by another OpenAI-compatible server, which applies its own chat template."""
+
+    backend: Literal["openai"]
+    base_url: StrictStr = Field(min_length=1, description="e.g. http://gpu-box:8000/v1")
+    remote_model: StrictStr = Field(min_length=1, description="the model id on that server")
+    api_key_env: StrictStr | None = Field(None, description="environment variable holding the key")
+    timeout_s: Number = Field(120.0, gt=0)
+    connect_timeout_s: Number = Field(10.0, gt=0)
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    entry: type[Entry]
+    loader: str  # "module:function", imported on first use (a remote-only setup needs no torch)
+
+
+BACKENDS: dict[str, BackendInfo] = {
+    "transformers": BackendInfo(TransformersEntry, "webui.engine.transformers:load_transformers"),
+    "openai": BackendInfo(OpenAIEntry, "webui.engine.openai_remote:load_openai"),
+}
+DEFAULT_BACKEND = "transformers"
+
+
+def models_schema() -> dict[str, Any]:
+    """The JSON schema of a whole models file (published as assets/models.schema.json)."""
+    entries = [info.entry for info in BACKENDS.values()]
+
+    class ModelsFile(_Strict):
+        models: list[tuple(entries)] = Field(min_length=1)  # type: ignore[valid-type]
+
+    schema = ModelsFile.model_json_schema()
+    schema["title"] = "Pairwise Arena models file"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def resolve_relative(value: str, base_dir: Path | None) -> str:
+    """Paths in a models file are relative to the file, like includes in most config formats."""
+    if base_dir is None or ":" in value.split("/", 1)[0] or value.startswith(("/", "~")):
+        return value
+    if value.startswith(("./", "../")):
+        return str((base_dir / value).resolve())
+    return value
+
+
+if __name__ == "__main__":  # python -m webui.models.entries > assets/models.schema.json
+    import json
+
+    print(json.dumps(models_schema(), indent=2))
