@@ -2,7 +2,7 @@
 #   docker build -t pairwise-arena .
 #   docker run -p 7860:7860 -v arena-data:/data pairwise-arena
 # Every step after the base image is a script that CI runs too (there is no Docker engine there):
-# scripts/install.sh as in the README, then scripts/docker-setup.sh. tests/unit/test_deploy_docker.py
+# scripts/install.sh as in the README, then scripts/docker-setup.sh. tests/unit/test_deploy_files.py
 # checks that this file keeps calling them. docs/deploy.md has the options.
 FROM python:3.11-slim
 

@@ -28,8 +28,10 @@ $(VENV)/.installed-test: pyproject.toml scripts/install.sh
 bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(PY) -m bench $(ARGS)
 
+# ruff (with a complexity limit of 10) and mypy on the package; `make test` runs it first.
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check webui tests bench app.py
+	$(PY) -m mypy
 
 clean:
 	rm -rf $(VENV)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +134,7 @@ class Settings:
 
 
 def _field_type(f: dataclasses.Field) -> type:
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
     return Path if isinstance(default, Path) else type(default)
 
 
@@ -148,14 +149,20 @@ def _convert(name: str, raw: str, kind: type) -> Any:
             return Path(raw)
         if kind is tuple:  # comma-separated list
             return tuple(part.strip() for part in raw.split(",") if part.strip())
-        return kind(raw)
+        return kind(raw)  # type: ignore[call-arg]  # int, float or str here
     except ValueError:
         raise ConfigError(f"ARENA_{name.upper()}: cannot read {raw!r} as {kind.__name__}") from None
 
 
+def _program_name() -> str:
+    """How the user started us, for the usage line: app.py, pairwise-arena or python -m webui."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "app.py"
+    return "python -m webui" if name == "__main__.py" else name
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="app.py",
+        prog=_program_name(),
         description="Pairwise Arena: chat with language models and compare them side by side.",
         epilog="Every option can also be set with an environment variable ARENA_<OPTION>, "
         "e.g. ARENA_PORT=8000. Options given here win.",

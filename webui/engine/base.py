@@ -11,7 +11,7 @@ import collections
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from webui.errors import Overloaded, ParamError
@@ -72,7 +72,7 @@ class ClosingStream(Iterator[StreamEvent]):
     while reading it) calls `stop` and then `wait`, even if it was never iterated: a plain generator
     that was never started runs no `finally`, and a request would keep its thread and slot."""
 
-    def __init__(self, events: Iterator[StreamEvent], stop: Callable[[], None],
+    def __init__(self, events: Generator[StreamEvent, None, None], stop: Callable[[], None],
                  wait: Callable[[], None] = lambda: None) -> None:
         self._events = events
         self._stop = stop

@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -199,7 +199,7 @@ class RemoteBackend(Backend):
         return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
-                *, chat: bool) -> Iterator[StreamEvent]:
+                *, chat: bool) -> Generator[StreamEvent, None, None]:
         stops = StopFilter(params.stop)
         tally = _Tally(started)
         reason: FinishReason | None = None

@@ -10,7 +10,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -67,7 +67,7 @@ class _Halt(StoppingCriteria):
     def __init__(self, *events: threading.Event) -> None:
         self.events = events
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         stop = any(e.is_set() for e in self.events)
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -80,7 +80,7 @@ class _SeededSampler(LogitsProcessor):
     def __init__(self, seed: int) -> None:
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
         probs = torch.softmax(scores.float(), dim=-1).cpu()
         choice = torch.multinomial(probs, 1, generator=self.generator).to(scores.device)
         out = torch.full_like(scores, float("-inf"))
@@ -162,7 +162,7 @@ class TransformersBackend(Backend):
 
     def _events(self, rendered: Rendered, params: SamplingParams, texts: Handoff[str], streamer: _Streamer,
                 thread: threading.Thread, cancel: threading.Event, halt: threading.Event, started: float,
-                template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
+                template_stops: Sequence[str], template_name: str) -> Generator[StreamEvent, None, None]:
         stops = StopFilter((*params.stop, *template_stops))
         reason: FinishReason | None = None
         error: str | None = None

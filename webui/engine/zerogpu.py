@@ -20,7 +20,7 @@ import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, TypeVar
 
 from webui.handoff import Handoff, run_in_thread
@@ -88,13 +88,13 @@ def generate(model: Any, **kwargs: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _gpu_stream() -> Callable[..., Iterator[Any]]:
+def _gpu_stream() -> Callable[..., Generator[Any, None, None]]:
     """The decorated worker generator, created once: ZeroGPU wants its GPU functions known when
     the server starts (`prepare_zero_gpu` calls this then)."""
     return gpu(stream_in_worker)
 
 
-def _generate_via_worker(model: Any, worker: Callable[..., Iterator[Any]], *, input_ids: Any, streamer: Any,
+def _generate_via_worker(model: Any, worker: Callable[..., Generator[Any, None, None]], *, input_ids: Any, streamer: Any,
                          stopping_criteria: Any = None, attention_mask: Any = None, **rest: Any) -> None:
     """Runs `worker` (stream_in_worker, possibly in another process) and replays what it yields
     into `streamer`, checking `stopping_criteria` (our cancel event) after every token."""

@@ -110,7 +110,8 @@ def plan_gpu_placement(
             budget[int(key)] = min(budget[int(key)], convert_file_size_to_int(amount))
     needed = compute_module_sizes(skeleton, dtype=dtype)[""]
     no_split = getattr(skeleton, "_no_split_modules", None) or []
-    plan = infer_auto_device_map(skeleton, max_memory={**budget, "cpu": 0, "disk": 0}, no_split_module_classes=no_split, dtype=dtype)
+    limits: dict[int | str, int] = {"cpu": 0, "disk": 0, **{gpu: size for gpu, size in budget.items()}}
+    plan = infer_auto_device_map(skeleton, max_memory=limits, no_split_module_classes=no_split, dtype=dtype)
     spilled = sorted({str(v) for v in plan.values() if not isinstance(v, int)})
     if spilled or not plan:
         total = sum(budget.values())

@@ -348,7 +348,7 @@ def read_logs(log_dir_or_files: Path | Iterable[Path]) -> ReadReport:
     for path in paths:
         report.files += 1
         for status, record in iter_lines(Path(path).read_bytes()):
-            if status == "ok":
+            if status == "ok" and record is not None:
                 report.records.append(record)
             elif status == "torn":
                 report.torn_last_lines += 1

@@ -39,7 +39,9 @@ def local_target(host: str) -> str:
 def open_share_link(blocks: Any, host: str, port: int, tunnel: Tunnel | None = None) -> str:
     """Open the tunnel and return the public https URL, or raise ShareError."""
     if tunnel is None:
-        from gradio.networking import setup_tunnel as tunnel
+        from gradio.networking import setup_tunnel
+
+        tunnel = setup_tunnel
     local = f"http://{local_target(host)}:{port}"
     try:
         address = tunnel(local_target(host), port, blocks.share_token, None, None)
@@ -62,7 +64,7 @@ def explain_failure(exc: BaseException, local_url: str) -> str:
 
 def _root_cause(exc: BaseException) -> str:
     """The innermost error, in one line: 'Could not get share link' alone does not say DNS failed."""
-    messages = []
+    messages: list[str] = []
     current: BaseException | None = exc
     while current is not None and len(messages) < 4:
         text = str(current).strip().splitlines()[0] if str(current).strip() else type(current).__name__

@@ -1,0 +1,62 @@
+"""The three ways to start the server serve the same app and stop cleanly on SIGTERM and Ctrl-C:
+`pairwise-arena` (the console script), `python -m webui` and `python app.py`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).parent / "pairwise-arena"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command, stop", [
+    ([str(SCRIPT)], signal.SIGTERM),
+    ([sys.executable, "-m", "webui"], signal.SIGINT),
+    ([sys.executable, str(ROOT / "app.py")], signal.SIGTERM),
+], ids=["console-script-sigterm", "python-m-webui-ctrl-c", "app.py-sigterm"])
+def test_each_entry_point_serves_and_stops_cleanly(command: list[str], stop: signal.Signals, tiny_models_file: Path,
+                                                   tmp_path: Path) -> None:
+    assert Path(command[0]).exists(), f"{command[0]} is not installed (pip install -e .)"
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*command, "--port", str(port), "--models", str(tiny_models_file), "--log-dir",
+                                 str(tmp_path / "logs"), "--cache-dir", str(tmp_path / "cache")],
+                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, f"the server exited:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"no ready model:\n{log.read_text()[-3000:]}"
+                try:
+                    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
+                except httpx.HTTPError:
+                    health = {}
+                if health.get("models", {}).get("tiny-a", {}).get("state") == "ready":
+                    break
+                time.sleep(0.2)
+            proc.send_signal(stop)
+            assert proc.wait(30) in (0, 128 + stop, -stop), log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    assert f"http://127.0.0.1:{port}" in text
