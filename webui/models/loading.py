@@ -22,7 +22,7 @@ from webui.models.sources import ResolvedSource, resolve_source
 from webui.models.specs import DeviceSpec, ModelSpec
 
 log = logging.getLogger(__name__)
-_CACHE_FORMAT = "1"  # bump when the cache layout changes
+_CACHE_FORMAT = "2"  # bump when the cache layout changes (2: loadable by vLLM too)
 _COMPLETE_MARK = ".complete"
 
 
@@ -141,26 +141,50 @@ def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype) -
 
 def _write_cache(model: Any, tokenizer: Any, folder: Path) -> None:
     """Write atomically (a temp folder renamed into place) so a crash never leaves half a cache.
-    Failure to cache is not fatal: the model is loaded, the next start is just slower."""
-    from safetensors.torch import save_model
+    Failure to cache is not fatal: the model is loaded, the next start is just slower.
 
+    The folder is a plain Hugging Face model folder that other loaders read too (vLLM serves it):
+    the config names its architecture, and tied weights are stored under the input embedding's
+    name (safetensors' own de-duplication may keep the output head's name instead, which loaders
+    that tie the head to the embedding do not look for)."""
     if (folder / _COMPLETE_MARK).is_file():
         return
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
         try:
-            model = getattr(model, "_orig_mod", model)
-            save_model(model, str(staging / "model.safetensors"))  # handles tied weights
-            config = model.config.to_dict()
-            config.pop("quantization_config", None)  # the cache holds plain weights
-            type(model.config).from_dict(config).save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            if model.generation_config is not None:
-                model.generation_config.save_pretrained(staging)
+            _write_folder(getattr(model, "_orig_mod", model), tokenizer, staging)
             (staging / _COMPLETE_MARK).touch()
             os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:
         log.warning("could not cache dequantised weights in %s: %s", folder, exc)
+
+
+def _write_folder(model: Any, tokenizer: Any, staging: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file(untied_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the cache holds plain weights
+    config["architectures"] = [type(model).__name__]
+    type(model.config).from_dict(config).save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    if model.generation_config is not None:
+        model.generation_config.save_pretrained(staging)
+
+
+def untied_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The weights with each shared tensor stored once, under the first name that is not an output
+    head (`lm_head.weight` shares the embedding's storage when the config ties them)."""
+    kept: dict[str, torch.Tensor] = {}
+    owners: dict[tuple[int, int], str] = {}
+    names = sorted(model.state_dict(keep_vars=False).items(), key=lambda item: item[0].startswith("lm_head"))
+    for name, tensor in names:
+        identity = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if identity in owners:
+            continue
+        owners[identity] = name
+        kept[name] = tensor.detach().contiguous()
+    return kept
