@@ -63,6 +63,11 @@ class Settings:
     max_input_chars: int = 12_000
     max_turns: int = 20
     thread_join_timeout_s: float = 30.0
+    # vLLM (docs/models.md): the interpreter that has it ("" finds the installer's .venv-vllm; "none" turns it
+    # off), how long a server may take to start, and the generations one vLLM model runs at once by default
+    vllm_python: str = field(default_factory=lambda: os.environ.get("ARENA_VLLM_PYTHON", ""))
+    vllm_start_timeout_s: float = 600.0
+    vllm_concurrency: int = 8
     # Keys the HTTP API (/v1) accepts as `Authorization: Bearer KEY`; empty means no key needed.
     # Environment only (ARENA_API_KEYS=key1,key2): a command-line key would show in `ps`.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -90,7 +95,7 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"port: must be 1..65535, got {self.port}")
-        for name in ("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot"):
+        for name in ("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.trusted_proxies < 0:
@@ -177,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-preload", dest="preload", action="store_false", default=None, help="load models on first use instead of at start")
     add("--max-concurrency", dest="max_concurrency", type=int, help="simultaneous generations per model; default 2")
     add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
+    add("--vllm-python", dest="vllm_python",
+        help="Python interpreter with vLLM installed; default: .venv-vllm beside the app if the installer made one; "
+        "'none' serves every model with transformers")
+    add("--vllm-start-timeout", dest="vllm_start_timeout_s", type=float,
+        help="seconds a vLLM server may take to become ready; default 600")
+    add("--vllm-concurrency", dest="vllm_concurrency", type=int,
+        help="simultaneous generations per model served by vLLM (it batches them); default 8")
     add("--queue-per-slot", dest="queue_per_slot", type=int,
         help="requests that may wait per generation slot of a model before new ones are refused at once; default 4")
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")

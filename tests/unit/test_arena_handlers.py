@@ -74,7 +74,7 @@ def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None
         return Weights(make)
 
     settings = Settings(max_turns=max_turns, max_input_chars=50, **limits)
-    registry = Registry(specs, settings, loaders={"transformers": loader})
+    registry = Registry(specs, settings, loaders={"auto": loader})
     registry.start()
     assert registry.wait_idle(10)
     services = Services(settings, registry, recorder or NullRecorder())

@@ -58,7 +58,7 @@ def test_concurrent_loads_load_once_and_report_states(settings) -> None:
         return Weights(lambda variant, slots: object(), device="fake")
 
     specs = parse_specs({"models": [{"name": "x", "source": "/m"}, {"name": "x2", "source": "/m", "system_prompt": "v"}]})
-    registry = Registry(specs, settings, loaders={"transformers": slow_loader})
+    registry = Registry(specs, settings, loaders={"auto": slow_loader})
     registry.on_change(lambda s: seen.append((s.name, s.state.value)))
     threads = [threading.Thread(target=registry.load, args=(name,)) for name in ("x", "x2", "x")]
     for t in threads:
@@ -85,7 +85,7 @@ def test_background_start_returns_at_once(settings) -> None:
         raise RuntimeError("weights are corrupt")
 
     specs = parse_specs({"models": [{"name": "a", "source": "/a"}, {"name": "b", "source": "/b"}]})
-    registry = Registry(specs, settings, loaders={"transformers": blocked})
+    registry = Registry(specs, settings, loaders={"auto": blocked})
     registry.start()
     states = {s.name: s.state for s in registry.statuses()}
     assert set(states.values()) <= {ModelState.QUEUED, ModelState.LOADING}
@@ -104,7 +104,7 @@ def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> Non
         {"name": "d", "source": "/other"},
     ]})
     registry = Registry(specs, settings.replace(max_concurrency=5),
-                        loaders={"transformers": lambda spec, _s: Weights(lambda variant, slots: slots)})
+                        loaders={"auto": lambda spec, _s: Weights(lambda variant, slots: slots)})
     assert registry.load("a") is registry.load("c")
     assert registry.load("a").size == 1
     assert registry.status("a").describe().startswith("ready (loaded in ")  # no device to name
@@ -120,7 +120,7 @@ def test_unhealthy_backend_is_reported_and_kept_out_of_ready_names(settings) -> 
 
     flaky = Flaky()
     specs = parse_specs({"models": [{"name": "remote", "source": "/r"}, {"name": "local", "source": "/l"}]})
-    registry = Registry(specs, settings, loaders={"transformers": lambda spec, _s: Weights(
+    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(
         lambda variant, slots: flaky if variant.name == "remote" else Flaky())})
     registry.start()
     registry.wait_idle(10)
@@ -142,7 +142,7 @@ def test_a_failed_load_is_retried_with_a_growing_pause_until_it_works(settings) 
         return Weights(lambda variant, slots: object(), device="remote")
 
     specs = parse_specs({"models": [{"name": "r", "source": "/r"}]})
-    registry = Registry(specs, settings, loaders={"transformers": flaky}, retry_first_s=0.2, retry_max_s=5)
+    registry = Registry(specs, settings, loaders={"auto": flaky}, retry_first_s=0.2, retry_max_s=5)
     registry.start()
     wait_for(lambda: registry.status("r").state is ModelState.FAILED, 5, "did not fail")
     status = registry.status("r")
@@ -185,7 +185,7 @@ def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
                        failure=lambda: "the engine process exited (code -9)" if dead.is_set() else None)
 
     specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
-    registry = Registry(specs, settings, loaders={"transformers": engine}, retry_first_s=0.3)
+    registry = Registry(specs, settings, loaders={"auto": engine}, retry_first_s=0.3)
     registry.start()
     wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "did not load")
     dead.set()

@@ -151,6 +151,16 @@ class Slots:
         with self._lock:
             self._release_locked()
 
+    def resize(self, size: int) -> None:
+        """Change the number of slots (an engine that turned out to batch more, or less); requests
+        running now finish, and new slots go to the line first."""
+        with self._lock:
+            grow, self.size = size - self.size, size
+            self._free += grow
+            while self._free > 0 and self._line:
+                self._free -= 1
+                self._line.popleft().set()
+
     def _release_locked(self) -> None:
         if self._line:
             self._line.popleft().set()  # the slot passes to the first in line; busy stays the same
@@ -162,14 +172,17 @@ class Weights:
     """What a loader returns: shared by the variants of one set of weights.
 
     `engine` says which engine serves them (shown in the model status, with the reason for a
-    fallback). `failure`, when given, is asked every second by the registry whether the weights
+    fallback); `concurrency`, how many generations it runs well at once (used unless the models
+    file says). `failure`, when given, is asked every second by the registry whether the weights
     still live (an engine process may exit): a reason means they died, and the registry then
     closes them and loads them again after a pause."""
 
     def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
                  from_cache: bool = False, close: Callable[[], None] | None = None,
-                 failure: Callable[[], str | None] | None = None, engine: str = "") -> None:
+                 failure: Callable[[], str | None] | None = None, engine: str = "",
+                 concurrency: int | None = None) -> None:
         self.make_backend = make_backend
+        self.concurrency = concurrency  # generations these weights run well at once, when the engine knows
         self.device = device
         self.from_cache = from_cache
         self.engine = engine

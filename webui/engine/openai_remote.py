@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -181,25 +181,29 @@ class RemoteBackend(Backend):
         params.validate(self.context_length)
         return self._start("completions", {"prompt": prompt}, params, cancel)
 
-    def _start(self, path: str, payload: dict[str, Any], params: SamplingParams,
-               cancel: threading.Event | None) -> Iterator[StreamEvent]:
+    def _start(self, path: str, payload: dict[str, Any], params: SamplingParams, cancel: threading.Event | None, *,
+               finish: Callable[[Finished], Finished] | None = None, prompt_tokens: int = 0,
+               prompt: str = "") -> Iterator[StreamEvent]:
+        """Queue for a slot and start the reader thread. `finish` may rewrite the final event (an
+        engine of our own knows the prompt and its token count better than the usage says)."""
         started = time.perf_counter()
         body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
                 "stream": True, "stream_options": {"include_usage": True}}
         cancel = cancel or threading.Event()
         if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
-            return cancelled_before_start()
+            return cancelled_before_start(prompt_tokens, prompt)
         upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health)
         try:
             upstream.start(self.spec.name)
         except BaseException:
             self.slots.release()
             raise
-        events = self._events(upstream, params, cancel, started, chat=path.startswith("chat"))
+        events = self._events(upstream, params, cancel, started, chat=path.startswith("chat"), finish=finish)
         return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
-                *, chat: bool) -> Generator[StreamEvent, None, None]:
+                *, chat: bool,
+                finish: Callable[[Finished], Finished] | None = None) -> Generator[StreamEvent, None, None]:
         stops = StopFilter(params.stop)
         tally = _Tally(started)
         reason: FinishReason | None = None
@@ -226,7 +230,8 @@ class RemoteBackend(Backend):
             upstream.abort()
         if reason is None:
             reason = FinishReason.LENGTH if tally.finish == "length" else FinishReason.STOP
-        yield tally.finished(reason, error, self.spec)
+        final = tally.finished(reason, error, self.spec)
+        yield finish(final) if finish is not None else final
 
 
 class _Tally:

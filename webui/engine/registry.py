@@ -112,8 +112,18 @@ class Registry:
     def concurrency(self, key: tuple[str, ...]) -> int:
         """Simultaneous generations for one set of weights. The limit belongs to the weights (one
         device), so variants share it; when variants set different values the smallest wins."""
-        explicit = [s.max_concurrency for s in self._specs.values() if s.weights_key == key and s.max_concurrency]
-        return min(explicit) if explicit else self.settings.max_concurrency
+        explicit = [s.max_concurrency for s in self._variants(key) if s.max_concurrency]
+        if explicit:
+            return min(explicit)
+        return self._engine_concurrency(self._owner(key))
+
+    def _engine_concurrency(self, spec: ModelSpec) -> int:
+        """The default for an entry without max_concurrency: vLLM batches, transformers does not."""
+        from webui.models.entries import VLLM_BACKENDS
+
+        if spec.backend in VLLM_BACKENDS and vllm_installed(self.settings):
+            return self.settings.vllm_concurrency
+        return self.settings.max_concurrency
 
     def generation_slots(self) -> int:
         """Generations all the models can run at once (what the UI's queue is sized to)."""
@@ -222,6 +232,8 @@ class Registry:
             with self._guard:
                 slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
                 self._backends.update(backends)
+            if weights.concurrency and not any(s.max_concurrency for s in self._variants(slot.key)):
+                slot.slots.resize(weights.concurrency)  # e.g. `auto` served by transformers after all
             self._set(slot, ModelState.READY, "")
             log.info("%s ready on %s in %.1f s", spec.name, weights.device, slot.load_s)
 
@@ -361,6 +373,13 @@ def _health(backend: Any) -> str | None:
 def _short_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def vllm_installed(settings: Settings) -> bool:
+    from webui.config import PACKAGE_DIR
+    from webui.engine.vllm import find_vllm_python
+
+    return find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
 
 
 def build_registry(settings: Settings, specs: list[ModelSpec] | None = None, **kwargs: Any) -> Registry:

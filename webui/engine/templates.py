@@ -11,10 +11,13 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webui.errors import ConfigError, PromptTooLong
-from webui.types import Message
+from webui.errors import ConfigError, ParamError, PromptTooLong
+from webui.types import Message, SamplingParams
+
+if TYPE_CHECKING:
+    from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
 FALLBACK_FSCHAT = "zero_shot"  # plain "### Human: / ### Assistant:" turns, stop string "###"
@@ -123,3 +126,47 @@ def fit_to_context(
             cut += 1
         turns = turns[cut:]
         dropped += cut
+
+
+class PromptBuilder:
+    """Messages -> the exact prompt and its token ids, for one models-file entry on one tokenizer.
+
+    Shared by every engine that runs weights on this machine (transformers in-process, vLLM in a
+    server of its own), so that the prompt shown under "Show prompt" is exactly what the model
+    receives whichever engine serves it."""
+
+    def __init__(self, spec: ModelSpec, tokenizer: Any, context_length: int) -> None:
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.template: Template = build_template(spec.template, tokenizer, spec.name)
+        self.context_length = context_length
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return self.template.render(messages, self.spec.system_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=self.template.add_special_tokens)["input_ids"])
+
+    def prepare(self, messages: Sequence[Message], params: SamplingParams) -> Rendered:
+        """Validate and render: everything that can be refused before any work starts."""
+        params.validate(self.context_length)
+        return fit_to_context(messages, self.template, self.encode, system_prompt=self.spec.system_prompt,
+                              budget=self.context_length - params.max_new_tokens)
+
+    def raw(self, prompt: str, params: SamplingParams) -> Rendered:
+        """Raw completion: the text tokenized as is, with the tokenizer's own special tokens (such
+        as BOS) and no template. Nothing can be dropped, so a prompt that does not fit is refused."""
+        params.validate(self.context_length)
+        if not isinstance(prompt, str) or not prompt:
+            raise ParamError("prompt", "must be a non-empty string")
+        token_ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        budget = self.context_length - params.max_new_tokens
+        if len(token_ids) > budget:
+            raise PromptTooLong(len(token_ids), budget)
+        return Rendered(prompt, token_ids, 0)
+
+    def count(self, prompt: Sequence[Message] | str) -> int:
+        """Tokens the prompt takes: raw text as is, messages rendered with the template."""
+        if isinstance(prompt, str):
+            return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        return len(self.encode(self.render(prompt)))

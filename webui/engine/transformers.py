@@ -28,9 +28,8 @@ from transformers import (
 
 from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
-from webui.engine.templates import Rendered, Template, build_template, fit_to_context
+from webui.engine.templates import PromptBuilder, Rendered, Template
 from webui.engine.zerogpu import generate as generate_on_device
-from webui.errors import ParamError, PromptTooLong
 from webui.handoff import Handoff, run_in_thread
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
@@ -96,23 +95,19 @@ class TransformersBackend(Backend):
         self.slots = slots
         self.queue_timeout_s = queue_timeout_s
         self.join_timeout_s = join_timeout_s
-        self.template: Template = build_template(spec.template, tokenizer, spec.name)
-        self._context_length = spec.context_length or _model_context(model, tokenizer)
+        self.prompts = PromptBuilder(spec, tokenizer, spec.context_length or _model_context(model, tokenizer))
+        self.template: Template = self.prompts.template
 
     @property
     def context_length(self) -> int:
-        return self._context_length
+        return self.prompts.context_length
 
     def render_prompt(self, messages: Sequence[Message]) -> str:
-        return self.template.render(messages, self.spec.system_prompt)
+        return self.prompts.render(messages)
 
     def prepare(self, messages: Sequence[Message], params: SamplingParams) -> Rendered:
         """Validate and render: everything that can be refused before any work starts."""
-        params.validate(self.context_length)
-        return fit_to_context(
-            messages, self.template, self._encode, system_prompt=self.spec.system_prompt,
-            budget=self.context_length - params.max_new_tokens,
-        )
+        return self.prompts.prepare(messages, params)
 
     def stream(self, messages: Sequence[Message], params: SamplingParams,
                cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
@@ -123,22 +118,11 @@ class TransformersBackend(Backend):
 
     def complete(self, prompt: str, params: SamplingParams,
                  cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
-        """Raw completion: the text is tokenized as is (with the tokenizer's own special tokens,
-        such as BOS) and no template or template stop strings apply. Nothing can be dropped, so a
-        prompt that does not fit is refused."""
-        params.validate(self.context_length)
-        if not isinstance(prompt, str) or not prompt:
-            raise ParamError("prompt", "must be a non-empty string")
-        token_ids = self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
-        budget = self.context_length - params.max_new_tokens
-        if len(token_ids) > budget:
-            raise PromptTooLong(len(token_ids), budget)
-        return self._launch(Rendered(prompt, token_ids, 0), params, cancel, (), "raw")
+        """Raw completion (the /v1/completions route): no template, no template stop strings."""
+        return self._launch(self.prompts.raw(prompt, params), params, cancel, (), "raw")
 
     def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
-        if isinstance(prompt, str):
-            return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
-        return len(self._encode(self.render_prompt(prompt)))
+        return self.prompts.count(prompt)
 
     def _launch(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
                 template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
@@ -242,9 +226,6 @@ class TransformersBackend(Backend):
             min_new_tokens=params.max_new_tokens if params.ignore_eos else 0,
             eos_token_id=eos, pad_token_id=pad if pad is not None else eos,
         )
-
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=self.template.add_special_tokens)["input_ids"]
 
 
 def _sampling_processors(params: SamplingParams) -> LogitsProcessorList:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator
 
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?|mps)$"
@@ -123,7 +123,34 @@ class LocalEntry(Entry):
 
 
 class TransformersEntry(LocalEntry):
-    backend: Literal["transformers"] = "transformers"
+    backend: Literal["transformers"]
+
+
+class VllmOptions(_Strict):
+    """How the app starts the entry's vLLM server (docs/models.md, "vLLM")."""
+
+    kv_cache_gb: Number | None = Field(None, gt=0, description="CPU: GiB for the KV cache (VLLM_CPU_KVCACHE_SPACE); "
+                                       "default 1")
+    gpu_memory_utilization: Number | None = Field(None, gt=0, le=1, description="GPU: share of the GPU's memory "
+                                                  "for this model; default: shared out among the models on it")
+    enforce_eager: StrictBool = Field(True, description="skip torch.compile: ready in about 30 s instead of minutes, "
+                                      "about half the throughput on CPU")
+    max_num_seqs: Whole | None = Field(None, ge=1, description="requests batched at once; default vLLM's")
+    cpu_cores: StrictStr | None = Field(None, description="CPU cores for the model's threads (VLLM_CPU_OMP_THREADS_BIND), "
+                                        "e.g. '0' or '0-3'; default: vLLM's own choice")
+    extra_args: list[StrictStr] = Field(default_factory=list, description="more vllm serve arguments, as is")
+
+
+class VllmEntry(LocalEntry):
+    backend: Literal["vllm"]
+    vllm: VllmOptions = VllmOptions()
+
+
+class AutoEntry(LocalEntry):
+    """vLLM where it is installed and supports the model here, otherwise transformers."""
+
+    backend: Literal["auto"] = "auto"
+    vllm: VllmOptions = VllmOptions()
 
 
 class OpenAIEntry(Entry):
@@ -144,20 +171,21 @@ class BackendInfo:
 
 
 BACKENDS: dict[str, BackendInfo] = {
+    "auto": BackendInfo(AutoEntry, "webui.engine.vllm:load_auto"),
+    "vllm": BackendInfo(VllmEntry, "webui.engine.vllm:load_vllm"),
     "transformers": BackendInfo(TransformersEntry, "webui.engine.transformers:load_transformers"),
     "openai": BackendInfo(OpenAIEntry, "webui.engine.openai_remote:load_openai"),
 }
-DEFAULT_BACKEND = "transformers"
+DEFAULT_BACKEND = "auto"
+VLLM_BACKENDS = ("auto", "vllm")  # entries that may run on vLLM
 
 
 def models_schema() -> dict[str, Any]:
     """The JSON schema of a whole models file (published as assets/models.schema.json)."""
-    entries = [info.entry for info in BACKENDS.values()]
-
-    class ModelsFile(_Strict):
-        models: list[tuple(entries)] = Field(min_length=1)  # type: ignore[valid-type]
-
-    schema = ModelsFile.model_json_schema()
+    entry = Union[tuple(info.entry for info in BACKENDS.values())]  # type: ignore[valid-type]  # noqa: UP007
+    models_file = create_model("ModelsFile", __config__=ConfigDict(extra="forbid"),
+                               models=(list[entry], Field(min_length=1)))  # type: ignore[valid-type]
+    schema = models_file.model_json_schema()
     schema["title"] = "Pairwise Arena models file"
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema

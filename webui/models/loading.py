@@ -73,6 +73,28 @@ def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
     return LoadedWeights(model, tokenizer, _placement(model), from_cache)
 
 
+def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
+    """A plain Hugging Face model folder holding the entry's weights, for engines that load folders
+    themselves (vLLM): the source folder as is, or for a GGUF file the dequantised cache, written
+    first if it is not there yet (which loads the model once, on the CPU)."""
+    source = resolve_source(spec.source)
+    if not source.gguf_file:
+        return source.folder
+    dtype = torch_dtype(spec.dtype, "cpu")
+    cached = _cache_folder(cache_dir, source, dtype)
+    if not (cached / _COMPLETE_MARK).is_file():
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("%s: dequantising %s once (the cache then serves every engine)", spec.name, source.gguf_file)
+        tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype=dtype)
+        _write_cache(model, tokenizer, cached)
+        del model
+    if not (cached / _COMPLETE_MARK).is_file():
+        raise LoadError(f"could not write the dequantised weights of {source.gguf_file} to {cached.parent}")
+    return cached
+
+
 def _target_device(device: DeviceSpec) -> str:
     if device.kind in ("cuda", "auto") and torch.cuda.is_available():
         return "cuda"

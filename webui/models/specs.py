@@ -19,11 +19,13 @@ from webui.errors import ConfigError, ParamError
 from webui.models.entries import (
     BACKENDS,
     DEFAULT_BACKEND,
+    AutoEntry,
     Entry,
     LocalEntry,
     MaxMemory,
     OpenAIEntry,
     Sampling,
+    VllmEntry,
     resolve_relative,
 )
 from webui.types import SamplingParams
@@ -63,6 +65,7 @@ class ModelSpec:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
+    vllm: Mapping[str, Any] = field(default_factory=dict)  # VllmOptions as given (backend vllm or auto)
     origin: str = ""  # "file: models[i] (name)", for messages
 
     @property
@@ -70,7 +73,8 @@ class ModelSpec:
         """Entries with the same key share one copy of the weights (variants)."""
         if self.backend == "openai":
             return ("openai", self.name)
-        return (self.backend, self.source, self.dtype, self.device.key())
+        options = ",".join(f"{k}={v}" for k, v in sorted(self.vllm.items()))
+        return (self.backend, self.source, self.dtype, self.device.key(), options)
 
 
 def loader_for(backend: str) -> Any:
@@ -169,6 +173,8 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
     if isinstance(entry, LocalEntry):
         common.update(source=resolve_relative(entry.source.strip(), base_dir), dtype=entry.dtype,
                       device=_device(entry.device), template=_template(entry.template, base_dir))
+    if isinstance(entry, (VllmEntry, AutoEntry)):
+        common["vllm"] = entry.vllm.model_dump(exclude_defaults=True)
     if isinstance(entry, OpenAIEntry):
         common.update(base_url=entry.base_url.rstrip("/"), remote_model=entry.remote_model,
                       api_key_env=entry.api_key_env, timeout_s=float(entry.timeout_s),

@@ -1,0 +1,243 @@
+"""A vLLM OpenAI-compatible server as a child process of the app: started, watched, stopped.
+
+Why a separate process (and usually a separate virtualenv): vLLM pins its own torch and
+transformers, which must not decide ours; a process is also the only thing that can be stopped
+for sure, with all the memory it holds. The server listens on 127.0.0.1 on a free port and serves
+one model; the app talks to it over HTTP (webui.engine.vllm).
+
+No orphans: the server runs in a process group of its own, which `stop()` signals as a whole
+(SIGTERM, then SIGKILL after a grace period); the server is told to die with the app
+(PR_SET_PDEATHSIG, set by a two-line launcher before it becomes the server) in case the app is
+killed outright; and an `atexit` hook stops whatever is
+still running when the interpreter exits. vLLM's own worker processes watch their parent and exit
+with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+log = logging.getLogger(__name__)
+_LIVE: weakref.WeakSet[VllmServer] = weakref.WeakSet()
+TAIL_LINES = 200  # log lines kept in memory for failure reasons
+STOP_GRACE_S = 15.0
+
+
+class EngineStartError(RuntimeError):
+    """vLLM did not become ready; the message holds its own last words (the end of its log)."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    python: str  # the interpreter that has vLLM installed
+    model_dir: Path
+    served_name: str
+    max_model_len: int
+    log_file: Path
+    cache_root: Path  # VLLM_CACHE_ROOT: compile caches stay beside the app's other caches
+    dtype: str = "auto"
+    enforce_eager: bool = True
+    kv_cache_gb: float | None = None  # CPU: VLLM_CPU_KVCACHE_SPACE
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    cpu_cores: str | None = None  # CPU: VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-3"
+    extra_args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, port: int) -> list[str]:
+        args = [self.python, "-c", _LAUNCHER, "--model", str(self.model_dir),
+                "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(port),
+                "--max-model-len", str(self.max_model_len), "--dtype", self.dtype, "--generation-config", "vllm",
+                "--disable-uvicorn-access-log"]
+        if self.enforce_eager:
+            args.append("--enforce-eager")
+        if self.gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
+        if self.max_num_seqs is not None:
+            args += ["--max-num-seqs", str(self.max_num_seqs)]
+        return [*args, *self.extra_args]
+
+    def environment(self) -> dict[str, str]:
+        env = {**os.environ, "VLLM_CACHE_ROOT": str(self.cache_root), "HF_HUB_OFFLINE": "1",
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
+               "VLLM_LOGGING_PREFIX": f"[vllm {self.served_name}] "}
+        if self.kv_cache_gb is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.kv_cache_gb:g}"
+        if self.cpu_cores:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_cores
+        env.pop("PYTHONPATH", None)  # the app's path must not leak into vLLM's own environment
+        env.update(self.env)
+        return env
+
+
+# Run by vLLM's interpreter: ask the kernel to kill this process when the app dies (even by
+# SIGKILL; Linux only), then become the server. A flag set before exec survives it.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+parent = os.getppid()
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:
+        sys.exit("the app exited before vLLM started")
+os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *sys.argv[1:]])
+"""
+
+
+class VllmServer:
+    """One running vLLM server. `start()` blocks until it answers or raises EngineStartError."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._reader: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- start ------------------------------------------------------------------------------
+    def start(self, timeout_s: float, cancelled: threading.Event | None = None) -> None:
+        self.port = free_port()
+        self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.config.cache_root.mkdir(parents=True, exist_ok=True)
+        log.info("starting vLLM for %s on port %d (log: %s)", self.config.served_name, self.port, self.config.log_file)
+        with self._lock:
+            self.process = subprocess.Popen(
+                self.config.command(self.port), env=self.config.environment(), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            _LIVE.add(self)
+        self._reader = threading.Thread(target=self._read_log, name=f"vllm-log:{self.config.served_name}", daemon=True)
+        self._reader.start()
+        try:
+            self._wait_ready(timeout_s, cancelled)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float, cancelled: threading.Event | None) -> None:
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self.process.poll() if self.process else None
+                if code is not None:
+                    raise EngineStartError(f"vLLM exited during start-up (code {code}): {self.last_words()}")
+                if cancelled is not None and cancelled.is_set():
+                    raise EngineStartError("start-up was cancelled")
+                if time.monotonic() > deadline:
+                    raise EngineStartError(f"vLLM was not ready after {timeout_s:.0f} s: {self.last_words()}")
+                if _answers(client, f"{self.base_url}/health"):
+                    return
+                time.sleep(0.5)
+
+    def _read_log(self) -> None:
+        """Copy the server's output to its log file, keeping the last lines for failure reasons."""
+        assert self.process is not None and self.process.stdout is not None
+        with open(self.config.log_file, "ab") as out:
+            for raw in self.process.stdout:
+                out.write(raw)
+                out.flush()
+                self._tail.append(raw.decode("utf-8", "replace").rstrip())
+
+    # ---- health and failure ------------------------------------------------------------------
+    def failure(self) -> str | None:
+        """None while the server runs (or after a deliberate stop); why it died otherwise."""
+        if self.process is None or self._stopping.is_set():
+            return None
+        code = self.process.poll()
+        if code is None:
+            return None
+        return f"the vLLM engine exited (code {code}): {self.last_words()}"
+
+    def last_words(self, lines: int = 3) -> str:
+        """The last meaningful lines of the log: vLLM's own account of what went wrong, not a traceback."""
+        return summarize_log(list(self._tail), lines)
+
+    # ---- stop ---------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop the server and every process it started (idempotent)."""
+        self._stopping.set()
+        with self._lock:
+            process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("vLLM for %s did not stop within %.0f s; killing it", self.config.served_name, STOP_GRACE_S)
+        _signal_group(process.pid, signal.SIGKILL)  # whatever is left in its group (workers)
+        process.wait(5)
+        if self._reader is not None:
+            self._reader.join(5)
+        _LIVE.discard(self)
+
+
+def summarize_log(lines: Sequence[str], count: int = 3) -> str:
+    """The most telling lines of a vLLM log: error lines first (without traceback frames), else the
+    last lines; each without vLLM's prefix of process, level and time."""
+    cleaned = [_strip_prefix(line) for line in lines if line.strip()]
+    frames = ("File ", "Traceback", "^", "~", "raise ", "return ", "self.", "During handling")
+    errors = [line for line in cleaned if ("Error" in line or "error" in line or "ERROR" in line)
+              and not line.lstrip().startswith(frames)]
+    chosen = errors[-count:] if errors else [line for line in cleaned if not line.lstrip().startswith(frames)][-count:]
+    text = " | ".join(dict.fromkeys(chosen)) or "(no output)"
+    return text if len(text) <= 600 else "..." + text[-597:]
+
+
+def _strip_prefix(line: str) -> str:
+    """'(EngineCore pid=12) ERROR 11-23 17:34:39 [core.py:12] message' -> 'message'."""
+    text = line.strip()
+    if text.startswith("[vllm ") and "] " in text:
+        text = text.split("] ", 1)[1]
+    if text.startswith("(") and ") " in text:
+        text = text.split(") ", 1)[1]
+    for level in ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL "):
+        if text.startswith(level) and "] " in text:
+            return text.split("] ", 1)[1]
+    return text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop()
