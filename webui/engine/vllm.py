@@ -15,6 +15,7 @@ which makes vLLM abort the request at once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import subprocess
@@ -37,6 +38,8 @@ from webui.types import Finished, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 180.0
+DEFAULT_CPU_KV_CACHE_GB = 1.0  # 46k tokens of KV cache for SmolLM2-135M, 55k for Gemma 3 270M
+GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide among themselves
 _VLLM_DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -225,6 +228,23 @@ def load_auto(spec: ModelSpec, settings: Any) -> Weights:
     return weights
 
 
+def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """Entries that may run on vLLM and do not set gpu_memory_utilization get an equal part of
+    what the others leave of GPU_MEMORY_BUDGET, so that several models fit on one GPU together,
+    or the one that does not fit fails with vLLM's own reason (not an out-of-memory later on).
+    Variants share one server, so a set of weights counts once."""
+    from webui.models.entries import VLLM_BACKENDS
+
+    candidates = [s for s in specs if s.backend in VLLM_BACKENDS]
+    fixed = {s.weights_key: s.vllm["gpu_memory_utilization"] for s in candidates if "gpu_memory_utilization" in s.vllm}
+    shared = {s.weights_key for s in candidates} - set(fixed)
+    if not shared:
+        return list(specs)
+    part = round(max(0.05, GPU_MEMORY_BUDGET - sum(fixed.values())) / len(shared), 3)
+    return [dataclasses.replace(s, vllm={**s.vllm, "gpu_memory_utilization": part}) if s.weights_key in shared else s
+            for s in specs]
+
+
 def _install(settings: Any) -> VllmInstall:
     from webui.config import PACKAGE_DIR
 
@@ -251,8 +271,10 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
         python=install.python, model_dir=folder, served_name=spec.name, max_model_len=context,
         log_file=Path(settings.cache_dir) / "vllm" / "logs" / f"{_file_name(spec.name)}.log",
         cache_root=Path(settings.cache_dir) / "vllm", dtype=_VLLM_DTYPES[spec.dtype],
-        enforce_eager=options.get("enforce_eager", True), kv_cache_gb=options.get("kv_cache_gb"),
-        gpu_memory_utilization=options.get("gpu_memory_utilization"), max_num_seqs=options.get("max_num_seqs"),
+        enforce_eager=options.get("enforce_eager", True), max_num_seqs=options.get("max_num_seqs"),
+        # On the CPU, vLLM would otherwise reserve 92% of the machine's memory for its KV cache.
+        kv_cache_gb=options.get("kv_cache_gb", DEFAULT_CPU_KV_CACHE_GB) if install.device == "cpu" else None,
+        gpu_memory_utilization=options.get("gpu_memory_utilization") if install.device == "cuda" else None,
         cpu_cores=options.get("cpu_cores"), extra_args=tuple(options.get("extra_args", ())),
     ))
     server.start(settings.vllm_start_timeout_s)
@@ -275,8 +297,6 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
 
 def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:
     """The entry as the HTTP client sees it: our server, the model under its own name."""
-    import dataclasses
-
     return dataclasses.replace(spec, base_url=f"{base_url}/v1", remote_model=spec.name)
 
 

@@ -19,6 +19,7 @@ import atexit
 import collections
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -197,11 +198,13 @@ def summarize_log(lines: Sequence[str], count: int = 3) -> str:
     last lines; each without vLLM's prefix of process, level and time."""
     cleaned = [_strip_prefix(line) for line in lines if line.strip()]
     frames = ("File ", "Traceback", "^", "~", "raise ", "return ", "self.", "During handling")
-    errors = [line for line in cleaned if ("Error" in line or "error" in line or "ERROR" in line)
-              and not line.lstrip().startswith(frames)]
+    errors = [line for line in cleaned if _EXCEPTION.match(line.strip())]
     chosen = errors[-count:] if errors else [line for line in cleaned if not line.lstrip().startswith(frames)][-count:]
     text = " | ".join(dict.fromkeys(chosen)) or "(no output)"
     return text if len(text) <= 600 else "..." + text[-597:]
+
+
+_EXCEPTION = re.compile(r"^([A-Za-z_.]*(Error|Exception)|ERROR)\b:?")
 
 
 def _strip_prefix(line: str) -> str:
