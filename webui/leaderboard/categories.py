@@ -44,7 +44,7 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
     """Category name -> which battles are in it (a boolean Series on the battles' index).
     Languages are listed by their number of battles, largest first; "unknown" last."""
     if battles.empty:
-        return {ALL: pd.Series(dtype=bool)}
+        return {name: pd.Series(dtype=bool) for name in (ALL, MULTI_TURN, LONG_PROMPT, CODING)}
     prompts = battles["conversation_a"].map(user_text)
     masks = {ALL: pd.Series(True, index=battles.index)}
     languages = battles["language"].fillna("unknown").value_counts()

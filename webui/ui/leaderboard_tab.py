@@ -25,7 +25,7 @@ from gradio.context import Context
 
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_logs, category_board, logs_signature
 from webui.leaderboard.board import my_votes as personal_board
-from webui.leaderboard.categories import ALL
+from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
@@ -192,10 +192,11 @@ def display_pairs(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 def category_choices(board: Board) -> list[tuple[str, str]]:
-    """(label with its battle count, category) for the dropdown; categories without battles are left out."""
+    """(label with its battle count, category) for the dropdown: every fixed category, and the
+    languages that have battles."""
     rows = board.categories
     return [(f"{c} ({n:,} battles)", c) for c, n in zip(rows["category"], rows["battles"], strict=True)
-            if n or c == ALL]
+            if n or not c.startswith(LANGUAGE_PREFIX)]
 
 
 def export_allowed(settings: Any) -> bool:
