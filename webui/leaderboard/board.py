@@ -177,12 +177,20 @@ def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_li
     dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
     if not options.include_named:
         dropped[NAMED] = int(named.sum())
+    rated = rate(used, options, style)
     return Board(
-        battles=all_battles, counted=used, rated=rate(used, options, style), options=options,
+        battles=all_battles, counted=used, rated=rated, options=options,
         votes_read=len(all_battles), skipped_lines=skipped_lines, dropped=dropped, voters=voters,
-        history=ratings_over_time(used, options.history_points) if options.history_points else pd.DataFrame(),
+        history=_history(used, rated.table, options),
         categories=category_counts(used),
     )
+
+
+def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions) -> pd.DataFrame:
+    if not options.history_points or used.empty:
+        return pd.DataFrame(columns=["battles", "tstamp", "model", "rating"])
+    ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
+    return ratings_over_time(used, options.history_points, reference=ranked or None)
 
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:

@@ -23,13 +23,19 @@ def cut_points(total: int, points: int = DEFAULT_POINTS) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(total / points, total, points) if round(x) > 0})
 
 
-def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS) -> pd.DataFrame:
-    """Long table: one row per (cut point, model seen so far) with the rating at that point."""
+def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS,
+                      reference: list[str] | None = None) -> pd.DataFrame:
+    """Long table: one row per (cut point, model seen so far) with the rating at that point. With
+    `reference` (the table's ranked models), each fit puts their mean at 1000 as the table does,
+    and only they are listed: a preliminary model's line would only squash the others'."""
     ordered = battles.sort_values("tstamp", kind="stable").reset_index(drop=True)
     rows = []
     for k in cut_points(len(ordered), points):
         upto = ordered.iloc[:k]
-        rating = bradley_terry(upto)
+        present = [m for m in reference or [] if m in set(upto["model_a"]).union(upto["model_b"])]
+        rating = bradley_terry(upto, reference=present or None)
+        if reference:
+            rating = rating[rating.index.isin(reference)]
         stamp = float(upto["tstamp"].iloc[-1])
         rows += [{"battles": k, "tstamp": stamp, "model": m, "rating": float(r)} for m, r in rating.items()]
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))

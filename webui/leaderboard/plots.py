@@ -19,8 +19,11 @@ def _bars(table: pd.DataFrame, point: str, lower: str, upper: str) -> dict:
 
 def ratings_figure(table: pd.DataFrame) -> go.Figure:
     """Each model's Bradley-Terry rating with its 95% interval, best on the left; the
-    style-controlled rating beside it when the table has one."""
+    style-controlled rating beside it when the table has one. Preliminary models are left out
+    when others are ranked: their open-ended intervals would squash everyone else's."""
     fig = go.Figure()
+    if "preliminary" in table and (~table["preliminary"].astype(bool)).any():
+        table = table[~table["preliminary"].astype(bool)]
     if not table.empty:
         fig.add_trace(go.Scatter(
             x=table["model"], y=table["rating"], mode="markers", name="rating",
