@@ -79,6 +79,9 @@ class Settings:
     leaderboard_rounds: int = 200  # bootstrap rounds for the confidence intervals
     leaderboard_include_named: bool = False  # count side-by-side battles whose names were shown
     leaderboard_drop_stopped: bool = True  # drop battles where a reply was stopped before it ended
+    leaderboard_min_battles: int = 50  # fewer battles: the model is preliminary (no rank, likelihood-ratio interval)
+    leaderboard_votes_per_day: int = 0  # counted votes per voter per UTC day on the board (0: no cap)
+    leaderboard_exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
     ui_export: str = "auto"  # auto | on | off: the Leaderboard tab's downloads (auto: only when serving localhost)
     # Deploy: login, rate limits, server limits, Hub sync (docs/deploy.md)
@@ -87,6 +90,7 @@ class Settings:
     hf_oauth: bool = False  # "Sign in with Hugging Face" on a Space whose README has hf_oauth: true
     rate_messages: int = 20  # chat messages per client per minute (0: no limit)
     rate_votes: int = 30  # votes per client per minute (0: no limit)
+    rate_votes_day: int = 200  # votes per client per day (0: no limit)
     queue_size: int = 0  # UI events waiting before new ones are refused at once; 0: sized to the models
     max_request_mb: float = 2.0  # largest request body or upload
     hub_dataset: str = ""  # also push the logs to this Hub dataset repo (owner/name; needs HF_TOKEN)
@@ -107,13 +111,16 @@ class Settings:
         self._check_deploy()
         if self.leaderboard_rounds < 0:
             raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
+        for name in ("leaderboard_min_battles", "leaderboard_votes_per_day"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be 0 (off) or more, got {getattr(self, name)}")
         if self.queue_timeout_s <= 0:
             raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
 
     def _check_deploy(self) -> None:
-        for name in ("rate_messages", "rate_votes", "queue_size"):
+        for name in ("rate_messages", "rate_votes", "rate_votes_day", "queue_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}: must be 0 (no limit / automatic) or more, got {getattr(self, name)}")
         if self.max_request_mb <= 0:
@@ -206,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also count side-by-side votes where the model names were visible")
     add("--keep-stopped", dest="leaderboard_drop_stopped", action="store_false", default=None,
         help="keep battles in which a reply was stopped early")
+    add("--leaderboard-min-battles", dest="leaderboard_min_battles", type=int,
+        help="models with fewer battles are shown as preliminary, without a rank; default 50 (0: none)")
+    add("--leaderboard-votes-per-day", dest="leaderboard_votes_per_day", type=int,
+        help="count at most this many votes per voter per day on the leaderboard; default 0 (no cap)")
+    add("--leaderboard-exclude-flagged", dest="leaderboard_exclude_flagged", action="store_true", default=None,
+        help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance")
     add("--identity-words", dest="identity_words",
         help="extra comma-separated words that disqualify a battle when a reply contains one")
     add("--ui-export", dest="ui_export", choices=("auto", "on", "off"),
@@ -217,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="require 'Sign in with Hugging Face' (on a Space with hf_oauth: true)")
     add("--rate-messages", dest="rate_messages", type=int, help="chat messages per client per minute; default 20 (0: off)")
     add("--rate-votes", dest="rate_votes", type=int, help="votes per client per minute; default 30 (0: off)")
+    add("--rate-votes-day", dest="rate_votes_day", type=int, help="votes per client per day; default 200 (0: off)")
     add("--queue-size", dest="queue_size", type=int,
         help="UI requests that may wait before new ones are refused; default 0 = sized to the models")
     add("--max-request-mb", dest="max_request_mb", type=float, help="largest request body or upload in MB; default 2")

@@ -27,7 +27,8 @@ class Services:
 
     def __post_init__(self) -> None:
         if self.rate_limiter is None:
-            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes)
+            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes,
+                                                   votes_per_day=self.settings.rate_votes_day)
 
 
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:

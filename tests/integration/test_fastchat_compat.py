@@ -96,3 +96,32 @@ def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
              if json.loads(line)["type"] == "chat"]
     assert len(chats) == 2 * sum(turns for *_, turns in plan)
     assert all(c["completion_tokens"] >= 0 and c["finish_reason"] in ("stop", "length") for c in chats)
+
+
+def fastchat_record(a: str, b: str, replies: tuple[str, str], kind: str, tstamp: float, *, older: bool = False,
+                    prompt: str = "What should I do on a hot day?") -> dict:
+    roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
+    states = [{"template_name": "one_shot", "system_message": "", "roles": roles,
+               "messages": [[roles[0], prompt], [roles[1], reply]], "offset": 0, "conv_id": f"{name}-{tstamp}",
+               "model_name": name} for name, reply in ((a, replies[0]), (b, replies[1]))]
+    return {"tstamp": tstamp, "type": kind, "models": ["Model A", "Model B"] if older else ["", ""],
+            "states": states, "ip": f"h:{int(tstamp) % 2}"}
+
+
+def test_fastchat_and_we_keep_the_same_battles_of_ordinary_words_and_older_logs(tmp_path: Path):
+    """Three battles whose replies say "Remember to drink water." between ember-7b and command-r,
+    two in FastChat's older form ("Model A"/"Model B"), one real leak ("I am Llama"): FastChat keeps
+    five, and so do we, with the same models, winners, anonymity and judges."""
+    records = [fastchat_record("ember-7b", "command-r", ("Remember to drink water.", "Stay in the shade."),
+                               kind, 1_767_225_600.0 + i) for i, kind in enumerate(("leftvote", "rightvote", "tievote"))]
+    records += [fastchat_record("vicuna-13b", "koala-13b", ("Drink water.", "Rest."), "leftvote",
+                                1_767_225_700.0 + i, older=True) for i in range(2)]
+    records.append(fastchat_record("ember-7b", "command-r", ("I am Llama.", "Rest."), "leftvote", 1_767_225_800.0))
+    path = tmp_path / "2026-01-01-conv.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    theirs = fastchat_battles([path])
+    ours = board_from_logs(tmp_path, BoardOptions(rounds=0, min_battles=0, include_named=True)).counted
+    assert len(theirs) == len(ours) == 5
+    columns = ["model_a", "model_b", "winner", "anony", "judge", "language"]
+    assert [tuple(b[c] for c in columns) for b in theirs] == [tuple(r) for r in ours[columns].itertuples(index=False)]

@@ -115,3 +115,31 @@ def test_display_and_export_gate():
     assert display_table(pd.DataFrame()).empty
     assert export_allowed(Settings()) and not export_allowed(Settings(host="0.0.0.0"))
     assert export_allowed(Settings(host="0.0.0.0", ui_export="on")) and not export_allowed(Settings(ui_export="off"))
+
+
+def test_a_slow_board_is_rebuilt_at_most_once_per_five_build_times(log_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    from webui.ui import leaderboard_tab
+
+    view = LeaderboardView(log_dir, BoardOptions(rounds=0))
+    board, signature = view.board()
+    monkeypatch.setattr(leaderboard_tab, "SLOW_BUILD_S", 0.0)  # every build counts as slow now
+    view._build_s = 3600.0  # noqa: SLF001 - as if it had taken an hour
+    JsonlRecorder(log_dir, IdentityPolicy("none")).vote(vote("rightvote", battle("strong", "weak")))
+    assert view.changed_since(signature)
+    assert view.board()[0] is board  # the stale board, not an hour's rebuild per vote
+    view._build_s = 0.0  # noqa: SLF001
+    assert view.board()[0] is not board and len(view.board()[0].battles) == len(board.battles) + 1
+
+
+def test_view_shows_categories_and_my_votes(log_dir: Path):
+    from webui.ui.leaderboard_tab import category_choices
+
+    view = LeaderboardView(log_dir, BoardOptions(rounds=0))
+    board, _ = view.board()
+    assert [c for _, c in category_choices(board)][:1] == ["all"] and "coding" in [c for _, c in category_choices(board)]
+    summary, table, *_ = view.outputs("multi-turn")
+    assert summary.startswith("Category **multi-turn**: 1 of the 13 battles") and len(table) == 2
+    note, mine = view.my_votes("h:nobody")
+    assert "not voted" in note and mine.empty
+    assert "ip_logging is none" in view.my_votes("")[0]
+    assert list(display_table(board.table)["Note"]) == ["preliminary", "preliminary"]

@@ -8,7 +8,8 @@ same way:
     services.rate_limiter.check("message", client_info(request, settings))
 
 which raises `RateLimited` (an `ArenaError` whose message is safe to show) when the client is over
-its limit. The key is the logged-in user when there is one, else the real client address as
+its limit. An action may have several limits: a key "vote/day" is checked with "vote" (30 votes
+a minute and 200 a day), and an action is counted only when every one of its limits admits it. The key is the logged-in user when there is one, else the real client address as
 `webui.access.clients.client_info` resolved it behind the trusted proxies. A client with neither (a
 handler called directly in a test) is not limited: there is nothing to tell it apart by.
 """
@@ -27,6 +28,8 @@ from webui.records.events import ClientInfo
 
 MESSAGE = "message"
 VOTE = "vote"
+VOTE_DAY = "vote/day"  # checked with VOTE
+DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Limit:
         return self.count > 0
 
     def describe(self) -> str:
-        per = "minute" if self.window_s == 60 else f"{self.window_s:g} seconds"
+        per = {60.0: "minute", 3600.0: "hour", DAY_S: "day"}.get(self.window_s, f"{self.window_s:g} seconds")
         noun = self.noun.removesuffix("s") if self.count == 1 else self.noun
         return f"at most {self.count} {noun} per {per}"
 
@@ -61,8 +64,18 @@ class RateLimited(ArenaError):
         self.limit = limit
         self.retry_after_s = max(1, math.ceil(retry_after_s))
         super().__init__(
-            f"Too many {limit.noun}: {limit.describe()}. Please wait {self.retry_after_s} s and try again."
+            f"Too many {limit.noun}: {limit.describe()}. Please wait {_duration(self.retry_after_s)} and try again."
         )
+
+
+def _duration(seconds: int) -> str:
+    """"42 s", "17 min", "3 h 5 min": a daily limit's wait in seconds would mean nothing to anyone."""
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
 
 
 def client_key(client: ClientInfo) -> str | None:
@@ -91,41 +104,54 @@ class RateLimiter:
 
     def check(self, action: str, client: ClientInfo) -> None:
         """Count one `action` for `client`, or raise RateLimited without counting it (a refused
-        attempt does not push the client's window further out)."""
-        limit = self._limit(action)
+        attempt does not push the client's windows further out). With several limits, the one
+        that makes the client wait longest is named."""
+        limits = self._limits_of(action)
         key = client_key(client)
-        if not limit.enabled or key is None:
+        if key is None or not limits:
             return
         now = self._clock()
         with self._lock:
             self._maybe_sweep(now)
-            hits = self._hits.setdefault((action, key), deque())
-            _forget_before(hits, now - limit.window_s)
-            if len(hits) >= limit.count:
-                raise RateLimited(action, limit, hits[0] + limit.window_s - now)
-            hits.append(now)
+            queues = []
+            refusals = []
+            for name, limit in limits:
+                hits = self._hits.setdefault((name, key), deque())
+                _forget_before(hits, now - limit.window_s)
+                if len(hits) >= limit.count:
+                    refusals.append((hits[0] + limit.window_s - now, limit))
+                queues.append(hits)
+            if refusals:
+                wait, limit = max(refusals, key=lambda r: r[0])
+                raise RateLimited(action, limit, wait)
+            for hits in queues:
+                hits.append(now)
 
     def remaining(self, action: str, client: ClientInfo) -> int | None:
         """How many more `action`s the client may do now (None: unlimited). For tests and headers."""
-        limit = self._limit(action)
+        limits = self._limits_of(action)
         key = client_key(client)
-        if not limit.enabled or key is None:
+        if key is None or not limits:
             return None
         now = self._clock()
+        left = []
         with self._lock:
-            hits = self._hits.get((action, key), deque())
-            _forget_before(hits, now - limit.window_s)
-            return max(0, limit.count - len(hits))
+            for name, limit in limits:
+                hits = self._hits.get((name, key), deque())
+                _forget_before(hits, now - limit.window_s)
+                left.append(max(0, limit.count - len(hits)))
+        return min(left)
 
     def tracked_clients(self) -> int:
         with self._lock:
             return len(self._hits)
 
-    def _limit(self, action: str) -> Limit:
-        try:
-            return self.limits[action]
-        except KeyError:
-            raise ConfigError(f"no rate limit configured for {action!r}; known: {', '.join(self.limits)}") from None
+    def _limits_of(self, action: str) -> list[tuple[str, Limit]]:
+        """The enabled limits of `action`: its own and any "action/..." ones."""
+        if action not in self.limits:
+            raise ConfigError(f"no rate limit configured for {action!r}; known: {', '.join(self.limits)}")
+        return [(name, limit) for name, limit in self.limits.items()
+                if (name == action or name.startswith(action + "/")) and limit.enabled]
 
     def _maybe_sweep(self, now: float) -> None:
         """Drop clients idle for longer than their window, so that memory stays bounded by the
@@ -145,9 +171,11 @@ def _forget_before(hits: deque[float], cutoff: float) -> None:
 
 
 def build_rate_limiter(messages_per_minute: int, votes_per_minute: int,
-                       clock: Callable[[], float] = time.monotonic) -> RateLimiter:
-    """The limiter the server uses: chat messages (each send, in any mode) and votes."""
+                       clock: Callable[[], float] = time.monotonic, votes_per_day: int = 0) -> RateLimiter:
+    """The limiter the server uses: chat messages (each send, in any mode) and votes, per minute
+    and per day (a script at 30 a minute would otherwise cast 43,200 votes a day)."""
     return RateLimiter({
         MESSAGE: Limit(messages_per_minute, 60.0, "messages"),
         VOTE: Limit(votes_per_minute, 60.0, "votes"),
+        VOTE_DAY: Limit(votes_per_day, DAY_S, "votes"),
     }, clock=clock)

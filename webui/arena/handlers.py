@@ -254,7 +254,9 @@ class Handlers:
             arena.check_vote(session, kind, owner)
             self._check_rate("vote", client)
             event = VoteEvent(kind=kind, conversations=[self.conversation(session, i) for i in range(len(session.panes))],
-                              client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id})
+                              client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id,
+                                                    "session": self.services.recorder.session_key(
+                                                        str(owner.session_hash or ""))})
             try:
                 self.services.recorder.vote(event)
             except RecordError as exc:

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.board import Board, BoardOptions, board_from_logs, category_board
 from webui.leaderboard.export import preference_pairs, write_table
+from webui.leaderboard.history import wide
+
+PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,43 +27,94 @@ def build_parser() -> argparse.ArgumentParser:
     add("--keep-stopped", action="store_true", help="keep battles where a reply was stopped early")
     add("--identity-words", default="", help="extra comma-separated words that disqualify a battle")
     add("--models", nargs="*", default=(), help="model names to treat as identity words (the logs' names are added)")
+    add("--min-battles", type=int, default=50, help="fewer battles: preliminary, no rank; default 50")
+    add("--votes-per-day", type=int, default=0, help="count at most N votes per voter per UTC day; default 0 (no cap)")
+    add("--exclude-flagged", action="store_true", help="leave out voters flagged as anomalous")
+    add("--no-style", action="store_true", help="skip the style-controlled ratings")
+    add("--category", help="print the board of one category (see --categories), e.g. coding or 'language: English'")
+    add("--categories", action="store_true", help="list the categories with their battle counts")
+    add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
+    add("--over-time", metavar="CSV", help="write ratings over time to CSV ('-': print them)")
+    add("--over-time-points", type=int, default=20, help="cut points for --over-time; default 20")
     add("--csv", type=Path, help="write the table to this CSV file")
     add("--battles", type=Path, help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", type=Path, help="export preference pairs for DPO (.jsonl or .parquet)")
     return parser
 
 
+def _check(args: argparse.Namespace) -> str | None:
+    if not args.log_dir.is_dir():
+        return f"{args.log_dir} is not a folder"
+    for name in ("rounds", "min_battles", "votes_per_day", "over_time_points"):
+        if getattr(args, name) < 0:
+            return f"--{name.replace('_', '-')} must be 0 or more"
+    return None
+
+
+def options_from(args: argparse.Namespace) -> BoardOptions:
+    return BoardOptions(rounds=args.rounds, seed=args.seed, include_named=args.include_named,
+                        drop_stopped=not args.keep_stopped, extra_identity_words=args.identity_words,
+                        model_names=tuple(args.models), min_battles=args.min_battles,
+                        votes_per_day=args.votes_per_day, exclude_flagged=args.exclude_flagged,
+                        style=not args.no_style, history_points=args.over_time_points if args.over_time else 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not args.log_dir.is_dir():
-        print(f"error: {args.log_dir} is not a folder", file=sys.stderr)
+    problem = _check(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    if args.rounds < 0:
-        print("error: --rounds must be 0 or more", file=sys.stderr)
-        return 2
-    options = BoardOptions(rounds=args.rounds, seed=args.seed, include_named=args.include_named,
-                           drop_stopped=not args.keep_stopped, extra_identity_words=args.identity_words,
-                           model_names=tuple(args.models))
-    board = board_from_logs(args.log_dir, options)
-    print(board.summary())
-    if board.skipped_lines:
-        print(f"({board.skipped_lines} log lines were torn or unreadable and were skipped)")
-    if not board.table.empty:
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(board.table.round(1).to_string(index=False))
-    try:
-        _write_outputs(args, board)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    board = board_from_logs(args.log_dir, options_from(args))
+    with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
+        try:
+            _print_board(args, board)
+            _write_outputs(args, board)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, board) -> None:
+def _print_board(args: argparse.Namespace, board: Board) -> None:
+    print(board.summary())
+    if board.skipped_lines:
+        print(f"({board.skipped_lines} log lines were torn or unreadable and were skipped)")
+    table = board.table
+    if args.category:
+        rated, n = category_board(board, args.category)
+        print(f"\nCategory {args.category!r}: {n} battles")
+        table = rated.table
+    if not table.empty:
+        print(table.round(1).to_string(index=False))
+    coefficients = board.rated.style_coefficients
+    if not coefficients.empty:
+        print("\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
+              + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items()))
+    print("\nLeft out, by filter:")
+    print(board.drops_table().to_string(index=False))
+    if args.categories:
+        print("\nCategories:")
+        print(board.categories.to_string(index=False))
+    if args.voters:
+        print(f"\nVoters checked ({len(board.voters)}; flagged: {len(board.flagged_voters())}):")
+        print(board.voters.round(3).to_string(index=False) if not board.voters.empty else "(none with enough votes)")
+
+
+def _write_outputs(args: argparse.Namespace, board: Board) -> None:
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         board.table.to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
+    if args.over_time:
+        history = wide(board.history)
+        if args.over_time == "-":
+            print("\nRatings over time (battles counted so far, one column per model):")
+            print(history.round(0).to_string(index=False))
+        else:
+            Path(args.over_time).parent.mkdir(parents=True, exist_ok=True)
+            history.to_csv(args.over_time, index=False)
+            print(f"wrote {args.over_time}")
     if args.battles:
         print(f"wrote {write_table(board.battles, args.battles)} ({len(board.battles)} battle votes)")
     if args.pairs:
@@ -68,7 +122,7 @@ def _write_outputs(args: argparse.Namespace, board) -> None:
         print(f"wrote {write_table(pairs, args.pairs)} ({len(pairs)} preference pairs)")
 
 
-def _pair_source(board) -> pd.DataFrame:
+def _pair_source(board: Board) -> pd.DataFrame:
     """Pairs come from every battle that passed hygiene, named or anonymous: both are preferences."""
     return board.battles[board.battles["drop_reason"].isna()]
 

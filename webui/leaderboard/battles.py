@@ -13,14 +13,18 @@ from typing import Any
 
 import pandas as pd
 
+from webui.leaderboard.language import detect_language
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 
 WINNERS = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
 
 BATTLE_COLUMNS = (
     "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
-    "drop_reason", "conversation_a", "conversation_b",
+    "language", "drop_reason", "conversation_a", "conversation_b", "system_a", "system_b", "voter", "session",
 )
+# What older FastChat versions logged as the public names of an anonymous battle (FastChat's own
+# cleaner treats "Model A" as anonymous and reads the real names from the states).
+ANONYMOUS_NAMES = ("", "Model A", "Model B")
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,12 @@ def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | No
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    anony = models[0] == "" and models[1] == ""
+    models = [public_name(m) for m in models]
+    anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
     convs = [_openai_messages(s) for s in states]
+    first_user = next((m["content"] for m in convs[0] if m["role"] == "user"), "")
+    ip = record.get("ip") or ""
     row = {
         "tstamp": float(record.get("tstamp", 0.0)),
         "model_a": names[0],
@@ -68,16 +75,47 @@ def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | No
         "battle_id": record.get("battle_id"),
         "question_id": states[0].get("conv_id"),
         "turn": sum(1 for m in convs[0] if m["role"] == "user"),
-        "judge": record.get("ip", ""),
+        "judge": f"arena_user_{ip}",  # FastChat's form, over the logged (hashed) address
+        "language": detect_language(first_user),
         "conversation_a": convs[0],
         "conversation_b": convs[1],
+        "system_a": _text(states[0].get("system_message")),
+        "system_b": _text(states[1].get("system_message")),
+        "voter": voter_of(record),
+        "session": _session_key(record),
     }
     row["drop_reason"] = _drop_reason(record, states, models, names, hygiene)
     return row
 
 
+def public_name(name: Any) -> Any:
+    """A logged public name without the HTML heading some FastChat versions wrapped it in."""
+    if isinstance(name, str) and name.startswith("<h3>"):
+        return name[name.find(": ") + 2:].removesuffix("\n").removesuffix("</h3>")
+    return name
+
+
+def voter_of(record: dict[str, Any]) -> str:
+    """Who cast the vote, for per-voter caps and checks: the (hashed) user when logged in, else
+    the (hashed) address; "" when the log keeps neither."""
+    user, ip = record.get("user") or "", record.get("ip") or ""
+    return f"user:{user}" if user else f"ip:{ip}" if ip else ""
+
+
+def _session_key(record: dict[str, Any]) -> str:
+    """The keyed hash of the browser session that voted (webui.records.storage.session_key)."""
+    extra = record.get("extra")
+    return _text(extra.get("session")) if isinstance(extra, dict) else ""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _drop_reason(record: dict[str, Any], states: list[dict], models: list, names: list, hygiene: Hygiene) -> str | None:
-    if (models[0] == "") != (models[1] == "") or not all(isinstance(n, str) and n for n in names):
+    if (models[0] in ANONYMOUS_NAMES) != (models[1] in ANONYMOUS_NAMES):
+        return "invalid"
+    if not all(isinstance(n, str) and n for n in names):
         return "invalid"
     if not anony_names_match(models, states):
         return "invalid"
@@ -97,7 +135,7 @@ def _drop_reason(record: dict[str, Any], states: list[dict], models: list, names
 
 def anony_names_match(models: list, states: list[dict]) -> bool:
     """A named vote must name the same models its states do (FastChat drops it otherwise)."""
-    if models[0] == "":
+    if models[0] in ANONYMOUS_NAMES:
         return True
     hidden = [s.get("model_name") for s in states]
     return hidden == [None, None] or hidden == list(models)

@@ -1,7 +1,9 @@
 """Everything the Leaderboard tab and the command line show, computed from a log directory.
 
-This is the one place where reading (webui.records.storage), hygiene (webui.leaderboard.battles) and the pure
-statistics (webui.leaderboard.ratings) meet.
+This is the one place where reading (webui.records.storage), hygiene (webui.leaderboard.battles,
+voters) and the pure statistics (ratings, style, history, categories) meet. Filters, in order:
+the hygiene rules of each battle, named votes (unless asked for), the daily cap per voter, and
+flagged voters (only when asked for); every battle left out is counted under its reason.
 """
 
 from __future__ import annotations
@@ -14,9 +16,26 @@ from typing import Any
 import pandas as pd
 
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import Hygiene, battles_frame, counted
+from webui.leaderboard.battles import Hygiene, battles_frame
+from webui.leaderboard.categories import category_counts, category_masks
+from webui.leaderboard.history import ratings_over_time
+from webui.leaderboard.style import style_counts, style_table
+from webui.leaderboard.voters import over_daily_cap, voter_agreement
 from webui.records.identity import identity_words
 from webui.records.storage import ReadReport, log_files, read_logs
+
+NAMED = "named (not anonymous)"
+DROP_MEANINGS = {
+    "invalid": "malformed vote: one side anonymous and the other not, a missing name, or no user message",
+    "same_model": "both sides were the same model",
+    "identity": "a reply named a model or its maker",
+    "error": "a reply failed",
+    "stopped": "a reply was stopped before it ended",
+    NAMED: "the model names were visible when the vote was cast",
+    "over_daily_cap": "the voter's votes beyond the daily cap",
+    "flagged_voter": "votes of a voter flagged as anomalous",
+}
+DROP_ORDER = tuple(DROP_MEANINGS)
 
 
 @dataclass(frozen=True)
@@ -27,6 +46,11 @@ class BoardOptions:
     drop_stopped: bool = True
     extra_identity_words: str = ""
     model_names: Sequence[str] = ()  # the registry's names; names seen in the logs are added
+    min_battles: int = 50  # fewer: preliminary (no rank, likelihood-ratio interval)
+    votes_per_day: int = 0  # counted votes per voter per UTC day (0: no cap)
+    exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
+    style: bool = True  # compute the style-controlled ratings
+    history_points: int = 20  # cut points of the ratings-over-time plot (0: none)
 
     @classmethod
     def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> BoardOptions:
@@ -36,31 +60,78 @@ class BoardOptions:
             drop_stopped=settings.leaderboard_drop_stopped,
             extra_identity_words=settings.identity_words,
             model_names=tuple(model_names),
+            min_battles=settings.leaderboard_min_battles,
+            votes_per_day=settings.leaderboard_votes_per_day,
+            exclude_flagged=settings.leaderboard_exclude_flagged,
         )
+
+
+@dataclass
+class Rated:
+    """The tables computed from one set of counted battles (the whole board, or one category)."""
+
+    table: pd.DataFrame  # ratings.TABLE_COLUMNS, then the style columns
+    style_coefficients: pd.Series
+    win_fraction: pd.DataFrame
+    pair_counts: pd.DataFrame
 
 
 @dataclass
 class Board:
     battles: pd.DataFrame  # every battle vote read, with drop_reason
     counted: pd.DataFrame  # the ones the ratings use
-    table: pd.DataFrame
-    win_fraction: pd.DataFrame
-    pair_counts: pd.DataFrame
+    rated: Rated
+    options: BoardOptions = field(default_factory=BoardOptions)
     votes_read: int = 0
     skipped_lines: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    voters: pd.DataFrame = field(default_factory=pd.DataFrame)
+    history: pd.DataFrame = field(default_factory=pd.DataFrame)
+    categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return self.rated.table
+
+    @property
+    def win_fraction(self) -> pd.DataFrame:
+        return self.rated.win_fraction
+
+    @property
+    def pair_counts(self) -> pd.DataFrame:
+        return self.rated.pair_counts
 
     def summary(self) -> str:
-        """One sentence saying what the table is based on."""
+        """One paragraph saying what the table is based on and what was left out."""
         if self.counted.empty:
             return f"No battles count yet ({self.votes_read} battle votes read)." + self._dropped_text()
         models = len(self.table)
-        return (f"Based on {len(self.counted)} battles between {models} models "
+        text = (f"Based on {len(self.counted)} battles between {models} models "
                 f"({self.votes_read} battle votes read).") + self._dropped_text()
+        return text + preliminary_text(self.table, self.options.min_battles)
+
+    def drops_table(self) -> pd.DataFrame:
+        """Every filter, how many battle votes it left out, and why."""
+        rows = [{"filter": reason.replace("_", " "), "left out": int(self.dropped.get(reason, 0)),
+                 "why": DROP_MEANINGS[reason]} for reason in DROP_ORDER]
+        return pd.DataFrame(rows, columns=["filter", "left out", "why"])
+
+    def flagged_voters(self) -> list[str]:
+        if self.voters.empty:
+            return []
+        return list(self.voters.loc[self.voters["flagged"], "voter"])
 
     def _dropped_text(self) -> str:
         parts = [f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(self.dropped.items()) if n]
         return f" Left out: {', '.join(parts)}." if parts else ""
+
+
+def preliminary_text(table: pd.DataFrame, min_battles: int) -> str:
+    if table.empty or "preliminary" not in table or not table["preliminary"].any():
+        return ""
+    n = int(table["preliminary"].sum())
+    which = "1 model is" if n == 1 else f"{n} models are"
+    return f" {which} preliminary (fewer than {min_battles} battles): no rank yet."
 
 
 def hygiene_for(records: list[dict[str, Any]], options: BoardOptions) -> Hygiene:
@@ -71,24 +142,78 @@ def hygiene_for(records: list[dict[str, Any]], options: BoardOptions) -> Hygiene
     return Hygiene(identity_words(names, options.extra_identity_words), drop_stopped=options.drop_stopped)
 
 
+def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None) -> Rated:
+    """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`."""
+    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles)
+    coefficients = pd.Series(dtype=float, name="coefficient")
+    if options.style and not used.empty:
+        ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
+        counts = style.loc[used.index] if style is not None else None
+        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked)
+        table = table.merge(styled, on="model", how="left")
+    order = list(table["model"])
+    return Rated(table, coefficients,
+                 ratings.win_fraction(used, order) if order else pd.DataFrame(),
+                 ratings.pair_counts(used, order) if order else pd.DataFrame())
+
+
 def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_lines: int = 0) -> Board:
     all_battles = battles_frame(records, hygiene_for(records, options))
-    used = counted(all_battles, include_named=options.include_named)
-    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed)
-    order = list(table["model"])
-    dropped = all_battles["drop_reason"].value_counts().to_dict()
+    eligible = all_battles["drop_reason"].isna()
+    named = eligible & ~all_battles["anony"].astype(bool)
     if not options.include_named:
-        dropped["named (not anonymous)"] = int((all_battles["drop_reason"].isna() & ~all_battles["anony"].astype(bool)).sum())
+        eligible &= ~named
+    capped = over_daily_cap(all_battles, eligible, options.votes_per_day)
+    all_battles.loc[capped, "drop_reason"] = "over_daily_cap"
+    eligible &= ~capped
+    voters = voter_agreement(all_battles[eligible])
+    flagged = set(voters.loc[voters["flagged"], "voter"]) if not voters.empty else set()
+    if options.exclude_flagged and flagged:
+        out = eligible & all_battles["voter"].isin(flagged)
+        all_battles.loc[out, "drop_reason"] = "flagged_voter"
+        eligible &= ~out
+    used = all_battles[eligible].reset_index(drop=True)
+    style = style_counts(used) if options.style and not used.empty else None
+    dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
+    if not options.include_named:
+        dropped[NAMED] = int(named.sum())
+    rated = rate(used, options, style)
     return Board(
-        battles=all_battles,
-        counted=used,
-        table=table,
-        win_fraction=ratings.win_fraction(used, order) if order else pd.DataFrame(),
-        pair_counts=ratings.pair_counts(used, order) if order else pd.DataFrame(),
-        votes_read=len(all_battles),
-        skipped_lines=skipped_lines,
-        dropped={str(k): int(v) for k, v in dropped.items()},
+        battles=all_battles, counted=used, rated=rated, options=options,
+        votes_read=len(all_battles), skipped_lines=skipped_lines, dropped=dropped, voters=voters,
+        history=_history(used, rated.table, options),
+        categories=category_counts(used),
     )
+
+
+def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions) -> pd.DataFrame:
+    if not options.history_points or used.empty:
+        return pd.DataFrame(columns=["battles", "tstamp", "model", "rating"])
+    ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
+    return ratings_over_time(used, options.history_points, reference=ranked or None)
+
+
+def category_board(board: Board, category: str) -> tuple[Rated, int]:
+    """The board's tables over one category's battles, and how many battles that is."""
+    masks = category_masks(board.counted)
+    if category not in masks:
+        raise ValueError(f"unknown category {category!r}; known: {', '.join(masks)}")
+    used = board.counted[masks[category]]
+    return rate(used.reset_index(drop=True), board.options), len(used)
+
+
+def my_votes(board: Board, session_key: str) -> pd.DataFrame:
+    """A personal board from the battle votes one browser session cast (every valid one, named
+    or anonymous, whatever the other filters say: it is one person's own preferences)."""
+    columns = ["model", "rating", "battles", "wins", "ties", "losses"]
+    if not session_key or board.battles.empty:
+        return pd.DataFrame(columns=columns)
+    mine = board.battles[(board.battles["session"] == session_key)
+                         & ~board.battles["drop_reason"].isin(["invalid", "same_model"])]
+    if mine.empty:
+        return pd.DataFrame(columns=columns)
+    table = ratings.leaderboard(mine.reset_index(drop=True), rounds=0)
+    return table[columns].sort_values("rating", ascending=False).reset_index(drop=True)
 
 
 def board_from_logs(log_dir: Path, options: BoardOptions) -> Board:

@@ -5,6 +5,10 @@ can apply other rules. Preference pairs come only from battles that count (hygie
 have a winner, and only where both sides saw the same conversation before the judged reply:
 always so on the first turn; later turns usually differ, because each model saw its own earlier
 answers, and such battles are left out rather than paired against a prompt one side never saw.
+Each pair carries both sides' system prompts (`system_chosen`, `system_rejected`): the two
+models of a battle may have answered under different hidden system prompts, and a pair trained
+on without them teaches the wrong lesson. When both are the same (and not empty) the prompt
+starts with it as a system message.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-PAIR_COLUMNS = ("prompt", "chosen", "rejected", "model_chosen", "model_rejected", "battle_id", "question_id",
-                "turn", "anony", "tstamp")
+PAIR_COLUMNS = ("prompt", "chosen", "rejected", "model_chosen", "model_rejected", "system_chosen", "system_rejected",
+                "battle_id", "question_id", "turn", "anony", "tstamp", "language")
 FORMATS = (".jsonl", ".parquet")
 
 
@@ -30,19 +34,26 @@ def preference_pairs(battles: pd.DataFrame) -> pd.DataFrame:
         a, b = list(battle.conversation_a), list(battle.conversation_b)
         if not _same_prompt(a, b):
             continue
-        win, lose = (a, b) if battle.winner == "model_a" else (b, a)
-        models = (battle.model_a, battle.model_b) if battle.winner == "model_a" else (battle.model_b, battle.model_a)
+        a_won = battle.winner == "model_a"
+        win, lose = (a, b) if a_won else (b, a)
+        models = (battle.model_a, battle.model_b) if a_won else (battle.model_b, battle.model_a)
+        systems = [getattr(battle, "system_a", "") or "", getattr(battle, "system_b", "") or ""]
+        systems = systems if a_won else systems[::-1]
+        shared = [{"role": "system", "content": systems[0]}] if systems[0] and systems[0] == systems[1] else []
         rows.append({
-            "prompt": [dict(m) for m in a[:-1]],
+            "prompt": shared + [dict(m) for m in a[:-1]],
             "chosen": [dict(win[-1])],
             "rejected": [dict(lose[-1])],
             "model_chosen": models[0],
             "model_rejected": models[1],
+            "system_chosen": systems[0],
+            "system_rejected": systems[1],
             "battle_id": battle.battle_id,
             "question_id": battle.question_id,
             "turn": int(battle.turn),
             "anony": bool(battle.anony),
             "tstamp": float(battle.tstamp),
+            "language": getattr(battle, "language", None),
         })
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 

@@ -1,23 +1,42 @@
-"""The two leaderboard figures (plotly): ratings with their intervals, and the win-fraction heatmap."""
+"""The leaderboard figures (plotly): ratings with their intervals (raw and style-controlled), the
+win-fraction heatmap, and ratings over time."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+MARGIN = {"l": 40, "r": 20, "t": 50, "b": 40}
+
+
+def _bars(table: pd.DataFrame, point: str, lower: str, upper: str) -> dict:
+    """Error bars; none where a bound is open (a preliminary model that lost or won everything)."""
+    up = (table[upper] - table[point]).replace([np.inf, -np.inf], np.nan)
+    down = (table[point] - table[lower]).replace([np.inf, -np.inf], np.nan)
+    return {"type": "data", "symmetric": False, "array": up, "arrayminus": down}
+
 
 def ratings_figure(table: pd.DataFrame) -> go.Figure:
-    """Each model's Bradley-Terry rating with its 95% interval, best on the left."""
+    """Each model's Bradley-Terry rating with its 95% interval, best on the left; the
+    style-controlled rating beside it when the table has one. Preliminary models are left out
+    when others are ranked: their open-ended intervals would squash everyone else's."""
     fig = go.Figure()
+    if "preliminary" in table and (~table["preliminary"].astype(bool)).any():
+        table = table[~table["preliminary"].astype(bool)]
     if not table.empty:
         fig.add_trace(go.Scatter(
-            x=table["model"], y=table["rating"], mode="markers",
-            error_y={"type": "data", "symmetric": False,
-                     "array": table["upper"] - table["rating"], "arrayminus": table["rating"] - table["lower"]},
-            hovertemplate="%{x}: %{y:.0f}<extra></extra>",
+            x=table["model"], y=table["rating"], mode="markers", name="rating",
+            error_y=_bars(table, "rating", "lower", "upper"), hovertemplate="%{x}: %{y:.0f}<extra></extra>",
         ))
+        if "style_rating" in table:
+            fig.add_trace(go.Scatter(
+                x=table["model"], y=table["style_rating"], mode="markers", name="style-controlled",
+                marker={"symbol": "diamond-open"}, error_y=_bars(table, "style_rating", "style_lower", "style_upper"),
+                hovertemplate="%{x} (style control): %{y:.0f}<extra></extra>",
+            ))
     fig.update_layout(title="Rating (Bradley-Terry) with 95% interval", xaxis_title="model",
-                      yaxis_title="rating", height=380, margin={"l": 40, "r": 20, "t": 50, "b": 40})
+                      yaxis_title="rating", height=380, margin=MARGIN)
     return fig
 
 
@@ -31,8 +50,18 @@ def win_fraction_figure(matrix: pd.DataFrame) -> go.Figure:
             hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
         ))
     fig.update_layout(title="Win fraction of the row model against the column model", xaxis_title="opponent",
-                      yaxis_title="model", yaxis_autorange="reversed", height=420,
-                      margin={"l": 40, "r": 20, "t": 50, "b": 40})
+                      yaxis_title="model", yaxis_autorange="reversed", height=420, margin=MARGIN)
+    return fig
+
+
+def history_figure(history: pd.DataFrame) -> go.Figure:
+    """One line per model: its rating refitted on the battles counted so far."""
+    fig = go.Figure()
+    for model, rows in (history.groupby("model", sort=True) if not history.empty else []):
+        fig.add_trace(go.Scatter(x=rows["battles"], y=rows["rating"], mode="lines+markers", name=str(model),
+                                 hovertemplate=f"{model}: %{{y:.0f}} after %{{x}} battles<extra></extra>"))
+    fig.update_layout(title="Ratings as battles accumulate", xaxis_title="battles counted", yaxis_title="rating",
+                      height=380, margin=MARGIN)
     return fig
 
 

@@ -8,12 +8,19 @@ Bradley-Terry is fitted by maximum likelihood with Newton's method on the aggreg
 A very weak ridge penalty keeps the fit finite when a model has won (or lost) every battle and
 ties the ratings of separate groups of models to a common mean; with any real amount of data it
 moves ratings by far less than a point. The intervals are percentile-bootstrap intervals from
-resampling whole battles, seeded so that the same logs always give the same table.
+resampling whole battles, seeded so that the same logs always give the same table; a round in
+which a model has no battle says nothing about it and is left out of that model's interval.
+
+Models with fewer battles than a minimum are *preliminary*: the bootstrap cannot describe them
+(every resample of "lost both battles" is again "lost both battles", rated wherever the ridge
+puts it), so their interval is a likelihood-ratio interval instead, open-ended on a side the data
+cannot bound, and they take no rank. docs/leaderboard.md says why.
 """
 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -23,7 +30,9 @@ BASE = 10.0
 INIT = 1000.0
 ELO_K = 4.0  # FastChat's online Elo step
 RIDGE = 1e-3  # penalty on log-odds ratings; see the module docstring
-TABLE_COLUMNS = ("rank", "model", "rating", "lower", "upper", "elo", "battles", "wins", "ties", "losses")
+LR_LIMIT = 12.0  # log-odds (about 2,100 points) from the estimate: beyond it a bound is open (-inf/inf)
+TABLE_COLUMNS = ("rank", "model", "rating", "lower", "upper", "elo", "battles", "wins", "ties", "losses",
+                 "preliminary")
 
 
 def scores(battles: pd.DataFrame) -> np.ndarray:
@@ -33,7 +42,15 @@ def scores(battles: pd.DataFrame) -> np.ndarray:
 
 
 def models_of(battles: pd.DataFrame) -> list[str]:
-    return sorted(set(battles["model_a"]).union(battles["model_b"]))
+    names = pd.concat([battles["model_a"], battles["model_b"]], ignore_index=True)
+    return sorted(str(m) for m in pd.unique(names.to_numpy(dtype=object)))
+
+
+def model_codes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each battle's two models as indices into `models`."""
+    index = pd.Index(models)
+    return (index.get_indexer(battles["model_a"].to_numpy(dtype=object)),
+            index.get_indexer(battles["model_b"].to_numpy(dtype=object)))
 
 
 def online_elo(battles: pd.DataFrame, k: float = ELO_K, scale: float = SCALE, base: float = BASE,
@@ -49,14 +66,10 @@ def online_elo(battles: pd.DataFrame, k: float = ELO_K, scale: float = SCALE, ba
     return pd.Series(rating, name="elo", dtype=float)
 
 
-def _grouped(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grouped_outcomes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Unique (a, b, score) outcomes and how often each occurred: the unit the bootstrap resamples."""
-    index = {m: i for i, m in enumerate(models)}
-    frame = pd.DataFrame({
-        "a": battles["model_a"].map(index).to_numpy(),
-        "b": battles["model_b"].map(index).to_numpy(),
-        "s": scores(battles),
-    })
+    a, b = model_codes(battles, models)
+    frame = pd.DataFrame({"a": a, "b": b, "s": scores(battles)})
     counts = frame.groupby(["a", "b", "s"], sort=True).size().reset_index(name="n")
     outcomes = counts[["a", "b"]].to_numpy(dtype=np.int64)
     return outcomes, counts["s"].to_numpy(dtype=float), counts["n"].to_numpy(dtype=float)
@@ -104,25 +117,43 @@ def _to_scale(theta: np.ndarray, scale: float, base: float, init: float) -> np.n
     return init + theta * scale / math.log(base)
 
 
-def bradley_terry(battles: pd.DataFrame, scale: float = SCALE, base: float = BASE, init: float = INIT) -> pd.Series:
-    """Maximum-likelihood Bradley-Terry ratings on the Elo scale, mean `init`."""
+def _centred(theta: np.ndarray, models: list[str], reference: list[str] | None) -> np.ndarray:
+    """Shift so that the reference models average 0. The fit already centres all models; a
+    model with a handful of battles, all lost, sits wherever the ridge puts it and would drag
+    everyone's mean (and, between bootstrap rounds, everyone's intervals) with it."""
+    if not reference:
+        return theta
+    index = [models.index(m) for m in reference if m in models]
+    return theta - theta[index].mean() if index else theta
+
+
+def bradley_terry(battles: pd.DataFrame, scale: float = SCALE, base: float = BASE, init: float = INIT,
+                  reference: list[str] | None = None) -> pd.Series:
+    """Maximum-likelihood Bradley-Terry ratings on the Elo scale, mean `init` (over `reference`
+    when given, else over all models)."""
     models = models_of(battles)
     if not models:
         return pd.Series(dtype=float, name="rating")
-    outcomes, score, weight = _grouped(battles, models)
-    theta = fit_bt(outcomes, score, weight, len(models))
+    outcomes, score, weight = grouped_outcomes(battles, models)
+    theta = _centred(fit_bt(outcomes, score, weight, len(models)), models, reference)
     return pd.Series(_to_scale(theta, scale, base, init), index=models, name="rating")
 
 
 def bootstrap_bt(battles: pd.DataFrame, rounds: int, seed: int = 0, scale: float = SCALE, base: float = BASE,
-                 init: float = INIT) -> pd.DataFrame:
-    """Ratings refitted on `rounds` resamples of the battles (drawn with replacement): one row per round."""
+                 init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+    """Ratings refitted on `rounds` resamples of the battles (drawn with replacement): one row per
+    round; NaN for a model with no battle in that round."""
     models = models_of(battles)
-    outcomes, score, weight = _grouped(battles, models)
+    outcomes, score, weight = grouped_outcomes(battles, models)
     rng = np.random.default_rng(seed)
     total = int(weight.sum())
     draws = rng.multinomial(total, weight / total, size=rounds) if total else np.zeros((rounds, 0))
-    rows = [_to_scale(fit_bt(outcomes, score, w, len(models)), scale, base, init) for w in draws.astype(float)]
+    rows = []
+    for w in draws.astype(float):
+        theta = _centred(fit_bt(outcomes, score, w, len(models)), models, reference)
+        rating = _to_scale(theta, scale, base, init)
+        present = np.bincount(outcomes[:, 0], w, len(models)) + np.bincount(outcomes[:, 1], w, len(models)) > 0
+        rows.append(np.where(present, rating, np.nan))  # no battle in this round: no information
     return pd.DataFrame(rows, columns=models)
 
 
@@ -130,6 +161,51 @@ def intervals(samples: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Percentile intervals per model: columns lower, upper."""
     tail = (1.0 - level) / 2
     return pd.DataFrame({"lower": samples.quantile(tail), "upper": samples.quantile(1.0 - tail)})
+
+
+def likelihood_intervals(battles: pd.DataFrame, which: list[str], level: float = 0.95, scale: float = SCALE,
+                         base: float = BASE, init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+    """Likelihood-ratio intervals for the models in `which`: every rating at which their own
+    battles, against the others held at their estimates, keep the log-likelihood within
+    chi2(1, level) / 2 of its maximum. -inf / inf where the data cannot bound a side (a model that
+    lost, or won, every battle). Holding the others ignores their uncertainty, which for a model
+    with a handful of battles is small beside its own (and lets one unbounded model not unbound
+    every other one through the mean)."""
+    models = models_of(battles)
+    outcomes, score, weight = grouped_outcomes(battles, models)
+    raw = fit_bt(outcomes, score, weight, len(models))
+    a, b = outcomes[:, 0], outcomes[:, 1]
+    best = _bt_objective(raw, a, b, score, weight, RIDGE)
+    shift = raw - _centred(raw, models, reference)  # report on the same scale as the ratings
+    critical = NormalDist().inv_cdf((1.0 + level) / 2.0) ** 2
+
+    def deviance(index: int, value: float) -> float:
+        moved = raw.copy()
+        moved[index] = value
+        return 2.0 * (best - _bt_objective(moved, a, b, score, weight, RIDGE))
+
+    rows = {}
+    for name in which:
+        i = models.index(name)
+        ends = [_lr_end(lambda v, i=i: deviance(i, v), raw[i], d, critical) - shift[i] for d in (-1.0, 1.0)]
+        rows[name] = [init + e * scale / math.log(base) for e in ends]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
+
+
+def _lr_end(deviance, start: float, direction: float, critical: float) -> float:
+    """Walk from the estimate in `direction` until the deviance passes `critical`, then bisect."""
+    inside, step = start, 0.25
+    while True:
+        outside = start + direction * step
+        if step > LR_LIMIT:
+            return direction * math.inf
+        if deviance(outside) > critical:
+            break
+        inside, step = outside, step * 2
+    for _ in range(40):
+        middle = (inside + outside) / 2
+        inside, outside = (middle, outside) if deviance(middle) <= critical else (inside, middle)
+    return inside
 
 
 def ranks(lower: pd.Series, upper: pd.Series) -> pd.Series:
@@ -173,17 +249,29 @@ def win_fraction(battles: pd.DataFrame, order: list[str] | None = None) -> pd.Da
     return table.reindex(index=models, columns=models).astype(float)
 
 
-def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: float = ELO_K) -> pd.DataFrame:
-    """The table: one row per model, best first. Without bootstrap rounds the interval is the point."""
+def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: float = ELO_K,
+                min_battles: int = 0) -> pd.DataFrame:
+    """The table: one row per model, ranked models first, then the preliminary ones (fewer than
+    `min_battles` battles: likelihood-ratio interval, no rank). Without bootstrap rounds the
+    interval is the point."""
     columns = list(TABLE_COLUMNS)
     if battles.empty:
         return pd.DataFrame(columns=columns)
-    rating = bradley_terry(battles)
+    counts = record_counts(battles)
+    preliminary = counts["battles"].reindex(models_of(battles)) < min_battles
+    few = list(preliminary[preliminary].index)
+    reference = list(preliminary[~preliminary].index) or None  # the scale's mean: the established models
+    rating = bradley_terry(battles, reference=reference)
     if rounds > 0:
-        bounds = intervals(bootstrap_bt(battles, rounds, seed))
+        bounds = intervals(bootstrap_bt(battles, rounds, seed, reference=reference))
+        if few:
+            bounds.loc[few] = likelihood_intervals(battles, few, reference=reference)
     else:
         bounds = pd.DataFrame({"lower": rating, "upper": rating})
-    table = pd.concat([rating, bounds, online_elo(battles, k=k), record_counts(battles)], axis=1)
-    table["rank"] = ranks(table["lower"], table["upper"])
+    table = pd.concat([rating, bounds, online_elo(battles, k=k), counts], axis=1)
+    table["preliminary"] = preliminary
+    ranked = table[~table["preliminary"]]
+    table["rank"] = ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")
     table = table.rename_axis("model").reset_index()
-    return table.sort_values(["rank", "rating"], ascending=[True, False]).reset_index(drop=True)[columns]
+    table = table.sort_values(["preliminary", "rank", "rating"], ascending=[True, True, False], na_position="last")
+    return table.reset_index(drop=True)[columns]

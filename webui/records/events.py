@@ -72,6 +72,10 @@ class Recorder(Protocol):
     def vote(self, event: VoteEvent) -> None:
         """Record a vote durably (on disk, flushed) before returning. May raise RecordError."""
 
+    def session_key(self, session: str) -> str:
+        """What a vote record keeps of the browser session that cast it (a keyed hash, never the
+        session's secret itself; "" when nothing is kept), so that "my votes" can find them."""
+
 
 class NullRecorder:
     """Records nothing; keeps what it was given so that tests can look."""
@@ -85,3 +89,6 @@ class NullRecorder:
 
     def vote(self, event: VoteEvent) -> None:
         self.votes.append(event)
+
+    def session_key(self, session: str) -> str:
+        return ""

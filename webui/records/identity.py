@@ -2,15 +2,32 @@
 
 Votes are stamped with this check when they are written (so that a redacted vote still carries
 it), and the leaderboard re-runs it over the text with today's word list; both use this module.
+
+Words and names match as whole words, case-insensitively: "ember" (of a model named ember-7b)
+must not match "Remember to drink water", nor "nous" (nous-hermes) "poisonous". FastChat matches
+substrings; that silently drops ordinary replies, and which ones depends on the topic and on the
+models in the arena, which biases the ratings. Rules, in order:
+
+* a match may not start right after a letter or digit (Latin letters, accented ones included;
+  Chinese or Japanese text next to a name does not count as a letter, since it has no spaces);
+* a name ending in a letter may be followed by digits but not by a letter ("llama3" and
+  "Qwen2.5" match "llama" and "qwen"; "llamas" does not match "llama");
+* a name ending in a digit may be followed by letters but not by a digit ("gpt-4o" matches
+  "gpt-4"; "gpt-40" does not);
+* inside a multi-part name, "-", "_", spaces or nothing separate the parts ("command-r",
+  "Command R" and "CommandR" all match the name command-r; so do "SmolLM2 135M Instruct" and
+  "SmolLM2-135M-Instruct").
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Sequence
 
 # Words that give away who is answering. FastChat's list (minus its canned error strings, which our
-# finish reasons cover) plus the families of the models people run today. Matched as lower-case
-# substrings, like FastChat, so short words that occur inside ordinary words are left out.
+# finish reasons cover) plus the families of the models people run today. Matched as whole words
+# (see the module docstring), so a word inside an ordinary word never counts.
 DEFAULT_IDENTITY_WORDS: tuple[str, ...] = (
     "vicuna", "lmsys", "koala", "uc berkeley", "open assistant", "laion", "chatglm", "chatgpt", "gpt-3", "gpt-4",
     "gpt-5", "openai", "anthropic", "claude", "bard", "palm", "lamda", "google", "llama", "qianwan", "alibaba",
@@ -18,25 +35,84 @@ DEFAULT_IDENTITY_WORDS: tuple[str, ...] = (
     "smollm", "hugging face", "huggingface", "deepseek", "meta ai", "microsoft",
 )
 
+_LETTER = "a-z\u00c0-\u024f"  # ASCII and accented Latin letters (lower case: matching ignores case)
+_SEPARATORS = re.compile(r"[\s\-_]+")
+
+
+def family_of(name: str) -> str | None:
+    """The family a model name adds as a word of its own: its first part ("smollm2" of
+    "SmolLM2-135M-Instruct"), only when that part looks like a coined name (a digit in it, or a
+    capital inside it: "SmolLM2", "DeepSeek", "OLMo") and has at least four characters. A plain
+    lower-case word ("command" of command-r, "solar", "falcon", "granite", "tiny") cannot be told
+    from English without a dictionary, so it is not added alone; the whole name still matches."""
+    first = _SEPARATORS.split(name.strip())[0] if name.strip() else ""
+    if len(first) < 4 or not any(ch.isalpha() for ch in first):
+        return None
+    coined = any(ch.isdigit() for ch in first) or any(ch.isupper() for ch in first[1:])
+    return first.lower() if coined else None
+
+
 def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] = "") -> tuple[str, ...]:
-    """The default words, every model name, each name's family (its first part, "gemma" of
-    "gemma-3-270m", when that is at least four characters) and any extra comma-separated words."""
+    """The default words, every model name, each name's family when it looks coined (see
+    `family_of`), and any extra comma-separated words."""
     words = list(DEFAULT_IDENTITY_WORDS)
     for name in model_names:
         lowered = name.strip().lower()
         if not lowered:
             continue
         words.append(lowered)
-        family = lowered.replace("_", "-").split("-")[0]
-        if len(family) >= 4 and any(ch.isalpha() for ch in family):
+        family = family_of(name)
+        if family:
             words.append(family)
     extras = extra.split(",") if isinstance(extra, str) else list(extra)
     words.extend(w.strip().lower() for w in extras if w.strip())
     return tuple(dict.fromkeys(words))
 
 
+def word_pattern(word: str) -> str:
+    """The regular expression for one word or name (see the module docstring for the rules)."""
+    parts = [re.escape(p) for p in _SEPARATORS.split(word.strip().lower()) if p]
+    if not parts:
+        return ""
+    body = r"[\s\-_]*".join(parts)
+    last = parts[-1][-1]
+    after = r"(?![0-9])" if last.isdigit() else rf"(?![{_LETTER}])" if last.isalpha() else ""
+    before = rf"(?<![{_LETTER}0-9])" if parts[0][0].isalnum() else ""
+    return before + body + after
+
+
+_TOKEN = re.compile(rf"[{_LETTER}]+|[0-9]+")
+
+
+@functools.lru_cache(maxsize=32)
+def _matchers(words: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(the first token of the word, its pattern) per word. A match starts with a whole run of
+    letters (or digits) equal to that token, so a set lookup of the text's tokens decides which
+    patterns can match at all: one tokenising pass instead of every pattern over every reply."""
+    out = []
+    for word in words:
+        pattern, tokens = word_pattern(word), _TOKEN.findall(word.strip().lower())
+        if pattern and tokens:
+            out.append((tokens[0], re.compile(pattern, re.IGNORECASE)))
+    return tuple(out)
+
+
+def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
+    """The identity word or name found in the first reply that has one (the longest match there),
+    as written; None if none."""
+    texts = [r for r in replies if r]
+    if not texts:
+        return None
+    tokens = set(_TOKEN.findall("\n".join(texts).lower()))
+    candidates = [pattern for first, pattern in _matchers(tuple(words)) if first in tokens]
+    for reply in texts:
+        found = [m.group(0) for m in (p.search(reply) for p in candidates) if m]
+        if found:
+            return max(found, key=len)  # the whole name rather than its family
+    return None
+
+
 def leaked_identity(replies: Iterable[str], words: Sequence[str]) -> bool:
     """Does any reply name a model, maker or product? (Replies only: a user asking "are you
     llama?" does not disqualify the answer; the answer "I am Llama" does.)"""
-    text = " ".join(r for r in replies if r).lower()
-    return any(word in text for word in words)
+    return find_identity(replies, words) is not None

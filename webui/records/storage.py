@@ -43,6 +43,16 @@ DIRECT_VOTES = ("upvote", "downvote", "flag")
 VOTE_FAILED = "Your vote could not be recorded: the server cannot write its log right now. Please try again later."
 CHAT_FAILED = "This conversation could not be logged: the server cannot write its log right now."
 _REMEMBERED_CONVERSATIONS = 50_000  # finish reasons kept in memory to stamp onto later votes
+SESSION_PREFIX = "session:"  # hashed apart from addresses: a session key never equals an address's hash
+
+
+def session_key(session: str, policy: IdentityPolicy) -> str:
+    """The key a vote record carries for the browser session that cast it: a keyed hash of the
+    session's identity (today Gradio's session hash; soon a server-issued secret), so that the
+    leaderboard can show a visitor their own votes while the log never holds the secret."""
+    if not session or policy.mode != "hash":
+        return ""
+    return policy.apply(SESSION_PREFIX + session)
 
 
 def day_file(log_dir: Path, tstamp: float) -> Path:
@@ -260,9 +270,12 @@ class JsonlRecorder:
         identity_words: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
         writer: AppendLog | None = None,
+        session_policy: IdentityPolicy | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.policy = policy
+        # Sessions are always hashed (never kept raw), with the address key; none keeps nothing.
+        self.session_policy = session_policy or (policy if policy.mode == "hash" else IdentityPolicy("none"))
         self.log_transcripts = log_transcripts
         self.identity_words = tuple(identity_words)
         self._clock = clock
@@ -275,8 +288,11 @@ class JsonlRecorder:
         from webui.records.identity import identity_words
 
         policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
+        sessions = policy if settings.ip_logging != "raw" else \
+            build_policy("hash", Path(settings.log_dir), settings.ip_hash_secret)
         words = identity_words(model_names, settings.identity_words)
-        return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words)
+        return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words,
+                   session_policy=sessions)
 
     def chat(self, event: ChatEvent) -> None:
         """Log a finished or stopped reply (unless transcripts are off); remember how it ended so
@@ -292,6 +308,9 @@ class JsonlRecorder:
         tstamp = self._clock()
         ctx = VoteContext(self._finish_reasons, self.identity_words, redact=not self.log_transcripts)
         self._write(vote_record(event, self.policy, tstamp, ctx), tstamp, durable=True, failure=VOTE_FAILED)
+
+    def session_key(self, session: str) -> str:
+        return session_key(session, self.session_policy)
 
     def close(self) -> None:
         self._writer.close()

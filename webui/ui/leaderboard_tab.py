@@ -3,13 +3,19 @@ Gradio); the numbers come from `webui.leaderboard` over the battles read back fr
 
 The tab refreshes on its own: a timer asks every few seconds whether the log files changed (a
 stat of each day file, no reading), so a vote shows up within one tick without the arena UI
-having to call anything. The board is computed once per change and shared by every open tab.
+having to call anything. The board is computed once per change and shared by every open tab;
+category boards are computed on first request and kept until the logs change. A board that took
+long to build (a large log: bootstrap and style control over tens of thousands of battles) is
+rebuilt at most once per five build times, so that a busy arena never keeps the server busy
+rebuilding it; until then every tab is shown the previous one.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,20 +23,32 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
-from webui.leaderboard.board import Board, BoardOptions, board_from_logs, logs_signature
+from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_logs, category_board, logs_signature
+from webui.leaderboard.board import my_votes as personal_board
+from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import preference_pairs, write_table
-from webui.leaderboard.plots import ratings_figure, win_fraction_figure
+from webui.leaderboard.history import wide
+from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
+from webui.ui.common import owner_of
 
 if TYPE_CHECKING:
     from webui.services import Services
 
 REFRESH_EVERY_S = 5.0
-DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Elo", "Battles", "Wins", "Ties", "Losses"]
+SLOW_BUILD_S = 1.0  # a build slower than this is not repeated within THROTTLE x its time
+THROTTLE = 5.0
+DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
+                   "Battles", "Wins", "Ties", "Losses", "Note"]
 EXPORTS = {
     "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
     "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
     "pairs_jsonl": ("preference_pairs.jsonl", "prompt, chosen, rejected"),
 }
+EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
+           "number of models whose interval lies entirely above. Ties count half. **Style control** holds reply "
+           "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
+           "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
+           "left out; the table below says how many each filter left out.")
 
 
 class LeaderboardView:
@@ -42,24 +60,66 @@ class LeaderboardView:
         self._lock = threading.Lock()
         self._signature: tuple | None = None
         self._board: Board | None = None
+        self._built_at = 0.0
+        self._build_s = 0.0
+        self._categories: dict[str, tuple[Rated, int]] = {}
 
     def board(self) -> tuple[Board, tuple]:
         """The current board and the signature it was computed from (one computation at a time)."""
         with self._lock:
             signature = logs_signature(self.log_dir)
-            if self._board is None or signature != self._signature:
+            if self._board is None or (signature != self._signature and self._may_rebuild()):
+                started = time.perf_counter()
                 self._board = board_from_logs(self.log_dir, self.options)
+                self._build_s = time.perf_counter() - started
+                self._built_at = time.monotonic()
                 self._signature = signature
+                self._categories = {}
             return self._board, self._signature
 
-    def outputs(self) -> tuple[str, pd.DataFrame, Any, Any, pd.DataFrame, tuple]:
-        """Everything the tab shows: summary, table, two figures, pair counts, signature."""
+    def _may_rebuild(self) -> bool:
+        if self._build_s < SLOW_BUILD_S:
+            return True
+        return time.monotonic() - self._built_at >= THROTTLE * self._build_s
+
+    def rated(self, category: str = ALL) -> tuple[Board, Rated, str, tuple]:
+        """The board, the tables of one category, a sentence about it, and the signature."""
         board, signature = self.board()
-        return (board.summary(), display_table(board.table), ratings_figure(board.table),
-                win_fraction_figure(board.win_fraction), display_pairs(board.pair_counts), signature)
+        if not category or category == ALL:
+            return board, board.rated, board.summary(), signature
+        with self._lock:
+            if category not in self._categories:
+                self._categories[category] = category_board(board, category)
+            rated, n = self._categories[category]
+        return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + board.summary(), \
+            signature
+
+    def outputs(self, category: str = ALL) -> tuple:
+        """Everything the tab shows: summary, table, style note, three figures, the drops table,
+        the categories table, pair counts, category choices, signature."""
+        board, rated, summary, signature = self.rated(category)
+        return (summary, display_table(rated.table), style_note(rated), ratings_figure(rated.table),
+                win_fraction_figure(rated.win_fraction), history_figure(board.history), board.drops_table(),
+                board.categories, display_pairs(rated.pair_counts), category_choices(board), signature)
 
     def changed_since(self, shown: tuple | None) -> bool:
         return logs_signature(self.log_dir) != shown
+
+    def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
+        """A sentence and a table from the votes of one browser session."""
+        board, _ = self.board()
+        table = personal_board(board, session_key)
+        if not session_key:
+            return "This server does not keep a session key with votes (ip_logging is none).", table
+        if table.empty:
+            return "You have not voted in a battle in this browser session yet.", table
+        n = int(table["battles"].sum()) // 2
+        shown = table.assign(rating=table["rating"].round().astype(int))
+        return f"Your {n} battle vote{'s' if n != 1 else ''} in this browser session, and nobody else's:", shown
+
+    def voters(self) -> pd.DataFrame:
+        board, _ = self.board()
+        return board.voters.round(3)
 
     def export(self, kind: str) -> str:
         """Write one export into a fresh temporary folder and return its path for download."""
@@ -74,28 +134,69 @@ class LeaderboardView:
             frame = board.battles
         return str(write_table(frame, path))
 
+    def history_csv(self) -> str:
+        board, _ = self.board()
+        path = Path(tempfile.mkdtemp(prefix="arena-export-")) / "ratings_over_time.csv"
+        wide(board.history).to_csv(path, index=False)
+        return str(path)
+
+
+def _interval(lower: float, upper: float) -> str:
+    if pd.isna(lower) or pd.isna(upper):
+        return ""
+    low = "−∞" if lower == -math.inf else f"{lower:.0f}"
+    high = "+∞" if upper == math.inf else f"{upper:.0f}"
+    return f"{low} to {high}"
+
+
+def _whole(value: Any) -> str:
+    return "" if pd.isna(value) else f"{value:.0f}"
+
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Rounded for people: whole rating points and the interval as one column."""
+    """Rounded for people: whole rating points, the interval as one column, "—" for no rank."""
     if table.empty:
         return pd.DataFrame(columns=DISPLAY_COLUMNS)
+    styled = "style_rating" in table
+    blank = [""] * len(table)
     return pd.DataFrame({
-        "Rank": table["rank"].astype(int),
+        "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
         "Model": table["model"],
         "Rating": table["rating"].round().astype(int),
-        "95% CI": [f"{lo:.0f} to {hi:.0f}" for lo, hi in zip(table["lower"], table["upper"], strict=True)],
+        "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
+        "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
+        "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
+        "95% CI (style)": [_interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)]
+        if styled else blank,
         "Elo": table["elo"].round().astype(int),
         "Battles": table["battles"].astype(int),
         "Wins": table["wins"].astype(int),
         "Ties": table["ties"].astype(int),
         "Losses": table["losses"].astype(int),
-    })
+        "Note": ["preliminary" if p else "" for p in table["preliminary"]],
+    })[DISPLAY_COLUMNS]
+
+
+def style_note(rated: Rated) -> str:
+    if rated.style_coefficients.empty:
+        return ""
+    parts = ", ".join(f"{k} {v:+.2f}" for k, v in rated.style_coefficients.items())
+    return ("Style control: how much each style difference moves the odds of winning (log-odds per standard "
+            f"deviation of the A−B difference): {parts}.")
 
 
 def display_pairs(counts: pd.DataFrame) -> pd.DataFrame:
     if counts.empty:
         return pd.DataFrame(columns=["Model"])
     return counts.rename_axis("Model").reset_index()
+
+
+def category_choices(board: Board) -> list[tuple[str, str]]:
+    """(label with its battle count, category) for the dropdown: every fixed category, and the
+    languages that have battles."""
+    rows = board.categories
+    return [(f"{c} ({n:,} battles)", c) for c, n in zip(rows["category"], rows["battles"], strict=True)
+            if n or not c.startswith(LANGUAGE_PREFIX)]
 
 
 def export_allowed(settings: Any) -> bool:
@@ -110,53 +211,94 @@ def build_leaderboard_tab(services: Services) -> None:
     """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
     settings = services.settings
     view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()))
-    summary, table, rating_plot, heatmap, pairs, signature = view.outputs()
+    first = view.outputs()
 
-    summary_md = gr.Markdown(summary)
+    summary_md = gr.Markdown(first[0])
     with gr.Row():
+        category = gr.Dropdown(choices=first[9], value=ALL, label="Category", scale=3)
         refresh = gr.Button("Refresh", size="sm", scale=0)
-    table_df = gr.Dataframe(value=table, label="Leaderboard (anonymous battles)", interactive=False,
-                            wrap=True)
+    table_df = gr.Dataframe(value=first[1], label="Leaderboard (anonymous battles)", interactive=False, wrap=True)
+    style_md = gr.Markdown(first[2])
     with gr.Row():
-        rating_fig = gr.Plot(value=rating_plot, label="Ratings")
-        heat_fig = gr.Plot(value=heatmap, label="Win fraction")
+        rating_fig = gr.Plot(value=first[3], label="Ratings")
+        heat_fig = gr.Plot(value=first[4], label="Win fraction")
+    history_fig = gr.Plot(value=first[5], label="Ratings over time")
+    with gr.Accordion("What was left out, and the categories", open=False):
+        drops_df = gr.Dataframe(value=first[6], interactive=False, wrap=True)
+        categories_df = gr.Dataframe(value=first[7], interactive=False)
     with gr.Accordion("Battles per pair of models", open=False):
-        pairs_df = gr.Dataframe(value=pairs, interactive=False)
-    gr.Markdown("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; "
-                "rank = 1 + the number of models whose interval lies entirely above. Ties count half. "
-                "Battles where a reply named a model, failed, or was stopped are left out.")
-    shown = gr.State(signature)
-    outputs = [summary_md, table_df, rating_fig, heat_fig, pairs_df, shown]
+        pairs_df = gr.Dataframe(value=first[8], interactive=False)
+    gr.Markdown(EXPLAIN)
+    shown = gr.State(first[10])
+    outputs = [summary_md, table_df, style_md, rating_fig, heat_fig, history_fig, drops_df, categories_df, pairs_df,
+               category, shown]
+    _wire_refresh(view, refresh, category, shown, outputs)
+    _my_votes_section(services, view)
+    if export_allowed(settings):
+        _operator_section(view)
 
-    def on_refresh() -> tuple:
-        return view.outputs()
 
-    def on_tick(current: tuple | None) -> Any:
+def _with_choices(values: tuple) -> list:
+    out = list(values)
+    out[9] = gr.update(choices=values[9])
+    return out
+
+
+def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdown, shown: gr.State,
+                  outputs: list) -> None:
+    def on_refresh(chosen: str | None = ALL) -> list:
+        return _with_choices(view.outputs(chosen or ALL))
+
+    def on_tick(current: tuple | None, chosen: str | None) -> Any:
         if not view.changed_since(current):
             return tuple(gr.skip() for _ in outputs)
-        return view.outputs()
+        return _with_choices(view.outputs(chosen or ALL))
 
     # Cheap unless the logs changed, so these need no generation slot: concurrency_limit=None.
-    refresh.click(on_refresh, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
-    gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=shown, outputs=outputs, show_progress="hidden",
+    refresh.click(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
+    category.input(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category",
+                   concurrency_limit=None)
+    gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden",
                                    api_name=False, concurrency_limit=None)
     parent = Context.block
     if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
-        parent.select(on_tick, inputs=shown, outputs=outputs, show_progress="hidden", api_name=False,
+        parent.select(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden", api_name=False,
                       concurrency_limit=None)
-    if export_allowed(settings):
-        _export_section(view)
 
 
-def _export_section(view: LeaderboardView) -> None:
+def _my_votes_section(services: Services, view: LeaderboardView) -> None:
+    with gr.Accordion("My votes", open=False):
+        gr.Markdown("Your own board, from the battle votes cast in this browser session only.")
+        show = gr.Button("Show my votes", size="sm")
+        note = gr.Markdown()
+        table = gr.Dataframe(interactive=False)
+
+    def mine(request: gr.Request) -> tuple[str, pd.DataFrame]:
+        key = services.recorder.session_key(str(owner_of(request).session_hash or ""))
+        return view.my_votes(key)
+
+    show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
+
+
+def _operator_section(view: LeaderboardView) -> None:
+    """Voters and downloads: they concern everyone's behaviour and prompts, so they are shown only
+    where exports are allowed (export_allowed)."""
+    with gr.Accordion("Voters (operator)", open=False):
+        gr.Markdown("Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
+                    "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out.")
+        check = gr.Button("Check voters", size="sm")
+        voters_df = gr.Dataframe(interactive=False)
+    check.click(view.voters, outputs=voters_df, api_name="leaderboard_voters", concurrency_limit=None)
     with gr.Accordion("Export", open=False):
-        gr.Markdown("Battles (every battle vote, with the reason it was left out, if it was) and "
-                    "preference pairs for DPO-style training (prompt, chosen, rejected).")
+        gr.Markdown("Battles (every battle vote, with the reason it was left out, if it was), "
+                    "preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time.")
         with gr.Row():
             buttons = {kind: gr.Button(f"{name}", size="sm") for kind, (name, _) in EXPORTS.items()}
+            history = gr.Button("ratings_over_time.csv", size="sm")
         download = gr.File(label="Download", interactive=False)
     for kind, button in buttons.items():
         button.click(_exporter(view, kind), outputs=download, api_name=f"export_{kind}")
+    history.click(view.history_csv, outputs=download, api_name="export_history_csv")
 
 
 def _exporter(view: LeaderboardView, kind: str) -> Any:

@@ -1,0 +1,85 @@
+"""The Leaderboard tab through the running app (real recorder, real tiny models, gradio_client):
+"my votes" shows each browser session its own votes and nobody else's, and the log keeps a keyed
+hash of the session, never the session's secret; the new views answer through their API names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+from tests.servers import serve_app
+from webui.config import Settings
+from webui.records.storage import read_logs
+from webui.server.app import create_app
+from webui.services import build_services
+
+
+@pytest.fixture(scope="module")
+def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("my-votes")
+    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
+    (tmp / "models.yaml").write_text("models:\n" + "".join(
+        f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b")))
+    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
+                        queue_timeout_s=20.0, leaderboard_rounds=5, rate_messages=0, rate_votes=0)
+    services = build_services(settings)
+    services.registry.start()
+    assert services.registry.wait_idle(120), "models did not finish loading"
+    running = serve_app(create_app(services), services)
+    yield running.url + "/", services
+    running.stop()
+
+
+def vote(client: Client, button: str) -> None:
+    client.predict("hello world", api_name="/battle_send")
+    client.predict(api_name=f"/battle_vote_{button}")
+    client.predict(api_name="/battle_new_round")
+
+
+def battles_in(table: dict) -> int:
+    column = table["headers"].index("battles")
+    return sum(int(row[column]) for row in table["data"])
+
+
+@pytest.mark.timeout(300)
+def test_each_session_sees_only_its_own_votes(app):
+    url, services = app
+    alice = Client(url, verbose=False, download_files=False)
+    bob = Client(url, verbose=False, download_files=False)
+    try:
+        note, table = alice.predict(api_name="/leaderboard_my_votes")
+        assert "not voted" in note
+        vote(alice, "a")
+        vote(alice, "tie")
+        vote(bob, "b")
+        alice_note, alice_table = alice.predict(api_name="/leaderboard_my_votes")
+        bob_note, bob_table = bob.predict(api_name="/leaderboard_my_votes")
+        summary = alice.predict(api_name="/leaderboard_refresh")[0]
+        coding = alice.predict("coding", api_name="/leaderboard_category")[0]
+    finally:
+        alice.close()
+        bob.close()
+    assert "Your 2 battle votes" in alice_note and battles_in(alice_table) == 4
+    assert "Your 1 battle vote " in bob_note and battles_in(bob_table) == 2
+    assert "Based on 3 battles" in summary and "Category **coding**: 0 of the 3 battles" in coding
+
+    votes = [r for r in read_logs(services.settings.log_dir).records if r["type"] != "chat"]
+    keys = [v["extra"]["session"] for v in votes]
+    assert keys[0] == keys[1] != keys[2] and all(k.startswith("h:") for k in keys)
+    assert keys[0] == services.recorder.session_key(alice.session_hash)
+    text = "".join(p.read_text() for p in services.settings.log_dir.glob("*-conv.json"))
+    assert alice.session_hash not in text and bob.session_hash not in text
+
+
+def test_operator_views_answer_on_localhost(app):
+    url, _ = app
+    client = Client(url, verbose=False, download_files=False)
+    try:
+        endpoints = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
+        voters = client.predict(api_name="/leaderboard_voters")
+    finally:
+        client.close()
+    assert {"/leaderboard_my_votes", "/leaderboard_voters", "/export_history_csv", "/leaderboard_category"} <= endpoints
+    assert voters["headers"][:3] == ["voter", "votes", "decisive"]

@@ -1,0 +1,68 @@
+"""Categories: the same leaderboard over a subset of the battles, as lmarena splits its board.
+
+Each category is a yes/no question about a battle's prompt, answered from the battles table
+alone (pure): its language (`webui.leaderboard.language`), more than one turn, a long prompt,
+a prompt with code. A battle can be in several categories; "all" holds every counted battle.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+ALL = "all"
+MULTI_TURN = "multi-turn"
+LONG_PROMPT = "long prompt"
+CODING = "coding"
+LANGUAGE_PREFIX = "language: "
+LONG_PROMPT_WORDS = 400  # about 500 tokens, lmarena's "longer query"
+MIN_LANGUAGE_BATTLES = 1  # a language gets a category once it has this many counted battles
+
+# A prompt "has code" when it holds a fenced block, or a line that only code looks like.
+_CODE = re.compile(
+    r"```|^\s*(?:def |class \w+|import \w|from \w+ import |#include|function\b|public |private |"
+    r"(?:const|let|var) \w+ =|for \(|while \(|if \(|SELECT .+ FROM|console\.log|System\.out|print\(|"
+    r"return\b.*;|<\w+[^>]*>.*</\w+>)|[{};]\s*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def user_text(conversation: list[dict[str, str]]) -> str:
+    return "\n".join(m.get("content", "") for m in conversation if m.get("role") == "user")
+
+
+def has_code(text: str) -> bool:
+    return bool(_CODE.search(text or ""))
+
+
+def is_long(text: str) -> bool:
+    return len((text or "").split()) >= LONG_PROMPT_WORDS
+
+
+def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
+    """Category name -> which battles are in it (a boolean Series on the battles' index).
+    Languages are listed by their number of battles, largest first; "unknown" last."""
+    if battles.empty:
+        return {name: pd.Series(dtype=bool) for name in (ALL, MULTI_TURN, LONG_PROMPT, CODING)}
+    prompts = battles["conversation_a"].map(user_text)
+    masks = {ALL: pd.Series(True, index=battles.index)}
+    languages = battles["language"].fillna("unknown").value_counts()
+    known = [lang for lang in languages.index if lang != "unknown"] + (["unknown"] if "unknown" in languages else [])
+    for lang in known:
+        if languages[lang] >= MIN_LANGUAGE_BATTLES:
+            masks[LANGUAGE_PREFIX + lang] = battles["language"].fillna("unknown") == lang
+    masks[MULTI_TURN] = battles["turn"].astype(int) > 1
+    masks[LONG_PROMPT] = prompts.map(is_long).astype(bool)
+    masks[CODING] = prompts.map(has_code).astype(bool)
+    return masks
+
+
+def category_counts(battles: pd.DataFrame) -> pd.DataFrame:
+    """Battles per category, and the number of models they involve."""
+    rows = []
+    for name, mask in category_masks(battles).items():
+        subset = battles[mask] if len(mask) else battles
+        models = set(subset["model_a"]).union(subset["model_b"]) if len(subset) else set()
+        rows.append({"category": name, "battles": int(mask.sum()) if len(mask) else 0, "models": len(models)})
+    return pd.DataFrame(rows, columns=["category", "battles", "models"])

@@ -1,0 +1,105 @@
+"""Which language a prompt is written in: offline, from Unicode scripts and a few stop-word lists.
+
+FastChat tags battles with polyglot (a C extension and model files); that is too heavy to install
+for one column, and it is not needed to split a leaderboard into its main languages. This
+detector counts the letters of each script: a script of its own names the language (Hangul:
+Korean; kana: Japanese; Han without kana: Chinese; Cyrillic: Russian, or Ukrainian with its own
+letters; Arabic: Arabic, or Persian with its own letters; Greek, Hebrew, Thai, Devanagari: Hindi,
+...). Latin-script text is told apart by counting common function words of eight languages.
+
+Limits (docs/leaderboard.md): short or mixed text is often "unknown"; Latin-script languages
+without a stop-word list here (Polish, Turkish, Vietnamese, ...) come out as "unknown" or,
+rarely, as a neighbour; Serbian in Cyrillic reads as Russian; code with English identifiers reads
+as English. Names follow polyglot's (the ones FastChat's battles carry): "English", "Chinese", ...
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+UNKNOWN = "unknown"
+MIN_LETTERS = 3  # fewer letters than this: "unknown"
+MIN_STOPWORDS = 2  # Latin text needs this many function words of one language
+MAX_CHARS = 600  # the start of a prompt says its language; a pasted book need not be read whole
+
+# Scripts decided by letters alone: (first code point, last code point, script).
+_RANGES: tuple[tuple[int, int, str], ...] = (
+    (0x0041, 0x024F, "latin"), (0x0370, 0x03FF, "greek"), (0x0400, 0x04FF, "cyrillic"), (0x0530, 0x058F, "armenian"),
+    (0x0590, 0x05FF, "hebrew"), (0x0600, 0x06FF, "arabic"), (0x0900, 0x097F, "devanagari"),
+    (0x0980, 0x09FF, "bengali"), (0x0B80, 0x0BFF, "tamil"), (0x0E00, 0x0E7F, "thai"), (0x10A0, 0x10FF, "georgian"),
+    (0x1100, 0x11FF, "hangul"), (0x3040, 0x30FF, "kana"), (0x3400, 0x4DBF, "han"), (0x4E00, 0x9FFF, "han"),
+    (0xAC00, 0xD7AF, "hangul"), (0xF900, 0xFAFF, "han"),
+)
+_SCRIPT_LANGUAGE = {
+    "greek": "Greek", "armenian": "Armenian", "hebrew": "Hebrew", "devanagari": "Hindi", "bengali": "Bengali",
+    "tamil": "Tamil", "thai": "Thai", "georgian": "Georgian", "hangul": "Korean",
+}
+_UKRAINIAN = set("іїєґ")
+_PERSIAN = set("پچژگ")
+_STOPWORDS: dict[str, frozenset[str]] = {
+    "English": frozenset(("the and is are of to in it that what how why this with for you can i a an me my do does on be as your from "
+                           "which write please give explain").split()),
+    "Spanish": frozenset("el la los las de que y es en por para una un cómo qué con se del".split()),
+    "French": frozenset("le la les de des et est un une que qui pour dans en pas je vous avec du".split()),
+    "German": frozenset("der die das und ist nicht ein eine ich du wie was mit zu den auf für sie".split()),
+    "Portuguese": frozenset("o a os as de que e é um uma não para com em do da como você".split()),
+    "Italian": frozenset("il lo la gli le di che e è un una non per con sono come cosa del della".split()),
+    "Dutch": frozenset("de het een en is van dat niet ik je wat hoe met voor op zijn".split()),
+    "Indonesian": frozenset("yang dan di ini itu dengan untuk tidak apa bagaimana saya ada dari".split()),
+}
+# Letters (or marks) that only some Latin-script languages use; each one counts as a function word.
+_MARKS: dict[str, str] = {"Spanish": "ñ¿¡", "German": "ßäöü", "Portuguese": "ãõ", "French": "çèêëœ"}
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+
+
+def _script(ch: str) -> str | None:
+    code = ord(ch)
+    for first, last, script in _RANGES:
+        if first <= code <= last:
+            return script if script != "latin" or ch.isalpha() else None
+    return None
+
+
+def scripts(text: str) -> Counter[str]:
+    """How many letters of each script the text holds."""
+    return Counter(s for s in map(_script, text) if s is not None)
+
+
+def detect_language(text: str) -> str:
+    """The language's English name, or "unknown"."""
+    if not isinstance(text, str):
+        return UNKNOWN
+    text = text[:MAX_CHARS]
+    if text.isascii():  # the common case, without looking at each character
+        return _latin_language(text)
+    counts = scripts(unicodedata.normalize("NFC", text))
+    if sum(counts.values()) < MIN_LETTERS:
+        return UNKNOWN
+    if counts["kana"]:
+        return "Japanese"
+    script, _ = counts.most_common(1)[0]
+    if script == "han":
+        return "Chinese"
+    if script == "cyrillic":
+        return "Ukrainian" if _UKRAINIAN & set(text.lower()) else "Russian"
+    if script == "arabic":
+        return "Persian" if _PERSIAN & set(text) else "Arabic"
+    if script == "latin":
+        return _latin_language(text)
+    return _SCRIPT_LANGUAGE.get(script, UNKNOWN)
+
+
+def _latin_language(text: str) -> str:
+    words = [w.lower() for w in _WORD.findall(text)]
+    if sum(map(len, words)) < MIN_LETTERS:
+        return UNKNOWN
+    lowered = text.lower()
+    hits = {lang: sum(1 for w in words if w in stop) + sum(lowered.count(ch) for ch in _MARKS.get(lang, ""))
+            for lang, stop in _STOPWORDS.items()}
+    best = max(hits, key=hits.__getitem__)
+    ordered = sorted(hits.values(), reverse=True)
+    if ordered[0] < MIN_STOPWORDS or ordered[0] == ordered[1]:
+        return UNKNOWN
+    return best

@@ -1,0 +1,192 @@
+"""A simulated arena log in FastChat's format, with known answers, for tests and for trying the board.
+
+    python -m webui.leaderboard.simulate OUTDIR --battles 20000 [--seed 0] [--days 10]
+
+writes OUTDIR/YYYY-MM-DD-conv.json (vote lines as FastChat and Pairwise Arena log them) and
+OUTDIR/truth.json (what the board should find). Known effects, so that each view can be checked:
+
+* models with true Bradley-Terry ratings, named to trip substring matching (command-r, ember-7b,
+  nous-hermes-2, solar-10.7b, granite-3-8b, falcon-7b) beside replies that say "Remember to
+  drink water", "run this command", "solar panels", "a granite worktop", "poisonous";
+* `verbose-7b`, as strong as `ember-7b` but with replies four times longer and full of markdown:
+  voters prefer length and markdown, so it leads the raw board and not the style-controlled one;
+* `late-7b` joins halfway (ratings over time); `rare-1b` has two battles, both lost (preliminary);
+* prompts in several languages, with code, long, multi-turn (categories);
+* about 1% identity leaks, errors and stopped replies, 5% named votes, 5% in FastChat's older
+  form (`"models": ["Model A", "Model B"]`, roles "USER"/"ASSISTANT");
+* one voter who votes for the weaker model (flagged), one who casts 400 honest votes on one day
+  (the daily cap); every vote carries a session key, one per voter and day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+TRUE = {"granite-3-8b": 1120.0, "command-r": 1070.0, "solar-10.7b": 1030.0, "ember-7b": 1000.0,
+        "verbose-7b": 1000.0, "nous-hermes-2": 970.0, "falcon-7b": 940.0, "SmolLM2-135M-Instruct": 870.0,
+        "late-7b": 1050.0}
+LATE, RARE, VERBOSE = "late-7b", "rare-1b", "verbose-7b"
+STYLE_BETA = 1.2  # log-odds per unit of the normalised length difference (voters like long replies)
+TIE_SHARE = 0.15
+START = 1_767_225_600.0  # 2026-01-01 00:00 UTC
+PROMPTS = {
+    "English": ["What is the capital of France?", "How do I make my tomato plants grow faster?",
+                "Explain why the sky is blue.", "Give me three ideas for a birthday party."],
+    "Chinese": ["法国的首都是哪里？", "请解释一下为什么天空是蓝色的。"],
+    "Spanish": ["¿Cuál es la capital de Francia y por qué es famosa?", "¿Cómo puedo aprender a cocinar?"],
+    "French": ["Quelle est la capitale de la France et pourquoi est-elle célèbre ?"],
+    "German": ["Was ist die Hauptstadt von Deutschland und wie groß ist sie?"],
+    "Russian": ["Какая столица Франции и чем она знаменита?"],
+    "Japanese": ["日本の首都はどこですか？"],
+}
+LANGUAGE_WEIGHTS = {"English": 0.62, "Chinese": 0.1, "Spanish": 0.08, "French": 0.06, "German": 0.06,
+                    "Russian": 0.05, "Japanese": 0.03}
+CODE_PROMPT = "Fix this function:\n```python\ndef add(a, b):\n    return a - b\n```"
+ORDINARY = ["Remember to drink water.", "Run this command in a terminal.", "Solar panels help.",
+            "A granite worktop is durable.", "Some berries are poisonous.", "The falcon is a fast bird."]
+FILLER = "the answer depends on what you need and here is a short explanation of it".split()
+
+
+def _hash(text: str) -> str:
+    return "h:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _reply(rng: np.random.Generator, model: str, leak: bool) -> str:
+    """Words, sometimes ordinary sentences that contain model-like words, markdown for verbose-7b."""
+    words = max(3, int(60 * (4 if model == VERBOSE else 1) * rng.lognormal(0.0, 0.6)))
+    body = " ".join(rng.choice(FILLER, size=words))
+    parts = [str(rng.choice(ORDINARY)) if rng.random() < 0.3 else "", body]
+    if rng.random() < (0.9 if model == VERBOSE else 0.25):  # everyone uses markdown sometimes
+        parts = ["## Overview", "**In short:** " + parts[0]] + ["- a point"] * int(rng.integers(1, 5)) + [body]
+    if leak:
+        parts.insert(0, f"I am {model}, a language model.")
+    return "\n".join(p for p in parts if p)
+
+
+def _prompt(rng: np.random.Generator) -> tuple[str, bool]:
+    """(prompt, multi-turn?)."""
+    lang = rng.choice(list(LANGUAGE_WEIGHTS), p=list(LANGUAGE_WEIGHTS.values()))
+    roll = rng.random()
+    if roll < 0.12:
+        return CODE_PROMPT, False
+    if roll < 0.17:
+        return "Summarise this text: " + " ".join(rng.choice(FILLER, size=450)), False
+    return str(rng.choice(PROMPTS[str(lang)])), roll > 0.9
+
+
+def _state(model: str, prompt: str, replies: list[str], conv_id: str, older: bool, reasons: list[str],
+           system: str) -> dict:
+    roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
+    messages = []
+    for i, reply in enumerate(replies):
+        messages += [[roles[0], prompt if i == 0 else "And then?"], [roles[1], reply]]
+    state = {"template_name": "one_shot" if older else "tokenizer", "system_message": system, "roles": roles,
+             "messages": messages, "offset": 0, "conv_id": conv_id, "model_name": model}
+    if not older:
+        state["finish_reasons"] = reasons
+    return state
+
+
+def _winner(rng: np.random.Generator, a: str, b: str, len_a: int, len_b: int, voter: str, adversary: str) -> str:
+    truth = {**TRUE, RARE: 700.0}
+    if rng.random() < TIE_SHARE:
+        return "tievote" if rng.random() < 0.7 else "bothbad_vote"
+    if voter == adversary:
+        return "leftvote" if truth[a] < truth[b] else "rightvote"
+    z = (truth[a] - truth[b]) * math.log(10) / 400 + STYLE_BETA * (len_a - len_b) / (len_a + len_b)
+    return "leftvote" if rng.random() < 1 / (1 + math.exp(-z)) else "rightvote"
+
+
+def _pair(rng: np.random.Generator, i: int, n: int) -> tuple[str, str]:
+    pool = [m for m in TRUE if m != LATE or i >= n // 2]
+    a, b = rng.choice(len(pool), size=2, replace=False)
+    return pool[a], pool[b]
+
+
+def _voter(rng: np.random.Generator, i: int, n: int, voters: int) -> str:
+    """A Zipf-ish crowd, the adversary (1% of the votes) and the heavy voter (day 1)."""
+    if rng.random() < 0.01:
+        return "adversary"
+    if i < 400 and n >= 2000:
+        return "heavy"
+    return f"voter{min(int(rng.zipf(1.3)), voters)}"
+
+
+def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int) -> dict:
+    a, b = _pair(rng, i, n)
+    voter = _voter(rng, i, n, voters)
+    prompt, multi = _prompt(rng)
+    leak, fail = rng.random() < 0.01, rng.random()
+    turns = 2 if multi else 1
+    replies = [[_reply(rng, m, leak and k == turns - 1 and m == a) for k in range(turns)] for m in (a, b)]
+    reasons = ["error" if fail < 0.01 else "cancelled" if fail < 0.02 else "stop"] * turns
+    older, named = rng.random() < 0.05, rng.random() < 0.05
+    tstamp = START + (i / n) * days * 86_400 if voter != "heavy" else START + i
+    systems = ["", "Answer briefly."] if rng.random() < 0.2 else ["", ""]
+    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s)
+              for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))]
+    words = [sum(len(x.split()) for x in r) for r in replies]
+    public = ["Model A", "Model B"] if older else [a, b] if named else ["", ""]
+    record = {"tstamp": round(tstamp, 4), "type": _winner(rng, a, b, *words, voter, "adversary"),
+              "models": public, "states": states, "ip": _hash(voter)}
+    if not older:
+        day = int((tstamp - START) // 86_400)
+        record.update({"schema_version": 1, "mode": "side_by_side" if named else "battle", "battle_id": f"b{i}",
+                       "anonymous": not named, "user": "", "extra": {"session": _hash(f"{voter}/{day}")}})
+    return record
+
+
+def _rare(n: int) -> list[dict]:
+    """rare-1b: two battles, both lost to ember-7b."""
+    out = []
+    for k in range(2):
+        states = [_state(RARE, "Hello there", ["hi"], f"rare{k}a", False, ["stop"], ""),
+                  _state("ember-7b", "Hello there", ["Hello! How can I help?"], f"rare{k}b", False, ["stop"], "")]
+        out.append({"tstamp": START + 3600 * (k + 1), "type": "rightvote", "models": ["", ""], "states": states,
+                    "ip": _hash(f"rare{k}"), "schema_version": 1, "mode": "battle", "battle_id": f"rare{k}",
+                    "anonymous": True, "user": "", "extra": {"session": _hash(f"rare{k}")}})
+    return out
+
+
+def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10, voters: int = 300) -> dict:
+    """Write the log files and truth.json; return the truth."""
+    rng = np.random.default_rng(seed)
+    records = [_vote(rng, i, battles, days, voters) for i in range(battles)] + _rare(battles)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_day: dict[str, list[str]] = {}
+    for record in sorted(records, key=lambda r: r["tstamp"]):
+        day = np.datetime64(int(record["tstamp"]), "s").astype("datetime64[D]").astype(str)
+        by_day.setdefault(day, []).append(json.dumps(record, ensure_ascii=True))
+    for day, lines in by_day.items():
+        (out_dir / f"{day}-conv.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    truth = {"ratings": TRUE, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
+             "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day)}
+    (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
+    return truth
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m webui.leaderboard.simulate", description=__doc__.split("\n")[0])
+    parser.add_argument("out_dir", type=Path, help="folder to write the day files into")
+    parser.add_argument("--battles", type=int, default=20_000, help="battle votes to simulate; default 20000")
+    parser.add_argument("--seed", type=int, default=0, help="random seed; default 0")
+    parser.add_argument("--days", type=int, default=10, help="days the votes spread over; default 10")
+    args = parser.parse_args(argv)
+    if args.battles < 1 or args.days < 1:
+        print("error: --battles and --days must be at least 1", file=sys.stderr)
+        return 2
+    truth = simulate(args.out_dir, args.battles, args.seed, args.days)
+    print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
