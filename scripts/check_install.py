@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = load_specs(args.models)
         for spec in specs:
-            if spec.backend != "transformers":
-                print(f"ok   {spec.name}: {spec.backend} backend ({spec.base_url or 'remote'})")
+            if spec.backend == "openai":
+                print(f"ok   {spec.name}: remote ({spec.base_url})")
                 continue
             resolved = resolve_source(spec.source)
             size_mb = resolved.path.stat().st_size / 1e6 if resolved.path.is_file() else 0

@@ -16,6 +16,7 @@ from webui.errors import ConfigError
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request to a model server is noise
     try:
         settings = settings_from_cli(argv)
         from webui.engine.zerogpu import import_spaces_early

@@ -143,3 +143,20 @@ def test_view_shows_categories_and_my_votes(log_dir: Path):
     assert "not voted" in note and mine.empty
     assert "ip_logging is none" in view.my_votes("")[0]
     assert list(display_table(board.table)["Note"]) == ["preliminary", "preliminary"]
+
+
+def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch, capsys) -> None:
+    """pyarrow is an extra: without it a Parquet export is refused with the install command, and
+    JSON Lines still works."""
+    import importlib.util
+
+    import pandas as pd
+
+    from webui.leaderboard import export
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a))
+    frame = pd.DataFrame({"a": [1]})
+    with pytest.raises(ValueError, match=r"pairwise-arena\[parquet\]"):
+        export.write_table(frame, tmp_path / "x.parquet")
+    assert export.write_table(frame, tmp_path / "x.jsonl").read_text() == '{"a": 1}\n'

@@ -13,6 +13,7 @@ starts with it as a system message.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,20 @@ def _same_prompt(a: list[dict[str, str]], b: list[dict[str, str]]) -> bool:
     return a[:-1] == b[:-1] and any(m["role"] == "user" for m in a[:-1])
 
 
+def parquet_available() -> bool:
+    """pyarrow is an extra (170 MB), needed only for Parquet."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def write_table(frame: pd.DataFrame, path: Path) -> Path:
     """Write JSON Lines or Parquet, chosen by the file's suffix."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"{path}: export to {' or '.join(FORMATS)} (got {suffix or 'no suffix'})")
+    if suffix == ".parquet" and not parquet_available():
+        raise ValueError(f"{path}: Parquet export needs pyarrow, which is not installed: "
+                         "pip install 'pairwise-arena[parquet]' (or export to .jsonl, which needs nothing)")
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
         frame.to_parquet(path, index=False)

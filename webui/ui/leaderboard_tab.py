@@ -26,7 +26,7 @@ from gradio.context import Context
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_logs, category_board, logs_signature
 from webui.leaderboard.board import my_votes as personal_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
-from webui.leaderboard.export import preference_pairs, write_table
+from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
 from webui.ui.common import owner_of
@@ -293,7 +293,8 @@ def _operator_section(view: LeaderboardView) -> None:
         gr.Markdown("Battles (every battle vote, with the reason it was left out, if it was), "
                     "preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time.")
         with gr.Row():
-            buttons = {kind: gr.Button(f"{name}", size="sm") for kind, (name, _) in EXPORTS.items()}
+            buttons = {kind: gr.Button(f"{name}", size="sm") for kind, (name, _) in EXPORTS.items()
+                       if parquet_available() or not name.endswith(".parquet")}
             history = gr.Button("ratings_over_time.csv", size="sm")
         download = gr.File(label="Download", interactive=False)
     for kind, button in buttons.items():
