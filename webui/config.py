@@ -99,34 +99,15 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"port: must be 1..65535, got {self.port}")
-        for name in ("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
-        if self.trusted_proxies < 0:
-            raise ConfigError(f"trusted_proxies: must be 0 or more, got {self.trusted_proxies}")
-        if self.ip_logging not in IP_LOGGING_MODES:
-            raise ConfigError(f"ip_logging: must be one of {', '.join(IP_LOGGING_MODES)}, got {self.ip_logging!r}")
-        if self.ui_export not in ("auto", "on", "off"):
-            raise ConfigError(f"ui_export: must be auto, on or off, got {self.ui_export!r}")
-        self._check_deploy()
-        if self.leaderboard_rounds < 0:
-            raise ConfigError(f"leaderboard_rounds: must be 0 (no intervals) or more, got {self.leaderboard_rounds}")
-        for name in ("leaderboard_min_battles", "leaderboard_votes_per_day"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be 0 (off) or more, got {getattr(self, name)}")
-        if self.queue_timeout_s <= 0:
-            raise ConfigError(f"queue_timeout_s: must be > 0 seconds, got {self.queue_timeout_s}")
+        for names, check, rule in _RULES:
+            for name in names:
+                if not check(getattr(self, name)):
+                    raise ConfigError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
+        for name, choices in (("ip_logging", IP_LOGGING_MODES), ("ui_export", ("auto", "on", "off"))):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
-
-    def _check_deploy(self) -> None:
-        for name in ("rate_messages", "rate_votes", "rate_votes_day", "queue_size"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be 0 (no limit / automatic) or more, got {getattr(self, name)}")
-        if self.max_request_mb <= 0:
-            raise ConfigError(f"max_request_mb: must be > 0, got {self.max_request_mb}")
-        if self.hub_every_min <= 0:
-            raise ConfigError(f"hub_every_min: must be > 0 minutes, got {self.hub_every_min}")
         if self.hf_oauth and (self.auth_file or self.auth):
             raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
 
@@ -143,6 +124,16 @@ class Settings:
                 values[f.name] = _convert(f.name, raw, _field_type(f))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+# (settings, test, what the message says they must be)
+_RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
+    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency"),
+     lambda v: v >= 1, "at least 1"),
+    (("trusted_proxies", "leaderboard_rounds", "leaderboard_min_battles", "leaderboard_votes_per_day",
+      "rate_messages", "rate_votes", "rate_votes_day", "queue_size"), lambda v: v >= 0, "0 (off / automatic) or more"),
+    (("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s"), lambda v: v > 0, "> 0"),
+)
 
 
 def _field_type(f: dataclasses.Field) -> type:
