@@ -15,12 +15,12 @@ test: $(VENV)/.installed-test
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/install.sh
+$(VENV)/.installed: pyproject.toml scripts/install.sh scripts/install-vllm.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) bash scripts/install.sh
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml scripts/install.sh
+$(VENV)/.installed-test: pyproject.toml scripts/install.sh scripts/install-vllm.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) EXTRAS=test bash scripts/install.sh
 	touch $(VENV)/.installed $@
@@ -34,4 +34,4 @@ lint: $(VENV)/.installed-test
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-vllm

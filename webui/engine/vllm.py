@@ -33,6 +33,7 @@ from webui.engine.base import Slots, Weights
 from webui.engine.openai_remote import Health, RemoteBackend
 from webui.engine.templates import PromptBuilder, Rendered
 from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer
+from webui.errors import ConfigError
 from webui.models.specs import ModelSpec
 from webui.types import Finished, Message, SamplingParams, StreamEvent
 
@@ -43,8 +44,9 @@ GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide 
 _VLLM_DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-class VllmUnavailable(RuntimeError):
-    """vLLM cannot serve this entry here; the message says why (shown with the fallback)."""
+class VllmUnavailable(ConfigError):
+    """vLLM cannot serve this entry on this machine; the message says why (shown with the fallback,
+    or as the failure of a `backend: vllm` entry, which is not retried: the machine will not change)."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ def create_app(services: Services) -> FastAPI:
         statuses = services.registry.statuses()
         body = {
             "status": "ok",
-            "models": {s.name: {"state": s.state.value, "reason": s.reason, "problem": s.problem} for s in statuses},
+            "models": {s.name: {"state": s.state.value, "reason": s.reason, "problem": s.problem, "engine": s.engine}
+                       for s in statuses},
         }
         return JSONResponse(body)
 

