@@ -90,6 +90,22 @@ def test_gpu_memory_is_shared_among_the_models_that_may_run_on_vllm() -> None:
     assert shares == {"a": 0.3, "a-terse": 0.3, "b": 0.3, "c": 0.3, "t": None}
 
 
+def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
+    """Two models in a battle on 2 cores: one core each, not both on core 0 (vLLM's own choice)."""
+    from webui.engine.vllm import share_cpu_cores
+
+    specs = parse_specs({"models": [
+        {"name": "a", "source": "/a"}, {"name": "a2", "source": "/a", "system_prompt": "Arr."},
+        {"name": "b", "source": "/b", "backend": "vllm"}, {"name": "t", "source": "/t", "backend": "transformers"},
+        {"name": "p", "source": "/p", "vllm": {"cpu_cores": "5"}},
+    ]})
+    cores = {n: {s.name: s.vllm.get("cpu_cores") for s in share_cpu_cores(specs, n)} for n in (2, 16)}
+    assert cores[2] == {"a": "0", "a2": "0", "b": "1", "t": None, "p": "5"}
+    assert cores[16] == {"a": "0-6", "a2": "0-6", "b": "7-13", "t": None, "p": "5"}
+    (alone,) = parse_specs({"models": [{"name": "x", "source": "/x"}]})
+    assert share_cpu_cores([alone], 2)[0].vllm.get("cpu_cores") is None  # one model: vLLM's own choice
+
+
 def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:
     lines = ["(APIServer pid=1) INFO 11-23 17:00:00 [api_server.py:1] vLLM API server version 0.32.0",
              "(EngineCore pid=2) WARNING 11-23 17:00:01 [x.py:2] fd limit errors like `OSError` may happen",
@@ -138,7 +154,7 @@ def test_the_server_process_starts_is_watched_and_stops_with_its_workers(tmp_pat
     server = VllmServer(config)
     server.start(timeout_s=60)
     pgid = server.process.pid
-    wait_for(lambda: len(_alive_in_group(pgid)) == 2, 10, "the server and its worker should share a group")
+    wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the supervisor, the server and its worker share a group")
     assert server.failure() is None
     server.stop()
     wait_for(lambda: not _alive_in_group(pgid), 10, "processes left after stop()")
@@ -146,15 +162,59 @@ def test_the_server_process_starts_is_watched_and_stops_with_its_workers(tmp_pat
     assert "starting the fake engine" in config.log_file.read_text()
 
 
-def test_a_server_that_dies_reports_why(tmp_path: Path, fake_vllm: Path) -> None:
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
+
+
+def test_a_server_that_dies_reports_why_and_takes_its_workers_along(tmp_path: Path, fake_vllm: Path) -> None:
+    """vLLM's server killed outright (the OOM killer's way): its engine processes must not live on."""
     server = VllmServer(_config(tmp_path, fake_vllm))
     server.start(timeout_s=60)
     pgid = server.process.pid
-    os.kill(pgid, signal.SIGKILL)
-    wait_for(lambda: server.failure() is not None, 10, "the death was not noticed")
-    assert server.failure().startswith("the vLLM engine exited (code -9)")
+    (vllm_server,) = _children(pgid)
+    os.kill(vllm_server, signal.SIGKILL)
+    wait_for(lambda: server.failure() is not None, 30, "the death was not noticed")
+    assert server.failure().startswith("the vLLM engine exited (code 137)"), server.failure()
+    wait_for(lambda: not _alive_in_group(pgid), 30, "the worker outlived its dead server")
     server.stop()
-    wait_for(lambda: not _alive_in_group(pgid), 10, "the worker outlived its dead server")
+
+
+_APP = """
+import sys, time
+from pathlib import Path
+from webui.engine.vllm_server import ServerConfig, VllmServer
+tmp, fake = Path(sys.argv[1]), sys.argv[2]
+server = VllmServer(ServerConfig(python=sys.executable, model_dir=tmp, served_name="fake", max_model_len=256,
+                                 log_file=tmp / "app.log", cache_root=tmp / "vc", env={"PYTHONPATH": fake}))
+server.start(timeout_s=60)
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vllm: Path) -> None:
+    """SIGKILL runs none of the app's code: the kernel tells the supervisor, which ends the group."""
+    import subprocess
+
+    app = subprocess.Popen([sys.executable, "-c", _APP, str(tmp_path), str(fake_vllm)], stdout=subprocess.PIPE,
+                           text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        pgid = int(app.stdout.readline())
+        wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the engine did not start")
+        app.kill()
+        app.wait(10)
+        wait_for(lambda: not _alive_in_group(pgid), 30, "engine processes outlived the app")
+    finally:
+        if app.poll() is None:
+            app.kill()
 
 
 def test_a_server_that_cannot_start_gives_its_own_reason(tmp_path: Path, fake_vllm: Path) -> None:

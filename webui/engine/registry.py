@@ -95,9 +95,12 @@ class Registry:
                  loaders: Mapping[str, Loader] | None = None, *,
                  retry_first_s: float = RETRY_FIRST_S, retry_max_s: float = RETRY_MAX_S) -> None:
         self.settings = settings
-        from webui.engine.vllm import share_gpu_memory
+        import os
 
-        self._specs: dict[str, ModelSpec] = {spec.name: spec for spec in share_gpu_memory(list(specs))}
+        from webui.engine.vllm import share_cpu_cores, share_gpu_memory
+
+        placed = share_cpu_cores(share_gpu_memory(list(specs)), os.cpu_count() or 1)
+        self._specs: dict[str, ModelSpec] = {spec.name: spec for spec in placed}
         self._loaders = dict(loaders or {})
         self._retry = (retry_first_s, retry_max_s)
         self._guard = threading.Condition()  # protects the dicts and states; notified on every change

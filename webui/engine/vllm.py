@@ -39,7 +39,7 @@ from webui.types import Finished, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 180.0
-DEFAULT_CPU_KV_CACHE_GB = 1.0  # 46k tokens of KV cache for SmolLM2-135M, 55k for Gemma 3 270M
+DEFAULT_CPU_KV_CACHE_GB = 1  # 46k tokens of KV cache for SmolLM2-135M, 55k for Gemma 3 270M
 GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide among themselves
 _VLLM_DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -245,6 +245,27 @@ def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
     part = round(max(0.05, GPU_MEMORY_BUDGET - sum(fixed.values())) / len(shared), 3)
     return [dataclasses.replace(s, vllm={**s.vllm, "gpu_memory_utilization": part}) if s.weights_key in shared else s
             for s in specs]
+
+
+def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
+    """On the CPU each vLLM server runs its model on its own OpenMP threads, pinned to cores; left to
+    itself every server pins to the same first cores, and two models in a battle then take turns on
+    one core while the others idle. So entries that may run on vLLM and do not set `cpu_cores` get
+    cores of their own: with one such model vLLM chooses (it keeps a core for its HTTP side); with
+    several, the cores are divided among them (keeping one for the app when there are enough)."""
+    from webui.models.entries import VLLM_BACKENDS
+
+    keys = list(dict.fromkeys(s.weights_key for s in specs if s.backend in VLLM_BACKENDS and "cpu_cores" not in s.vllm))
+    if len(keys) < 2 or cores < 2:
+        return list(specs)
+    usable = cores - 1 if cores > len(keys) else cores
+    each = max(1, usable // len(keys))
+    ranges = {}
+    for i, key in enumerate(keys):
+        first = (i * each) % usable
+        ranges[key] = str(first) if each == 1 else f"{first}-{first + each - 1}"
+    return [dataclasses.replace(s, vllm={**s.vllm, "cpu_cores": ranges[s.weights_key]}) if s.weights_key in ranges
+            else s for s in specs]
 
 
 def _install(settings: Any) -> VllmInstall:

@@ -52,7 +52,7 @@ class ServerConfig:
     cache_root: Path  # VLLM_CACHE_ROOT: compile caches stay beside the app's other caches
     dtype: str = "auto"
     enforce_eager: bool = True
-    kv_cache_gb: float | None = None  # CPU: VLLM_CPU_KVCACHE_SPACE
+    kv_cache_gb: int | None = None  # CPU: VLLM_CPU_KVCACHE_SPACE
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
     cpu_cores: str | None = None  # CPU: VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-3"
@@ -60,7 +60,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
 
     def command(self, port: int) -> list[str]:
-        args = [self.python, "-c", _LAUNCHER, "--model", str(self.model_dir),
+        args = [self.python, str(SUPERVISOR), "--model", str(self.model_dir),
                 "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(port),
                 "--max-model-len", str(self.max_model_len), "--dtype", self.dtype, "--generation-config", "vllm",
                 "--disable-uvicorn-access-log"]
@@ -74,10 +74,13 @@ class ServerConfig:
 
     def environment(self) -> dict[str, str]:
         env = {**os.environ, "VLLM_CACHE_ROOT": str(self.cache_root), "HF_HUB_OFFLINE": "1",
+               "TORCHINDUCTOR_CACHE_DIR": str(self.cache_root / "inductor"),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
                "VLLM_LOGGING_PREFIX": f"[vllm {self.served_name}] "}
         if self.kv_cache_gb is not None:
-            env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.kv_cache_gb:g}"
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(int(self.kv_cache_gb))  # vLLM reads a whole number of GiB
+        if not self.enforce_eager:
+            env["VLLM_USE_AOT_COMPILE"] = "0"  # its saved graphs fail to load (0.32, CPU); Inductor's cache works
         if self.cpu_cores:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_cores
         env.pop("PYTHONPATH", None)  # the app's path must not leak into vLLM's own environment
@@ -85,17 +88,7 @@ class ServerConfig:
         return env
 
 
-# Run by vLLM's interpreter: ask the kernel to kill this process when the app dies (even by
-# SIGKILL; Linux only), then become the server. A flag set before exec survives it.
-_LAUNCHER = """
-import ctypes, os, signal, sys
-parent = os.getppid()
-if sys.platform.startswith("linux"):
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent:
-        sys.exit("the app exited before vLLM started")
-os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *sys.argv[1:]])
-"""
+SUPERVISOR = Path(__file__).with_name("vllm_supervisor.py")
 
 
 class VllmServer:
@@ -181,12 +174,12 @@ class VllmServer:
         if process is None:
             return
         if process.poll() is None:
-            _signal_group(process.pid, signal.SIGTERM)
+            _signal_group(process.pid, signal.SIGTERM)  # the supervisor ends the group: SIGTERM, grace, SIGKILL
             try:
-                process.wait(STOP_GRACE_S)
+                process.wait(STOP_GRACE_S + 10)
             except subprocess.TimeoutExpired:
-                log.warning("vLLM for %s did not stop within %.0f s; killing it", self.config.served_name, STOP_GRACE_S)
-        _signal_group(process.pid, signal.SIGKILL)  # whatever is left in its group (workers)
+                log.warning("vLLM for %s did not stop in time; killing it", self.config.served_name)
+        _signal_group(process.pid, signal.SIGKILL)  # whatever is left in its group, if the supervisor itself died
         process.wait(5)
         if self._reader is not None:
             self._reader.join(5)

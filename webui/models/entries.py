@@ -129,8 +129,8 @@ class TransformersEntry(LocalEntry):
 class VllmOptions(_Strict):
     """How the app starts the entry's vLLM server (docs/models.md, "vLLM")."""
 
-    kv_cache_gb: Number | None = Field(None, gt=0, description="CPU: GiB for the KV cache (VLLM_CPU_KVCACHE_SPACE); "
-                                       "default 1")
+    kv_cache_gb: Whole | None = Field(None, ge=1, description="CPU: whole GiB for the KV cache "
+                                      "(VLLM_CPU_KVCACHE_SPACE); default 1")
     gpu_memory_utilization: Number | None = Field(None, gt=0, le=1, description="GPU: share of the GPU's memory "
                                                   "for this model; default: shared out among the models on it")
     enforce_eager: StrictBool = Field(True, description="skip torch.compile: ready in about 30 s instead of minutes, "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -59,7 +61,21 @@ def serve(settings: Settings) -> None:
     from webui.server.deploy import before_serving
 
     before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
+    # uvicorn shuts down gracefully on SIGTERM and then raises the signal again with the handler
+    # that was there before it: ours turns it into SystemExit, so that the `finally` below runs
+    # (the default handler would end the process on the spot and leave engine processes behind).
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if _main_thread() else None
     try:
-        server.run()  # returns after Ctrl-C or SIGTERM (uvicorn handles both)
+        server.run()
     finally:
-        services.registry.close()  # frees the weights and stops any engine process
+        services.registry.close()  # frees the weights and stops every engine process
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()

@@ -1,0 +1,78 @@
+"""Runs vLLM's OpenAI server as its child and makes sure no part of it outlives the app.
+
+The app (webui.engine.vllm_server) starts this file with vLLM's own interpreter, as the leader of a
+new process group; vLLM's server, engine core and workers join that group. Killing vLLM's server
+alone would orphan its engine processes (they hold gigabytes and keep running), so this small
+process stands between: when the app stops the model, or dies in any way (the kernel tells us with
+a signal, PR_SET_PDEATHSIG), or when the server exits on its own, it ends the whole group: SIGTERM,
+a grace period for vLLM to free its shared memory, then SIGKILL for whatever is left.
+
+Standard library only: it runs in vLLM's environment, not the app's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GRACE_S = 15.0
+SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def main(argv: list[str]) -> int:
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: told when the app dies
+        if os.getppid() != parent:
+            return 1  # the app died before we could ask
+    stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda number, _frame: stop.append(number))
+    server = subprocess.Popen([sys.executable, "-m", SERVER, *argv])
+    while server.poll() is None and not stop:
+        time.sleep(0.2)
+    end_group()
+    code = server.wait()
+    return 0 if stop else (code if code >= 0 else 128 - code)
+
+
+def end_group() -> None:
+    """SIGTERM to everyone in our group, a grace period, then SIGKILL to the rest (not to us)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    group = os.getpgid(0)
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and _others(group):
+        time.sleep(0.2)
+    for pid in _others(group):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _others(group: int) -> list[int]:
+    """Live processes of the group other than this one (zombies count as gone)."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
