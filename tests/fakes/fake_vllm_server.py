@@ -12,6 +12,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--delay", type=float, default=0.0)
 parser.add_argument("--fail", default="")
+parser.add_argument("--shm", default="", help="leave this file in /dev/shm, as vLLM's engine does when killed")
 args, _ = parser.parse_known_args()
 print("INFO 11-23 17:00:00 [api_server.py:1] starting the fake engine", flush=True)
 if args.fail:
@@ -19,6 +20,8 @@ if args.fail:
     print('  File "engine.py", line 1, in <module>', flush=True)
     print(f"ValueError: {args.fail}", flush=True)
     sys.exit(1)
+if args.shm:
+    open(f"/dev/shm/{args.shm}", "wb").write(b"x" * 4096)
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print(f"INFO worker pid {worker.pid}", flush=True)
 time.sleep(args.delay)

@@ -176,15 +176,18 @@ def _children(pid: int) -> list[int]:
 
 def test_a_server_that_dies_reports_why_and_takes_its_workers_along(tmp_path: Path, fake_vllm: Path) -> None:
     """vLLM's server killed outright (the OOM killer's way): its engine processes must not live on."""
-    server = VllmServer(_config(tmp_path, fake_vllm))
+    leftover = Path(f"/dev/shm/psm_fake{os.getpid()}")
+    server = VllmServer(_config(tmp_path, fake_vllm, "--shm", leftover.name))
     server.start(timeout_s=60)
     pgid = server.process.pid
+    assert leftover.exists()
     (vllm_server,) = _children(pgid)
     os.kill(vllm_server, signal.SIGKILL)
     wait_for(lambda: server.failure() is not None, 30, "the death was not noticed")
     assert server.failure().startswith("the vLLM engine exited (code 137)"), server.failure()
     wait_for(lambda: not _alive_in_group(pgid), 30, "the worker outlived its dead server")
     server.stop()
+    assert not leftover.exists(), "the shared memory of a killed engine stays in RAM until removed"
 
 
 _APP = """

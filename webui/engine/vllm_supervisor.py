@@ -22,6 +22,7 @@ from pathlib import Path
 
 GRACE_S = 15.0
 SERVER = "vllm.entrypoints.openai.api_server"
+SHM = "/dev/shm"
 
 
 def main(argv: list[str]) -> int:
@@ -33,11 +34,13 @@ def main(argv: list[str]) -> int:
     stop: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: stop.append(number))
+    shared_before = _shared_memory()
     server = subprocess.Popen([sys.executable, "-m", SERVER, *argv])
     while server.poll() is None and not stop:
         time.sleep(0.2)
     end_group()
     code = server.wait()
+    _free_shared_memory(_shared_memory() - shared_before)
     return 0 if stop else (code if code >= 0 else 128 - code)
 
 
@@ -57,6 +60,40 @@ def end_group() -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _shared_memory() -> set[str]:
+    try:
+        return {name for name in os.listdir(SHM) if name.startswith(("psm_", "sem.mp-"))}
+    except OSError:
+        return set()
+
+
+def _free_shared_memory(names: set[str]) -> None:
+    """vLLM's processes keep a few hundred MB of shared memory (RAM) in /dev/shm and leave it
+    behind when they are killed rather than stopped: remove what appeared while we ran, unless a
+    live process (another model's engine) still has it mapped or open."""
+    in_use = _mapped_shared_memory()
+    for name in names - in_use:
+        try:
+            os.unlink(os.path.join(SHM, name))
+        except OSError:
+            pass
+
+
+def _mapped_shared_memory() -> set[str]:
+    found: set[str] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            maps = (entry / "maps").read_text()
+            fds = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        for text in (maps, "\n".join(fds)):
+            found.update(part.rsplit("/", 1)[1].split()[0] for part in text.split() if part.startswith(SHM + "/"))
+    return found
 
 
 def _others(group: int) -> list[int]:
