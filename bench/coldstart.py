@@ -17,7 +17,7 @@ from bench.context import BenchContext
 from bench.report import Column, Table, seconds, text
 from bench.server import ArenaProcess
 
-_READY = re.compile(r"webui\.registry: (.+) ready on (\S+) in ([\d.]+) s")
+_READY = re.compile(r"webui\.engine\.registry: (.+) ready on (\S+) in ([\d.]+) s")
 
 
 def run(ctx: BenchContext) -> dict[str, Any]:

@@ -51,6 +51,11 @@ class BenchContext:
             self._registry = build_registry(settings)
         return self._registry.load(name)
 
+    def engine_name(self, name: str) -> str:
+        """Which engine serves `name` in this process ("vLLM 0.32.0", or "transformers: why")."""
+        self.backend(name)
+        return self._registry.status(name).engine or "transformers"
+
     # ---- the real server -------------------------------------------------------------------
     def server(self) -> ArenaProcess:
         """The running server; PathUnavailable (with the server's own words) when it cannot start."""

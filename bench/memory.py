@@ -72,13 +72,42 @@ def measure(models_file: Path, names: list[str]) -> dict[str, Any]:
         _first_reply(backend)
         gc.collect()
         info = proc.memory_full_info()
+        status = registry.status(name)
+        model = getattr(backend, "model", None)
         out["steps"].append({
             "name": name, "rss": info.rss, "uss": info.uss, "rss_after_load": loaded_rss, "load_s": load_s,
-            "weights_bytes": weights_bytes(backend.model), "from_cache": registry.status(name).from_cache,
-            "device": registry.status(name).device,
+            "weights_bytes": weights_bytes(model) if model is not None else folder_weights_bytes(backend),
+            "engine_rss": engine_rss(backend), "engine": status.engine,
+            "from_cache": status.from_cache, "device": status.device,
             "gpu_allocated": torch.cuda.memory_allocated() if torch.cuda.is_available() else None,
         })
+    registry.close()
     return out
+
+
+def engine_rss(backend: Any) -> int | None:
+    """Resident memory of the engine's own processes (a vLLM server: supervisor, API server, engine
+    core, worker), summed; None when the model runs in this process."""
+    import psutil
+
+    server = getattr(backend, "server", None)
+    if server is None or server.process is None:
+        return None
+    group = server.process.pid
+    total = 0
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == group:
+                total += proc.memory_info().rss
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return total
+
+
+def folder_weights_bytes(backend: Any) -> int:
+    """The size of the weights a vLLM server loaded (the safetensors files of its model folder)."""
+    folder = Path(backend.server.config.model_dir)
+    return sum(f.stat().st_size for f in folder.glob("*.safetensors"))
 
 
 def _first_reply(backend: Any) -> None:
@@ -108,9 +137,11 @@ def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for name, r in result["models"].items():
         step = r["steps"][0]
-        added = step["rss"] - r["baseline_rss"]
+        added = step["rss"] - r["baseline_rss"] + (step.get("engine_rss") or 0)
         rows.append({"case": name, "added": added, "weights": step["weights_bytes"], "ratio": added / step["weights_bytes"],
-                     "gpu": step["gpu_allocated"], "cache": "yes" if step["from_cache"] else "no", "device": step["device"]})
+                     "engine": step.get("engine_rss"), "gpu": step["gpu_allocated"],
+                     "cache": "yes" if step["from_cache"] else "no", "device": step["device"],
+                     "served": (step.get("engine") or "transformers").split(":")[0]})
     v = result["variants"]
     first, second = v["steps"]
     rows.append({"case": f"{first['name']} + {second['name']} (one source)",
@@ -118,11 +149,14 @@ def tables(result: dict[str, Any]) -> list[Table]:
                  "ratio": (second["rss"] - v["baseline_rss"]) / first["weights_bytes"],
                  "second": second["rss"] - first["rss"], "gpu": second["gpu_allocated"],
                  "cache": "yes" if first["from_cache"] else "no", "device": first["device"]})
-    columns = [Column("case", "loaded"), Column("added", "RSS added", mib), Column("weights", "weights (params)", mib),
+    columns = [Column("case", "loaded"), Column("served", "engine", text), Column("added", "RSS added", mib),
+               Column("engine", "of which engine processes", mib), Column("weights", "weights (params)", mib),
                Column("ratio", "RSS ÷ weights", number(2)), Column("second", "second variant added", mib),
                Column("gpu", "GPU allocated", mib), Column("device", "device", text), Column("cache", "from cache", text)]
     notes = ["RSS added = resident memory after loading and a first two-token reply, minus after the imports, "
-             "in a fresh process per row (cached weights are memory-mapped: they become resident when first used).",
+             "in a fresh process per row (cached weights are memory-mapped: they become resident when first used), "
+             "plus the engine's own processes when a vLLM server serves the model (its KV cache included: "
+             "1 GiB by default on the CPU).",
              "Two variants (same source, another system prompt) should cost one copy: 'second variant added' ≈ 0."]
     return [Table("6. Memory per loaded model; two variants of one set of weights", columns, rows, notes)]
 

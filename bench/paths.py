@@ -1,7 +1,8 @@
 """The four ways one request can travel, each timed from the caller's side:
 
-    raw     model.generate on the prompt's token ids, in this process (the reference)
-    engine  TransformersBackend.stream, in this process: template, thread hand-off, text streamer
+    raw     the engine alone, the reference: model.generate on the prompt's token ids in this process
+            (transformers), or the model's own vLLM server asked directly over HTTP with those ids
+    engine  the backend's stream(), in this process: template, context fitting, hand-offs, stop strings
     gradio  the UI's Direct chat event over HTTP with gradio_client, against the real server
     api     POST /v1/chat/completions with stream=True through the openai client, same server
 
@@ -116,7 +117,39 @@ def in_fresh_thread(fn: Callable[[], T]) -> T:
 
 
 def run_raw(backend: Any, request: Request) -> Sample:
+    if getattr(backend, "server", None) is not None:  # served by vLLM: its own server, without our code
+        return run_vllm_direct(backend, request)
     return in_fresh_thread(lambda: _run_raw(backend, request))
+
+
+def run_vllm_direct(backend: Any, request: Request) -> Sample:
+    """The vLLM server the backend uses, asked directly: the same prompt token ids and settings
+    the backend would send, streamed with plain httpx. What the app adds is measured against this."""
+    import json
+
+    import httpx
+
+    params = greedy_params(backend, request)
+    rendered = backend.prompts.prepare(request.messages(), params)
+    body = {"model": backend.spec.remote_model, "prompt": rendered.token_ids, "max_tokens": request.max_tokens,
+            "temperature": 0.0, "ignore_eos": request.ignore_eos, "stream": True,
+            "stream_options": {"include_usage": True}}
+    sample = Sample("raw", request.model, 0.0, counted_by="usage")
+    parts: list[str] = []
+    start = time.perf_counter()
+    with httpx.stream("POST", f"{backend.server.base_url}/v1/completions", json=body, timeout=600) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[len("data: "):])
+            if chunk.get("usage"):
+                sample.tokens = chunk["usage"]["completion_tokens"]
+            for choice in chunk.get("choices", []):
+                if choice.get("text"):
+                    sample.chunk_times.append(time.perf_counter() - start)
+                    parts.append(choice["text"])
+                sample.finish = choice.get("finish_reason") or sample.finish
+    return _finish(sample, start, parts)
 
 
 def _run_raw(backend: Any, request: Request) -> Sample:
@@ -149,7 +182,10 @@ def prompt_ids(backend: Any, request: Request) -> Any:
 
 
 def prefill_s(backend: Any, request: Request, repeats: int) -> float | None:
-    """Median time of one forward pass over the prompt: the floor under any time to first token."""
+    """Median time of one forward pass over the prompt: the floor under any time to first token
+    (None for a model in a vLLM server: its first-token time on the raw path says the same)."""
+    if getattr(backend, "model", None) is None:
+        return None
     return in_fresh_thread(lambda: _prefill_s(backend, request, repeats))
 
 

