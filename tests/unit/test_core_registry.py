@@ -195,3 +195,19 @@ def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
     wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "was not reloaded")
     assert alive["count"] == 2
     registry.close()
+
+
+def test_waiting_for_a_model_ends_when_its_load_fails(settings) -> None:
+    """One wait for every caller (the UI, the API): it ends as soon as the model is ready or has
+    failed, instead of sitting out the whole timeout on a model that will not come."""
+    def broken(spec, _settings):
+        time.sleep(0.3)
+        raise RuntimeError("cannot load")
+
+    specs = parse_specs({"models": [{"name": "b", "source": "/b"}]})
+    registry = Registry(specs, settings, loaders={"auto": broken}, retry_first_s=60)
+    started = time.monotonic()
+    with pytest.raises(ModelNotReady, match="cannot load"):
+        registry.get("b", wait_s=60)  # not loaded yet: queued now, then waited for
+    assert time.monotonic() - started < 20
+    registry.close()
