@@ -57,6 +57,7 @@ class Settings:
     log_dir: Path = field(default_factory=_default_log_dir)
     cache_dir: Path = field(default_factory=_default_cache_dir)
     preload: bool = True  # load every model in the background at start
+    load_parallel: int = 2  # models loading at once (vLLM starts overlap well; 1: one after another)
     max_concurrency: int = 2  # simultaneous generations per set of weights (a models-file entry may override)
     queue_timeout_s: float = 60.0  # how long a request waits for a free generation slot
     queue_per_slot: int = 4  # requests that may wait per generation slot before new ones are refused at once
@@ -128,7 +129,7 @@ class Settings:
 
 # (settings, test, what the message says they must be)
 _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
-    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency"),
+    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency", "load_parallel"),
      lambda v: v >= 1, "at least 1"),
     (("trusted_proxies", "leaderboard_rounds", "leaderboard_min_battles", "leaderboard_votes_per_day",
       "rate_messages", "rate_votes", "rate_votes_day", "queue_size"), lambda v: v >= 0, "0 (off / automatic) or more"),
@@ -178,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--log-dir", dest="log_dir", type=Path, help="where votes and transcripts go; default ./logs (/data/logs on Spaces)")
     add("--cache-dir", dest="cache_dir", type=Path, help="cache for dequantised weights; default ~/.cache/pairwise-arena")
     add("--no-preload", dest="preload", action="store_false", default=None, help="load models on first use instead of at start")
+    add("--load-parallel", dest="load_parallel", type=int,
+        help="models loading at once at start; default 2 (1: one after another)")
     add("--max-concurrency", dest="max_concurrency", type=int, help="simultaneous generations per model; default 2")
     add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
     add("--vllm-python", dest="vllm_python",

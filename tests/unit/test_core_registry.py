@@ -211,3 +211,21 @@ def test_waiting_for_a_model_ends_when_its_load_fails(settings) -> None:
         registry.get("b", wait_s=60)  # not loaded yet: queued now, then waited for
     assert time.monotonic() - started < 20
     registry.close()
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_models_load_as_many_at_once_as_asked(settings, parallel: int) -> None:
+    """Two loaders that only finish together (a barrier): they both load only when two run at once."""
+    barrier = threading.Barrier(2, timeout=2)
+
+    def together(spec, _settings):
+        barrier.wait()
+        return Weights(lambda v, s: object())
+
+    specs = parse_specs({"models": [{"name": "a", "source": "/a"}, {"name": "b", "source": "/b"}]})
+    registry = Registry(specs, settings.replace(load_parallel=parallel), loaders={"auto": together}, retry_first_s=60)
+    registry.start()
+    assert registry.wait_idle(20)
+    states = {s.state for s in registry.statuses()}
+    assert states == ({ModelState.READY} if parallel == 2 else {ModelState.FAILED})
+    registry.close()

@@ -6,10 +6,11 @@ sampling defaults) share one copy of the weights and one set of generation slots
 lock makes sure two requests never load the same weights twice, and one model failing never stops
 the others.
 
-One background thread (the keeper) does the slow work: it loads what is queued, one set of
-weights at a time (two loads at once on a small machine only make both slower), retries a failed
-load with a growing pause, and notices weights that die while the app runs (an engine process that
-exits), which it marks failed and reloads the same way. A model nobody asked for at start (with
+One background thread (the keeper) schedules the slow work: it hands what is queued to loader
+threads (`--load-parallel`, 2 by default: a vLLM server spends its start mostly in single-threaded
+imports, so two starts overlap well even on 2 cores), retries a failed load with a growing pause,
+and notices weights that die while the app runs (an engine process that exits), which it marks
+failed and reloads the same way. A model nobody asked for at start (with
 `--no-preload`) loads on first use: `get(name, wait_s)` queues it and waits.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -112,6 +114,8 @@ class Registry:
         self._listeners: list[Callable[[ModelStatus], None]] = []
         self._wanted: list[tuple[str, ...]] = []  # queued for the keeper, in order
         self._keeper: threading.Thread | None = None
+        self._loads: queue.SimpleQueue[tuple[str, ...] | None] = queue.SimpleQueue()
+        self._loaders_running: list[threading.Thread] = []
         self._closed = False
 
     def concurrency(self, key: tuple[str, ...]) -> int:
@@ -268,11 +272,27 @@ class Registry:
         while True:
             key = self._next_job()
             if key is None:
+                for _ in self._loaders_running:
+                    self._loads.put(None)
                 return
             if key == ("watch",):
                 self._watch()
             else:
-                self._ensure_loaded(self._slots[key])
+                self._dispatch(key)
+
+    def _dispatch(self, key: tuple[str, ...]) -> None:
+        """Hand a load to one of `settings.load_parallel` loader threads (started on first use).
+        They live as long as the registry: a vLLM server dies with the thread that started it."""
+        if len(self._loaders_running) < self.settings.load_parallel:
+            thread = threading.Thread(target=self._load_worker, name=f"registry-loader-{len(self._loaders_running)}",
+                                      daemon=True)
+            self._loaders_running.append(thread)
+            thread.start()
+        self._loads.put(key)
+
+    def _load_worker(self) -> None:
+        while (key := self._loads.get()) is not None:
+            self._ensure_loaded(self._slots[key])
 
     def _next_job(self) -> tuple[str, ...] | None:
         """The next set of weights to load, ("watch",) when it is time to check ready weights, or

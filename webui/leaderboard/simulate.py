@@ -133,9 +133,9 @@ def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int) -> d
     systems = ["", "Answer briefly."] if rng.random() < 0.2 else ["", ""]
     states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s)
               for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))]
-    words = [sum(len(x.split()) for x in r) for r in replies]
+    len_a, len_b = (sum(len(x.split()) for x in r) for r in replies)
     public = ["Model A", "Model B"] if older else [a, b] if named else ["", ""]
-    record = {"tstamp": round(tstamp, 4), "type": _winner(rng, a, b, *words, voter, "adversary"),
+    record = {"tstamp": round(tstamp, 4), "type": _winner(rng, a, b, len_a, len_b, voter, "adversary"),
               "models": public, "states": states, "ip": _hash(voter)}
     if not older:
         day = int((tstamp - START) // 86_400)
