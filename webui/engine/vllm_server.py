@@ -109,6 +109,11 @@ class VllmServer:
 
     # ---- start ------------------------------------------------------------------------------
     def start(self, timeout_s: float, cancelled: threading.Event | None = None) -> None:
+        self.launch()
+        self.wait_ready(timeout_s, cancelled)
+
+    def launch(self) -> None:
+        """Start the process and return at once (the caller can do its own preparation meanwhile)."""
         self.port = free_port()
         self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.config.cache_root.mkdir(parents=True, exist_ok=True)
@@ -121,6 +126,9 @@ class VllmServer:
             _LIVE.add(self)
         self._reader = threading.Thread(target=self._read_log, name=f"vllm-log:{self.config.served_name}", daemon=True)
         self._reader.start()
+
+    def wait_ready(self, timeout_s: float, cancelled: threading.Event | None = None) -> None:
+        """Block until the server answers; EngineStartError (the server stopped) when it does not."""
         try:
             self._wait_ready(timeout_s, cancelled)
         except BaseException:

@@ -14,16 +14,18 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from webui.models.sources import ResolvedSource, resolve_source
 from webui.models.specs import DeviceSpec, ModelSpec
 
+if TYPE_CHECKING:
+    import torch
+
 log = logging.getLogger(__name__)
 _CACHE_FORMAT = "2"  # bump when the cache layout changes (2: loadable by vLLM too)
 _COMPLETE_MARK = ".complete"
+CPU_DTYPE_NAMES = {"auto": "float32", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch_dtype(_, "cpu")
 
 
 class LoadError(RuntimeError):
@@ -39,6 +41,8 @@ class LoadedWeights:
 
 
 def torch_dtype(name: str, device: str) -> torch.dtype:
+    import torch
+
     if name == "fp32":
         return torch.float32
     if name == "fp16":
@@ -80,9 +84,9 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
     source = resolve_source(spec.source)
     if not source.gguf_file:
         return source.folder
-    dtype = torch_dtype(spec.dtype, "cpu")
-    cached = _cache_folder(cache_dir, source, dtype)
+    cached = _cache_folder(cache_dir, source, CPU_DTYPE_NAMES[spec.dtype])
     if not (cached / _COMPLETE_MARK).is_file():
+        dtype = torch_dtype(spec.dtype, "cpu")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         log.info("%s: dequantising %s once (the cache then serves every engine)", spec.name, source.gguf_file)
@@ -96,6 +100,8 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
 
 
 def _target_device(device: DeviceSpec) -> str:
+    import torch
+
     if device.kind in ("cuda", "auto") and torch.cuda.is_available():
         return "cuda"
     if device.kind == "auto":
@@ -106,6 +112,8 @@ def _target_device(device: DeviceSpec) -> str:
 
 
 def _device_map(device: DeviceSpec, target: str, config: Any, dtype: torch.dtype) -> Any:
+    import torch
+
     if not target.startswith("cuda"):
         return {"": target}
     if target != "cuda":  # cuda:N
@@ -153,11 +161,15 @@ def _placement(model: Any) -> str:
     return str(next(model.parameters()).device)
 
 
-def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype) -> Path:
-    import transformers
+def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype | str) -> Path:
+    """Keyed by the file, the dtype ("float32"), the transformers version and the cache format;
+    worked out without importing torch or transformers (an engine in another process only needs
+    the folder)."""
+    from importlib.metadata import version
 
     stem = Path(source.gguf_file or "model").stem
-    key = f"{source.fingerprint()}-{str(dtype).removeprefix('torch.')}-tf{transformers.__version__}-v{_CACHE_FORMAT}"
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    key = f"{source.fingerprint()}-{name}-tf{version('transformers')}-v{_CACHE_FORMAT}"
     return cache_dir / "dequantised" / f"{stem}-{key}"
 
 
@@ -200,6 +212,7 @@ def _write_folder(model: Any, tokenizer: Any, staging: Path) -> None:
 def untied_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The weights with each shared tensor stored once, under the first name that is not an output
     head (`lm_head.weight` shares the embedding's storage when the config ties them)."""
+
     kept: dict[str, torch.Tensor] = {}
     owners: dict[tuple[int, int], str] = {}
     names = sorted(model.state_dict(keep_vars=False).items(), key=lambda item: item[0].startswith("lm_head"))
