@@ -116,6 +116,11 @@ def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:
     assert summary == ("ValueError: Available memory on node 0 is less than desired | "
                        "RuntimeError: Engine core initialization failed. See root cause above.")
     assert summarize_log(["INFO 11-23 [a.py:1] loading", "INFO 11-23 [a.py:2] still loading"], 1) == "still loading"
+    worker = ["[vllm t] (Worker pid=9) ERROR 11-23 19:19:00 [multiproc_executor.py:953] ValueError: There is no "
+              "module named 'lm_head'", "Exception: WorkerProc initialization failed due to an exception in a "
+              "background process. See stack trace for root cause.",
+              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    assert summarize_log(worker).startswith("ValueError: There is no module named 'lm_head' | RuntimeError")
 
 
 @pytest.fixture()

@@ -199,12 +199,17 @@ def summarize_log(lines: Sequence[str], count: int = 3) -> str:
     last lines; each without vLLM's prefix of process, level and time."""
     cleaned = [_strip_prefix(line) for line in lines if line.strip()]
     frames = ("File ", "Traceback", "^", "~", "raise ", "return ", "self.", "During handling")
-    errors = [line for line in cleaned if _EXCEPTION.match(line.strip())]
-    chosen = errors[-count:] if errors else [line for line in cleaned if not line.lstrip().startswith(frames)][-count:]
+    errors = [line.strip() for line in cleaned if _EXCEPTION.match(line.strip())]
+    # the root cause first (vLLM wraps it in "... initialization failed. See root cause above.")
+    causes = [line for line in errors if not _WRAPPER.search(line)]
+    chosen = (causes[:count - 1] + errors[-1:]) if causes else errors[-count:]
+    if not errors:
+        chosen = [line for line in cleaned if not line.lstrip().startswith(frames)][-count:]
     text = " | ".join(dict.fromkeys(chosen)) or "(no output)"
     return text if len(text) <= 600 else "..." + text[-597:]
 
 
+_WRAPPER = re.compile(r"initialization failed|See root cause|See stack trace|see above", re.IGNORECASE)
 _EXCEPTION = re.compile(r"^([A-Za-z_.]*(Error|Exception)|ERROR)\b:?")
 
 
