@@ -193,6 +193,38 @@ def _wait_ready(proc: subprocess.Popen, port: int, log: Path, names: set[str]) -
         time.sleep(1)
 
 
+def _engine_port(groups: list[int], served_name: str) -> int:
+    """The port of the vLLM server serving `served_name`, from its command line."""
+    for group in groups:
+        for pid in _group(group):
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"--served-model-name" in args and args[args.index(b"--served-model-name") + 1].decode() == served_name:
+                return int(args[args.index(b"--port") + 1])
+    raise AssertionError(f"no vLLM server for {served_name}")
+
+
+def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> None:
+    """A client of our API that goes away mid-stream: vLLM's own count of running requests is back
+    to 0 (the app closed its stream to vLLM, which aborted the request)."""
+    metrics = f"http://127.0.0.1:{_engine_port(groups, 'SmolLM2-135M-Instruct')}/metrics"
+
+    def running() -> float:
+        lines = httpx.get(metrics, timeout=5).text.splitlines()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("vllm:num_requests_running{"))
+
+    body = {"model": "SmolLM2-135M-Instruct", "stream": True, "max_tokens": 1500, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Count to a thousand."}]}
+    with httpx.Client(timeout=60) as client, client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
+                                                           json=body) as response:
+        chunks = 0
+        for line in response.iter_lines():
+            chunks += line.startswith("data:")
+            if chunks == 4:
+                assert running() == 1
+                break
+    wait_for(lambda: running() == 0, 10, "vLLM still generates for a client that left")
+
+
 def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(vllm_python: str, tmp_path: Path) -> None:
     """The bundled models file as `make run` serves it: both demo models on vLLM (or a status
     saying why one is not), then SIGTERM: the app exits and takes every engine process with it."""
@@ -209,6 +241,7 @@ def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(v
             "model": "SmolLM2-135M-Instruct", "temperature": 0, "max_tokens": 16, "messages": [
                 {"role": "user", "content": "What is the capital of France? Answer briefly."}]}).json()
         assert "Paris" in reply["choices"][0]["message"]["content"]
+        _a_dropped_api_client_is_aborted_in_vllm(port, groups)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
         wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived the app")
