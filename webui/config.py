@@ -60,6 +60,9 @@ class Settings:
     queue_timeout_s: float = 60.0  # how long a request waits for a free generation slot
     max_input_chars: int = 12_000
     max_turns: int = 20
+    # In a battle, a pane on its model's own settings is cut at this length, the same for both:
+    # each model's own max_new_tokens would tell them apart before the vote (docs/ui.md).
+    battle_max_new_tokens: int = 256
     thread_join_timeout_s: float = 30.0
     # Keys the HTTP API (/v1) accepts as `Authorization: Bearer KEY`; empty means no key needed.
     # Environment only (ARENA_API_KEYS=key1,key2): a command-line key would show in `ps`.
@@ -88,7 +91,7 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"port: must be 1..65535, got {self.port}")
-        for name in ("max_concurrency", "max_input_chars", "max_turns"):
+        for name in ("max_concurrency", "max_input_chars", "max_turns", "battle_max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.trusted_proxies < 0:
@@ -171,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
     add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
+    add("--battle-max-new-tokens", dest="battle_max_new_tokens", type=int,
+        help="one length cap for both models of a battle (their own would tell them apart); default 256")
     add("--trusted-proxies", dest="trusted_proxies", type=int,
         help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
         "from X-Forwarded-For only that far; default 0")
