@@ -153,7 +153,7 @@ def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
     assert sorted(i for i, _ in sent) == [4, 5], f"sent more than changed: {sent}"
     for frame in middle:
         for update in frame[:2]:  # a pane: sent only when it changed, and then only as a chat
-            assert set(update) <= {"__type__", "value", "label", "elem_classes"}
+            assert set(update) <= {"__type__", "value", "label"}
     assert "40 tokens" in chat_text(final[0]) and "60 tokens" in chat_text(final[1]), "the last update is whole"
     assert final[4].startswith("<|user|> hello"), "and carries the prompt"
 

@@ -45,13 +45,13 @@ def text(update: dict) -> str:
 
 def streaming_both(frames: list[Any]) -> bool:
     panes = [latest(frames, i) for i in (0, 1)]
-    return all(len(text(p)) > 40 and "streaming" in p.get("elem_classes", []) for p in panes)
+    return all(len(text(p)) > 40 and "▌" in text(p) for p in panes)
 
 
 def test_demo_battle_streams_both_panes_at_once_stops_and_reveals(demo_ui: RunningUI, tmp_path: Path) -> None:
     client = Client(demo_ui.url, verbose=False, download_files=False)
     job = client.submit("Tell me a long story about a lighthouse keeper and the sea.", api_name="/battle_send")
-    # Both replies are on their way at the same moment: each pane shows text and streams.
+    # Both replies are on their way at the same moment: each pane shows text and the cursor.
     wait_for(lambda: job.outputs() and streaming_both(job.outputs()), 120, "the two panes never streamed at the same time")
     assert len(generate_threads()) == 2
     stopped = client.predict(api_name="/battle_stop")

@@ -6,8 +6,6 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 * panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
   pane most of the screen wide), rather than a stack in which the votes end up far below;
 * disabled vote buttons that look disabled;
-* the streaming cursor, drawn after the text of a pane whose chat has the class `streaming` (the
-  text itself then only grows, and Gradio sends each update as an append);
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
   when the focus is not in a text field;
 * on a desktop the message box gets the focus without scrolling; a phone keeps the top of the page.
@@ -31,11 +29,6 @@ CSS = """
 .arena-votes button:not(:disabled) {
   border: 2px solid var(--color-accent); font-weight: 600;
 }
-.arena-chat.streaming [data-testid="bot"].latest .prose > :last-child::after,
-.arena-chat.streaming [data-testid="bot"].latest .prose:empty::after {
-  content: "▌"; animation: arena-blink 1s steps(2, start) infinite;
-}
-@keyframes arena-blink { to { visibility: hidden; } }
 .arena-notice p { margin: 0; }
 .arena-keys { opacity: 0.7; font-size: var(--text-sm); }
 @media NARROW {

@@ -23,6 +23,7 @@ import gradio as gr
 from webui.arena import rules as arena
 from webui.arena.handlers import Handlers
 from webui.arena.rules import PANE_COUNTS, PANE_LABELS, Refused, Session
+from webui.errors import ArenaError
 from webui.ui import views
 from webui.ui.common import (
     INTERNAL,
@@ -225,8 +226,7 @@ class ChatTab:
         pane = session.panes[i] if session is not None and i < len(session.panes) else None
         anonymous = session is not None and session.anonymous
         return gr.update(value=views.chat_messages(pane, anonymous=anonymous) if pane else [],
-                         label=views.pane_label(session, i, self.mode),
-                         elem_classes=["arena-chat", "streaming"] if pane and pane.busy else ["arena-chat"])
+                         label=views.pane_label(session, i, self.mode))
 
     def _prompt(self, session: Session | None, i: int) -> str:
         return views.last_prompt(session.panes[i]) if session is not None and i < len(session.panes) else ""
@@ -375,8 +375,11 @@ class ChatTab:
 
         @guarded
         def on_choose(session: Session | None, model: str | None, request: gr.Request) -> list[Any]:
-            if not model or (session is not None and index >= len(session.panes)):
-                return [*self._pane_view(session, index), gr.skip(), *keep]  # a hidden pane: chosen at its first use
+            if not model:
+                return [*self._pane_view(session, index), gr.skip(), *keep]
+            if session is not None and index >= len(session.panes):
+                # A hidden pane takes its model when it is shown; its controls follow the dropdown now.
+                return [*self._pane_view(session, index), gr.skip(), *self._defaults(model, keep)]
             try:
                 session, changed = handlers.choose_model(session, mode, index, model, owner_of(request))
             except Refused as exc:
@@ -387,6 +390,12 @@ class ChatTab:
             return [*self._pane_view(session, index), gr.skip(), *defaults]
 
         return on_choose
+
+    def _defaults(self, model: str, otherwise: list[Any]) -> list[Any]:
+        try:
+            return list(self.handlers.pane_defaults(model).values())
+        except ArenaError:  # no such model: the handler says so when it is used
+            return otherwise
 
     def _wire_count(self) -> None:
         """Side by side: 2, 3 or 4 panes; another number starts a new conversation."""

@@ -17,6 +17,7 @@ from webui.arena.rules import PANE_LABELS, Pane, Reply, Session
 from webui.engine.registry import ModelState, ModelStatus
 from webui.types import Finished, FinishReason
 
+CURSOR = "▌"
 REASONS = {
     FinishReason.STOP: "finished",
     FinishReason.LENGTH: "length limit reached",
@@ -44,15 +45,14 @@ def stats_line(final: Finished, *, anonymous: bool = False) -> str:
 
 
 def reply_markdown(reply: Reply, *, anonymous: bool = False) -> str:
-    """The reply as shown. The text is stripped at both ends: a chat template that always leaves a
-    trailing newline (or a leading space) would otherwise mark its model before the vote. While it
-    streams the text only grows, so that Gradio sends each update as an append; the cursor is drawn
-    by CSS (the chat's `streaming` class)."""
+    """The reply as shown: the text stripped at both ends (a chat template that always leaves a
+    trailing newline, or a leading space, would otherwise mark its model before the vote), then the
+    cursor while it streams, the statistics once it ended, or what went wrong."""
     text = reply.text.strip()
     if reply.error is not None:
         return f"{_close_fences(text)}\n\n⚠️ {reply.error}" if text else f"⚠️ {reply.error}"
     if reply.final is None:
-        return text
+        return f"{text}{CURSOR}"
     if reply.final.reason is FinishReason.ERROR:
         return f"{_close_fences(text)}\n\n⚠️ {GENERIC_FAILURE}"
     return f"{_close_fences(text)}\n\n<sub>{stats_line(reply.final, anonymous=anonymous)}</sub>"
@@ -78,10 +78,6 @@ def chat_messages(pane: Pane, *, anonymous: bool = False) -> list[dict[str, Any]
         messages.append({"role": "user", "content": _text(turn.user)})
         messages.append({"role": "assistant", "content": _text(reply_markdown(turn.reply, anonymous=anonymous))})
     return messages
-
-
-def streaming(pane: Pane) -> bool:
-    return pane.busy
 
 
 def pane_label(session: Session | None, index: int, mode: str) -> str:
