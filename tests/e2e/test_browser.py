@@ -140,6 +140,7 @@ def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) 
     send(page, "battle", "x" * (limit + 1))
     expect(page.get_by_text(f"the limit is {limit:,}")).to_have_count(1, timeout=10_000)
     expect(page.get_by_text(f"the limit is {limit:,}")).to_be_visible()
+    page.wait_for_timeout(300)  # the toast's slide-in, for the screenshot
     for pane in ("a", "b"):
         chat = page.locator(f"#battle-chat-{pane}")
         expect(chat).to_contain_text("hello what is the capital of france")

@@ -74,8 +74,9 @@ def test_the_api_lists_exactly_the_documented_endpoints(client: Client) -> None:
     assert ours == DOCUMENTED
     send = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/sbs_send"]
     names = [p["parameter_name"] for p in send["parameters"]]
-    assert names[:7] == ["message", "panes", "model_a", "model_b", "model_c", "model_d", "same_params"]
-    assert names[7:14] == [f"a_{f}" for f in FIELDS] and names[-1] == "d_system_prompt"
+    # Panes A and B first, as before there were four: two-pane callers with positional arguments keep working.
+    assert names[:4] == ["message", "model_a", "model_b", "same_params"] and names[4:11] == [f"a_{f}" for f in FIELDS]
+    assert names[18:21] == ["panes", "model_c", "model_d"] and names[-1] == "d_system_prompt"
 
 
 def test_battle_turn_end_to_end_without_names_before_the_vote(ui: RunningUI, client: Client) -> None:
@@ -169,6 +170,12 @@ def test_three_panes_each_with_its_own_parameters(ui: RunningUI, client: Client)
     assert sorted(c.conversation.system_message for c in ui.recorder.chats[-3:]) == ["sys a", "sys b", "sys c"]
     assert "two panes to vote" in out[8], "the notice says why there is no vote"
     assert "two models" in refused(client, "/sbs_vote_a")
+    before = len(ui.recorder.chats)
+    again = client.predict(**kwargs, api_name="/sbs_regenerate")  # every pane on show, with its parameters
+    assert len(ui.recorder.chats) == before + 3 and all(f"{n} tokens" in chat_text(again[i])
+                                                        for i, n in enumerate(lengths.values()))
+    client.predict(**kwargs, api_name="/sbs_regenerate_b")
+    assert len(ui.recorder.chats) == before + 4 and ui.recorder.chats[-1].conversation.model_name == "long-b"
 
 
 def test_a_model_dropdown_redraws_only_its_own_pane(client: Client) -> None:
@@ -182,8 +189,7 @@ def test_a_model_dropdown_redraws_only_its_own_pane(client: Client) -> None:
 
 def test_side_by_side_shows_names_and_the_exact_prompt(client: Client) -> None:
     quick_b = [*QUICK[:6], "Answer briefly."]
-    out = client.predict(message="hello", model_a="tiny-a", model_b="tiny-b", **pane("a", QUICK), **pane("b", quick_b),
-                         api_name="/sbs_send")
+    out = client.predict("hello", "tiny-a", "tiny-b", False, *QUICK, *quick_b, api_name="/sbs_send")  # positional
     assert [out[0]["label"], out[1]["label"]] == ["Model A: tiny-a", "Model B: tiny-b"]
     assert out[5].startswith("<|system|> Answer briefly. <|end|> <|user|> hello"), "tiny-b's prompt"
     assert "<|user|> hello <|end|> <|assistant|>" in out[4]

@@ -237,12 +237,13 @@ class Handlers:
             pane = session.panes[item.pane]
             reply = pane.turns[-1].reply
             if item.error is not None:
-                # A stream that fails before (or without) its Finished event still gets a record,
-                # as docs/logging.md promises one per failed reply.
                 log.warning("%s failed to answer: %s", pane.model, item.error)
-                reply.error = failure_message(item.error)
-                reply.final = Finished(FinishReason.ERROR, error=f"{type(item.error).__name__}: {item.error}")
-                self._record_chat(session, item.pane, client)
+                if reply.final is None:  # (a failure after the Finished event changes nothing)
+                    # A stream that fails before (or without) its Finished event still gets a
+                    # record, as docs/logging.md promises one per failed reply.
+                    reply.error = failure_message(item.error)
+                    reply.final = Finished(FinishReason.ERROR, error=f"{type(item.error).__name__}: {item.error}")
+                    self._record_chat(session, item.pane, client)
             elif isinstance(item.event, TextDelta):
                 reply.text += item.event.text
             elif isinstance(item.event, Finished):

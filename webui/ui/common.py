@@ -21,7 +21,6 @@ from webui.types import SamplingParams
 
 log = logging.getLogger(__name__)
 UNEXPECTED = "Something went wrong on the server. Please try again, or start a new round."
-REFUSED_TITLE = "Not possible right now"
 # One concurrency group for every streaming event of every tab, at the queue's default limit
 # (webui.server.security.configure_queue sizes it to the models' generation slots): more would only wait
 # inside the engine, where nobody sees a queue position.
@@ -54,7 +53,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(exc, gr.Error):
             return exc
         if isinstance(exc, Refused):
-            return gr.Error(str(exc), title=REFUSED_TITLE, print_exception=False)
+            return gr.Error(str(exc), print_exception=False)
         log.exception("handler %s failed", fn.__name__)
         return gr.Error(UNEXPECTED, print_exception=False)
 

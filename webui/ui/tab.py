@@ -37,7 +37,6 @@ from webui.ui.common import (
     guarded,
     owner_of,
     param_controls,
-    split_settings,
     wire_mirror,
 )
 from webui.ui.page import send_script
@@ -106,8 +105,6 @@ class ChatTab:
         self.pane_regens = [p.regen for p in self.panes if p.regen is not None]
         self.outputs = [self.state, *self.chats, *self.prompts, *([self.reveal] if self.reveal else []), self.notice,
                         *self.votes, self.text, self.send, self.stop, self.regen, *self.pane_regens]
-        self.param_inputs = [*([self.same] if self.same is not None else []),
-                             *(c for p in self.panes for c in p.controls.inputs)]
         running = self._wire_generation()
         self._wire_the_rest(running)
         if self.dropdowns:
@@ -241,71 +238,85 @@ class ChatTab:
     def _events(self, **extra: Any) -> dict[str, Any]:
         return {"show_progress": "hidden", "show_progress_on": [self.sink], **extra}
 
-    def _send_names(self) -> list[str]:
-        """The send event's parameter names, as `gradio_client` and the API page show them."""
-        names = ["message"]
-        if self.count is not None:
-            names.append("panes")
-        if len(self.dropdowns) == 1:
-            names.append("model")
-        else:
-            names += [f"model_{'abcd'[i]}" for i in range(len(self.dropdowns))]
-        return names + self._param_names()
+    def _names(self, i: int) -> tuple[str | None, str | None, list[str]]:
+        """Pane i's API parameter names: (its model, its 'own settings' box, its controls)."""
+        one = len(self.panes) == 1
+        head = "" if one else f"{'abcd'[i]}_"
+        pane = self.panes[i]
+        model = None if pane.dropdown is None else "model" if one else f"model_{'abcd'[i]}"
+        own = f"{head}own_settings" if pane.controls.own is not None else None
+        return model, own, [f"{head}{name}" for name in arena.PaneSettings.FIELDS]
 
-    def _param_names(self) -> list[str]:
-        names = ["same_params"] if self.same is not None else []
-        for i, pane in enumerate(self.panes):
-            head = f"{'abcd'[i]}_" if len(self.panes) > 1 else ""
-            names += [f"{head}own_settings"] if pane.controls.own is not None else []
-            names += [f"{head}{field}" for field in arena.PaneSettings.FIELDS]
-        return names
+    def _inputs(self, *, send: bool) -> list[tuple[str, Any]]:
+        """The send (or regenerate) event's inputs, named: the message, panes A and B (models, then
+        'same parameters', then controls), then for side by side the pane count and panes C and D.
+        Two-pane callers that pass positional arguments keep working as before four panes."""
+        def models(panes: range) -> list[tuple[str, Any]]:
+            return [(self._names(i)[0], self.panes[i].dropdown) for i in panes if send and self.panes[i].dropdown]
 
-    def _unpack(self, values: tuple[Any, ...]) -> tuple[bool, list]:
-        """[same?, *pane controls] -> (same, one PaneSettings per pane)."""
-        has_same = self.same is not None
-        return (bool(values[0]) if has_same else False), split_settings(values[1 if has_same else 0:],
-                                                                        [p.controls for p in self.panes])
+        def controls(panes: range) -> list[tuple[str, Any]]:
+            out = []
+            for i in panes:
+                _, own, fields = self._names(i)
+                out += [(own, self.panes[i].controls.own)] if own else []
+                out += list(zip(fields, self.panes[i].controls.fields, strict=True))
+            return out
+
+        first, extra = range(min(2, len(self.panes))), range(2, len(self.panes))
+        named = [("message", self.text)] if send else []
+        named += models(first) + ([("same_params", self.same)] if self.same is not None else []) + controls(first)
+        if extra:
+            named += [("panes", self.count)] if send else []
+            named += models(extra) + controls(extra)
+        return named
+
+    def _parse(self, names: list[str], values: tuple[Any, ...]) -> tuple[bool, list, list[str | None]]:
+        """Values by name -> (same, one PaneSettings per pane, the models chosen)."""
+        got = dict(zip(names, values, strict=True))
+        settings, models = [], []
+        for i in range(len(self.panes)):
+            model, own, fields = self._names(i)
+            settings.append(arena.PaneSettings.from_values([got[f] for f in fields], own_defaults=got.get(own, False)))
+            models += [got.get(model)] if model else []
+        return bool(got.get("same_params", False)), settings, models
 
     def _wire_generation(self) -> list[Any]:
         """Send and Regenerate: generators that redraw after every change, sending only changes."""
         settings, handlers, mode = self.settings, self.handlers, self.mode
-        n_models, has_count = len(self.dropdowns), self.count is not None
+        send_named, regen_named = self._inputs(send=True), self._inputs(send=False)
+        send_names, regen_names = [n for n, _ in send_named], [n for n, _ in regen_named]
 
         @guarded
-        def on_send(request: gr.Request, session: Session | None, message: str, *values: Any):
-            count = values[0] if has_count else None
-            values = values[1:] if has_count else values
-            same, pane_settings = self._unpack(values[n_models:])
-            stream = handlers.send(session, mode, message, pane_settings, owner_of(request),
-                                   client_of(request, settings), models=list(values[:n_models]),
-                                   same_settings=same, pane_count=count)
+        def on_send(request: gr.Request, session: Session | None, *values: Any):
+            got = dict(zip(send_names, values, strict=True))
+            same, pane_settings, models = self._parse(send_names, values)
+            stream = handlers.send(session, mode, got["message"], pane_settings, owner_of(request),
+                                   client_of(request, settings), models=models, same_settings=same,
+                                   pane_count=got.get("panes"))
             yield from self._stream(stream, clear_first=True)
 
-        def regenerate(panes: tuple[int, ...]):
+        def regenerate(pane: int | None):
+            """Regenerate one pane, or (None) every pane on show."""
             @guarded
             def on_regenerate(request: gr.Request, session: Session | None, *values: Any):
-                same, pane_settings = self._unpack(values)
-                if session is not None and len(panes) > 1:  # "all": the panes on show
-                    panes_now = tuple(range(len(session.panes)))
-                else:
-                    panes_now = panes
-                yield from self._stream(handlers.regenerate(session, panes_now, pane_settings, owner_of(request),
+                same, pane_settings, _ = self._parse(regen_names, values)
+                shown = len(session.panes) if session is not None else 1
+                panes = tuple(range(shown)) if pane is None else (pane,)
+                yield from self._stream(handlers.regenerate(session, panes, pane_settings, owner_of(request),
                                                             client_of(request, settings), same_settings=same))
-            _name_parameters(on_regenerate, self._param_names())
+            _name_parameters(on_regenerate, regen_names)
             return on_regenerate
 
-        _name_parameters(on_send, self._send_names())
-        send_inputs = [self.state, self.text, *([self.count] if self.count is not None else []), *self.dropdowns,
-                       *self.param_inputs]
+        _name_parameters(on_send, send_names)
+        regen_inputs = [self.state, *(c for _, c in regen_named)]
         triggers = [self.send.click, self.text.submit]
         gr.on(triggers, None, None, [self.notice], js=send_script(self.prefix))
-        running = [gr.on(triggers, on_send, send_inputs, self.outputs, api_name=f"{self.prefix}_send",
-                         **self._events(**STREAMING))]
-        every = tuple(range(self.kind.max_panes))
-        running.append(self.regen.click(regenerate(every), [self.state, *self.param_inputs], self.outputs,
+        running = [gr.on(triggers, on_send, [self.state, *(c for _, c in send_named)], self.outputs,
+                         api_name=f"{self.prefix}_send", **self._events(**STREAMING))]
+        running.append(self.regen.click(regenerate(None), regen_inputs, self.outputs,
                                         api_name=f"{self.prefix}_regenerate", **self._events(**STREAMING)))
         for i, button in enumerate(self.pane_regens):
-            running.append(button.click(regenerate((i,)), [self.state, *self.param_inputs], self.outputs,
+            running.append(button.click(regenerate(i), regen_inputs, self.outputs,
                                         api_name=f"{self.prefix}_regenerate_{'abcd'[i]}", **self._events(**STREAMING)))
         return running
 
