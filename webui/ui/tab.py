@@ -14,6 +14,7 @@ stays as it was.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -324,8 +325,9 @@ class ChatTab:
         """The handler's sessions as updates: the first complete, then only changes, and the last
         complete again (what a gradio_client caller gets as the result)."""
         delta = Delta()
-        for n, current in enumerate(stream):
-            yield delta(self.view(current, clear_text=clear_first and n == 0))
+        with contextlib.closing(stream):  # a closed tab closes this generator: the handler's must close now
+            for n, current in enumerate(stream):
+                yield delta(self.view(current, clear_text=clear_first and n == 0))
         if delta.last is not None:
             yield delta.full()
 
