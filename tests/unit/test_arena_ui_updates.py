@@ -36,3 +36,12 @@ def test_gradio_popping_the_value_out_of_an_update_does_not_change_the_next_comp
         sent.pop("value")  # what gradio.blocks.postprocess_update_dict does
     assert delta([dict(chat)]) == [gr.skip()]
     assert delta.full() == [chat]
+
+
+def test_a_streaming_pane_goes_in_every_update_even_unchanged() -> None:
+    """Gradio diffs each output against what it sent last: a streaming pane left out of one update
+    would go whole (every message) in the next; sent every time, unchanged it is an empty diff."""
+    delta = Delta()
+    chat = {"__type__": "update", "value": ["a"]}
+    delta([chat, "x"])
+    assert delta([dict(chat), "x"], always=[0]) == [chat, gr.skip()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,11 +107,15 @@ class Delta:
     def __init__(self) -> None:
         self.last: list[Any] | None = None
 
-    def __call__(self, values: list[Any]) -> list[Any]:
+    def __call__(self, values: list[Any], always: Collection[int] = ()) -> list[Any]:
+        """`always`: outputs sent even when unchanged (a streaming pane: Gradio diffs each output
+        against what it sent last, so a pane left out of one update would go whole in the next;
+        sent every time, an unchanged one costs an empty diff and a changed one an append)."""
         last, self.last = self.last, values
         if last is None:
             return self.full()
-        return [gr.skip() if _same(old, new) else _copy(new) for old, new in zip(last, values, strict=True)]
+        return [gr.skip() if i not in always and _same(old, new) else _copy(new)
+                for i, (old, new) in enumerate(zip(last, values, strict=True))]
 
     def full(self) -> list[Any]:
         """The newest values, every one of them."""

@@ -327,7 +327,8 @@ class ChatTab:
         delta = Delta()
         with contextlib.closing(stream):  # a closed tab closes this generator: the handler's must close now
             for n, current in enumerate(stream):
-                yield delta(self.view(current, clear_text=clear_first and n == 0))
+                streaming = [1 + i for i, pane in enumerate(current.panes) if pane.busy]  # outputs 1..: the chats
+                yield delta(self.view(current, clear_text=clear_first and n == 0), always=streaming)
         if delta.last is not None:
             yield delta.full()
 
