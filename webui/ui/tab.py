@@ -322,15 +322,16 @@ class ChatTab:
         return running
 
     def _stream(self, stream: Any, *, clear_first: bool = False) -> Any:
-        """The handler's sessions as updates: the first complete, then only changes, and the last
-        complete again (what a gradio_client caller gets as the result)."""
+        """The handler's sessions as updates: the first complete, then only changes, and the one
+        after the run ended complete again (what a gradio_client caller gets as the result)."""
         delta = Delta()
         with contextlib.closing(stream):  # a closed tab closes this generator: the handler's must close now
             for n, current in enumerate(stream):
-                streaming = [1 + i for i, pane in enumerate(current.panes) if pane.busy]  # outputs 1..: the chats
-                yield delta(self.view(current, clear_text=clear_first and n == 0), always=streaming)
-        if delta.last is not None:
-            yield delta.full()
+                values = self.view(current, clear_text=clear_first and n == 0)
+                if current.busy:
+                    yield delta(values, always=[1 + i for i, p in enumerate(current.panes) if p.busy])  # the chats
+                else:
+                    yield delta(values, always=range(len(values)))
 
     def _wire_the_rest(self, running: list[Any]) -> None:
         """Stop, the votes and New round / Clear: quick handlers, never queued behind a generation."""
