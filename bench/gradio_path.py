@@ -3,8 +3,9 @@
 The endpoints are found by name in the app's API description (`/direct_send` for one pane,
 `/sbs_send` for two named panes), and their parameters are filled in by label, so that a reordered
 control does not silently send the wrong value. Time to first token here is the first update in
-which the pane shows text other than the streaming cursor; tokens come from the statistics line
-the UI writes under a finished reply.
+which the pane shows text; tokens come from the statistics line the UI writes under a finished
+reply. The UI sends only what changed in an update: a pane left out of one (`gr.skip()`) keeps its
+text.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class GradioDriver:
         spec = self.endpoint(api_name)
         args = arguments(spec, request.prompt, models, request.max_tokens)
         panes = [PaneTiming() for _ in models]
-        where = chatbot_indices(spec)
+        where = chatbot_indices(spec)[:len(models)]  # side by side has up to four; the first ones are used
         self.client.reset_session()  # a new conversation: the same session would continue the previous one
         start = time.perf_counter()
         job = self.client.submit(*args, api_name=api_name)
@@ -84,8 +85,9 @@ class GradioDriver:
 
 
 def arguments(spec: dict[str, Any], message: str, models: list[str], max_tokens: int) -> list[Any]:
-    """Positional values for a send event: the message, the models in order, 'same parameters'
-    off, and for every pane greedy decoding with a fixed length."""
+    """Positional values for a send event: the message, as many panes as models, the models in
+    order (none for the panes beyond), 'same parameters' off, and for every pane greedy decoding
+    with a fixed length."""
     values = {"temperature (0 = greedy)": 0.0, "top_p": 1.0, "top_k (0 = off)": 0, "max_new_tokens": max_tokens,
               "repetition_penalty": 1.0, "seed (-1 = random)": -1, "system prompt": ""}
     queue = list(models)
@@ -94,8 +96,10 @@ def arguments(spec: dict[str, Any], message: str, models: list[str], max_tokens:
         label, kind = param.get("label") or "", param.get("component")
         if kind == "Textbox" and param.get("parameter_name") == "message":
             args.append(message)
+        elif kind == "Radio" and label == "Panes":
+            args.append(len(models))
         elif kind == "Dropdown" and label.startswith("Model"):
-            args.append(queue.pop(0))
+            args.append(queue.pop(0) if queue else None)
         elif label in values:
             args.append(values[label])
         elif kind == "Checkbox":

@@ -3,7 +3,8 @@ and browser tests, with the tiny random Llama behind four entries:
 
 * tiny-a, tiny-b: quick (16 tokens), the only ones with a battle weight (tiny-b has a system prompt);
 * long-a, long-b: weight 0 (never in a battle), EOS ignored and 3000 new tokens, so that a reply
-  is still streaming when a test presses Stop or closes the tab;
+  is still streaming when a test presses Stop or closes the tab; four may generate at once (four
+  side-by-side panes);
 * echo: weight 0, a fake that repeats the user's message (entering through the registry's loader,
   like any model): it lets the browser test check what the UI does with HTML, Markdown and LaTeX
   coming from a model.
@@ -36,7 +37,7 @@ NAMES = ("tiny-a", "tiny-b", "long-a", "long-b", "echo")
 def ui_models_yaml(model_dir: Path) -> str:
     quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
     # dtype fp32: their own copy of the weights, so that long streams never take the quick ones' slots
-    long = ("    weight: 0\n    dtype: fp32\n    context_length: 4096\n"
+    long = ("    weight: 0\n    dtype: fp32\n    context_length: 4096\n    max_concurrency: 4\n"
             "    sampling: {ignore_eos: true, max_new_tokens: 3000}\n")
     system = {"tiny-b": "    system_prompt: Answer briefly.\n", "echo": "    weight: 0\n    dtype: bf16\n"}
     entries = [f"  - name: {name}\n    source: {model_dir}\n" + system.get(name, "")

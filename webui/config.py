@@ -63,6 +63,9 @@ class Settings:
     queue_per_slot: int = 4  # requests that may wait per generation slot before new ones are refused at once
     max_input_chars: int = 12_000
     max_turns: int = 20
+    # In a battle, a pane on its model's own settings is cut at this length, the same for both:
+    # each model's own max_new_tokens would tell them apart before the vote (docs/ui.md).
+    battle_max_new_tokens: int = 256
     thread_join_timeout_s: float = 30.0
     # vLLM (docs/models.md): the interpreter that has it ("" finds the installer's .venv-vllm; "none" turns it
     # off), how long a server may take to start, and the generations one vLLM model runs at once by default
@@ -129,7 +132,8 @@ class Settings:
 
 # (settings, test, what the message says they must be)
 _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
-    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency", "load_parallel"),
+    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency", "load_parallel",
+      "battle_max_new_tokens"),
      lambda v: v >= 1, "at least 1"),
     (("trusted_proxies", "leaderboard_rounds", "leaderboard_min_battles", "leaderboard_votes_per_day",
       "rate_messages", "rate_votes", "rate_votes_day", "queue_size"), lambda v: v >= 0, "0 (off / automatic) or more"),
@@ -194,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests that may wait per generation slot of a model before new ones are refused at once; default 4")
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
     add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
+    add("--battle-max-new-tokens", dest="battle_max_new_tokens", type=int,
+        help="one length cap for both models of a battle (their own would tell them apart); default 256")
     add("--trusted-proxies", dest="trusted_proxies", type=int,
         help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
         "from X-Forwarded-For only that far; default 0")

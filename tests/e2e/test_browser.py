@@ -1,8 +1,16 @@
-"""Three journeys in headless Chromium (Debian's, driven by Playwright; FIELD-NOTES.md):
+"""Journeys in headless Chromium (Debian's, driven by Playwright; FIELD-NOTES.md), on a desktop
+(1280x1000) and a phone (390x844):
 
-1. a battle: send, both replies stream, no model name on the page, vote, names revealed, input locked;
-2. side by side with Stop mid-stream (both generate threads end), then a tab closed mid-reply;
-3. a prompt (and a reply) carrying <img onerror> and <script> renders inert, Markdown and LaTeX render.
+1. a battle: a refused message is shown once and the chat stays; the replies come without counts
+   or speeds; votes look disabled until they are not; Esc then the key 1 votes; the names and the
+   settings each model used are revealed;
+2. side by side: Enter while the replies stream says why nothing happens, Esc stops both, and a
+   closed tab stops the models;
+3. three panes, each with its own parameters; four panes streaming at once, one Stop for all;
+4. on a phone: the page does not jump to the message box, the panes sit in a row that swipes, and
+   after a send the replies and the vote buttons are in view without scrolling;
+5. direct chat: the flag stays available after a thumb, and the thumbs say what they mean;
+6. a prompt (and a reply) carrying <img onerror> and <script> renders inert, Markdown and LaTeX render.
 
 Screenshots go to test-artifacts/ (gitignored) for a person to look at.
 """
@@ -20,6 +28,7 @@ pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
@@ -37,19 +46,31 @@ def browser() -> Browser:
         browser.close()
 
 
-@pytest.fixture()
-def page(browser: Browser) -> Page:
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+def _page(browser: Browser, **options) -> Page:
+    context = browser.new_context(**options)
     page = context.new_page()
     page.dialogs = []  # type: ignore[attr-defined]
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    return page
+
+
+@pytest.fixture()
+def page(browser: Browser) -> Page:
+    page = _page(browser, viewport={"width": 1280, "height": 1000})
     yield page
-    context.close()
+    page.context.close()
 
 
-def shot(page: Page, name: str) -> None:
+@pytest.fixture()
+def phone(browser: Browser) -> Page:
+    page = _page(browser, viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+    yield page
+    page.context.close()
+
+
+def shot(page: Page, name: str, *, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
 
 
 def send(page: Page, prefix: str, text: str) -> None:
@@ -61,7 +82,7 @@ def send(page: Page, prefix: str, text: str) -> None:
 
 def choose(page: Page, dropdown: str, name: str, chat: str | None = None) -> None:
     """Pick a model in a Gradio dropdown, as a person would, and (given the pane's chat) wait until
-    the server took it: the pane's label names it, and its defaults are in the controls."""
+    the server took it: the pane's label names it."""
     field = page.locator(f"#{dropdown} input")
     expect(field).not_to_have_value("", timeout=20_000)  # the status timer filled the choices
     field.click()
@@ -72,28 +93,70 @@ def choose(page: Page, dropdown: str, name: str, chat: str | None = None) -> Non
         expect(page.locator(f"#{chat}")).to_contain_text(name)
 
 
-def test_battle_with_a_vote_and_the_reveal(ui: RunningUI, page: Page) -> None:
+def set_number(page: Page, accordion: str, control: str, value: int) -> None:
+    """Open a pane's Parameters and type a value into one control."""
+    field = page.locator(f"#{control} input[type=number]")
+    if not field.is_visible():
+        page.locator(f"#{accordion} button").first.click()
+    field.fill(str(value))
+    field.press("Tab")  # the slider takes the number when the field loses the focus
+    expect(page.locator(f"#{control} input[type=range]")).to_have_value(str(value))
+
+
+def panes(page: Page, count: int) -> None:
+    page.locator("#sbs-panes-count label").filter(has_text=f"{count} panes").click()
+    letters = "abcd"
+    for i in range(4):
+        chat = expect(page.locator(f"#sbs-chat-{letters[i]}"))
+        if i < count:
+            chat.to_be_visible()
+        else:
+            chat.to_be_hidden()
+
+
+def opacity(page: Page, selector: str) -> float:
+    return float(page.locator(selector).evaluate("el => getComputedStyle(el).opacity"))
+
+
+def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url)
     expect(page.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
-    limit = ui.services.settings.max_input_chars
-    assert page.locator("#battle-input textarea").get_attribute("maxlength") is None, "no silent cut"
-    send(page, "battle", "x" * (limit + 1))
-    expect(page.get_by_text(f"the limit is {limit:,}")).to_be_visible(timeout=10_000)
+    expect(page.locator("#battle-vote-a")).to_be_disabled()
+    assert opacity(page, "#battle-vote-a") < 0.5, "a disabled vote button must look disabled"
     send(page, "battle", "hello what is the capital of france")
     expect(page.locator("#battle-vote-a")).to_be_enabled(timeout=30_000)
+    expect(page.locator("#battle-vote-a")).to_have_css("opacity", "1")
     for pane in ("a", "b"):
-        expect(page.locator(f"#battle-chat-{pane}")).to_contain_text("tokens/s")
-    shot(page, "battle-before-vote")
+        chat = page.locator(f"#battle-chat-{pane}")
+        expect(chat.locator(".bot")).to_contain_text("length limit reached")  # one cap for both panes
+        assert "tokens" not in chat.inner_text(), "no counts or speeds before the vote"
     html = page.content()
     assert [name for name in NAMES if name in html] == [], "a model name is on the page before the vote"
     assert "Model A" in html and "Model B" in html
 
-    page.click("#battle-vote-a")
+    # A refusal: shown once, and the conversation stays in both panes, with no error badge over it.
+    limit = ui.services.settings.max_input_chars
+    assert page.locator("#battle-input textarea").get_attribute("maxlength") is None, "no silent cut"
+    send(page, "battle", "x" * (limit + 1))
+    expect(page.get_by_text(f"the limit is {limit:,}")).to_have_count(1, timeout=10_000)
+    expect(page.get_by_text(f"the limit is {limit:,}")).to_be_visible()
+    page.wait_for_timeout(300)  # the toast's slide-in, for the screenshot
+    for pane in ("a", "b"):
+        chat = page.locator(f"#battle-chat-{pane}")
+        expect(chat).to_contain_text("hello what is the capital of france")
+        expect(chat.get_by_text("Error", exact=True)).to_have_count(0)
+    shot(page, "battle-refusal", full_page=False)
+
+    page.locator("#battle-input textarea").press("Escape")  # nothing to stop: leaves the box
+    page.keyboard.press("1")  # A is better
     reveal = page.locator("#battle-reveal")
     expect(reveal).to_contain_text("Model A was", timeout=10_000)
     pair = [c.model_name for c in ui.recorder.votes[-1].conversations]
+    assert ui.recorder.votes[-1].kind == "leftvote"
     expect(reveal).to_contain_text(f"Model A was {pair[0]} and Model B was {pair[1]}")
+    expect(reveal).to_contain_text("max_new_tokens")  # the settings each model used
     expect(page.locator("#battle-chat-a")).to_contain_text(f"Model A: {pair[0]}")
+    expect(page.locator("#battle-chat-a")).to_contain_text("tokens/s")
     expect(page.locator("#battle-input textarea")).to_be_disabled()
     expect(page.locator("#battle-vote-b")).to_be_disabled()
     shot(page, "battle-revealed")
@@ -103,16 +166,13 @@ def test_battle_with_a_vote_and_the_reveal(ui: RunningUI, page: Page) -> None:
     expect(reveal).to_have_text("")
 
 
-LONG = {"generate:long-a", "generate:long-b"}
+def long_threads() -> list[str]:
+    """This test's generate threads only (the long models'): a thread of an earlier test still
+    winding down must not make the counts wrong."""
+    return [t.name for t in generate_threads() if t.name.startswith("generate:long-")]
 
 
-def long_threads() -> set[str]:
-    """This test's generate threads only: a thread of an earlier test still winding down must not
-    make the counts wrong."""
-    return {t.name for t in generate_threads()} & LONG
-
-
-def test_side_by_side_stop_mid_stream_and_a_closed_tab(ui: RunningUI, page: Page) -> None:
+def test_side_by_side_enter_explains_esc_stops_and_a_closed_tab(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url + "?tab=side_by_side")
     # Both dropdowns are filled at once on load; both panes take their model (one session, no race).
     expect(page.locator("#sbs-chat-a")).to_contain_text("Model A: tiny-a", timeout=20_000)
@@ -120,20 +180,111 @@ def test_side_by_side_stop_mid_stream_and_a_closed_tab(ui: RunningUI, page: Page
     choose(page, "sbs-model-a", "long-a", chat="sbs-chat-a")
     choose(page, "sbs-model-b", "long-b", chat="sbs-chat-b")
     send(page, "sbs", "hello")
-    wait_for(lambda: long_threads() == LONG, 30, "both panes should generate at once")
+    wait_for(lambda: len(long_threads()) == 2, 30, "both panes should generate at once")
     for pane in ("a", "b"):  # both stream, visibly
         expect(page.locator(f"#sbs-chat-{pane} .bot")).to_contain_text("▌", timeout=10_000)
-    page.click("#sbs-stop")
+    # Enter while the replies stream: told why nothing happens. (force: two long replies re-rendering
+    # keep a loaded machine's page too busy for Playwright's actionability checks; the box is enabled.)
+    box = page.locator("#sbs-input textarea")
+    box.fill("one more thing", force=True)
+    box.press("Enter")
+    expect(page.locator("#sbs-notice")).to_contain_text("still coming")
+    page.keyboard.press("Escape")
     for pane in ("a", "b"):
         expect(page.locator(f"#sbs-chat-{pane}")).to_contain_text("stopped", timeout=15_000)
+        expect(page.locator(f"#sbs-chat-{pane}")).not_to_contain_text("▌")
     wait_for(lambda: not long_threads(), 10, "Stop left a generate thread running")
     expect(page.locator("#sbs-vote-a")).to_be_enabled()
+    expect(page.locator("#sbs-input textarea")).to_have_value("one more thing")  # the typed message is kept
     shot(page, "side-by-side-stopped")
 
     send(page, "sbs", "hello again")
-    wait_for(lambda: long_threads() == LONG, 30, "the second message did not start")
+    wait_for(lambda: len(long_threads()) == 2, 30, "the second message did not start")
     page.close()  # the tab goes away mid-reply
     wait_for(lambda: not long_threads(), 30, "closing the tab did not stop generation on the server")
+
+
+def test_three_panes_each_with_its_own_parameters(ui: RunningUI, page: Page) -> None:
+    page.goto(ui.url + "?tab=side_by_side")
+    expect(page.locator("#sbs-chat-b")).to_contain_text("Model B: tiny-b", timeout=20_000)
+    panes(page, 3)
+    lengths = {"a": ("long-a", 5), "b": ("long-b", 9), "c": ("long-a", 13)}
+    for letter, (model, tokens) in lengths.items():
+        choose(page, f"sbs-model-{letter}", model, chat=f"sbs-chat-{letter}")
+        set_number(page, f"sbs-{letter}-params", f"sbs-{letter}-max-new-tokens", tokens)
+    expect(page.locator("#sbs-votes")).to_be_hidden()
+    send(page, "sbs", "hello")
+    for letter, (model, tokens) in lengths.items():
+        expect(page.locator(f"#sbs-chat-{letter} .bot")).to_contain_text(f"{tokens} tokens", timeout=30_000)
+        expect(page.locator(f"#sbs-chat-{letter}")).to_contain_text(f"Model {letter.upper()}: {model}")
+    expect(page.locator("#sbs-notice")).to_contain_text("two panes to vote")
+    shot(page, "side-by-side-3-panes")
+
+
+def test_four_panes_stream_at_once_and_one_stop_stops_them_all(ui: RunningUI, page: Page) -> None:
+    page.goto(ui.url + "?tab=side_by_side")
+    expect(page.locator("#sbs-chat-b")).to_contain_text("Model B: tiny-b", timeout=20_000)
+    panes(page, 4)
+    for letter, model in zip("abcd", ("long-a", "long-b", "long-a", "long-b"), strict=True):
+        choose(page, f"sbs-model-{letter}", model, chat=f"sbs-chat-{letter}")
+    send(page, "sbs", "hello")
+    wait_for(lambda: len(long_threads()) == 4, 30, "the four panes should generate at once")
+    for letter in "abcd":
+        expect(page.locator(f"#sbs-chat-{letter} .bot")).to_contain_text("▌", timeout=10_000)
+    shot(page, "side-by-side-4-panes")
+    page.click("#sbs-stop")
+    for letter in "abcd":
+        expect(page.locator(f"#sbs-chat-{letter}")).to_contain_text("stopped", timeout=15_000)
+    wait_for(lambda: not long_threads(), 10, "Stop left a generate thread running")
+
+
+def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page) -> None:
+    phone.goto(ui.url)
+    expect(phone.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
+    phone.wait_for_timeout(600)  # past the moment the page might focus the message box
+    assert phone.evaluate("window.scrollY") == 0, "the page jumped on load"
+    assert phone.evaluate("document.activeElement.tagName") != "TEXTAREA", "the keyboard would open on load"
+    a, b = (phone.locator(f"#battle-chat-{p}").bounding_box() for p in "ab")
+    assert abs(a["y"] - b["y"]) < 2 and b["x"] > a["x"] + a["width"] / 2, "the panes sit in one row, not a stack"
+    shot(phone, "phone-battle-start", full_page=False)
+    send(phone, "battle", "hello what is the capital of france")
+    expect(phone.locator("#battle-vote-a")).to_be_enabled(timeout=30_000)
+    phone.wait_for_timeout(400)  # the smooth scroll settles
+    height = PHONE["height"]
+    chat, vote = phone.locator("#battle-chat-a").bounding_box(), phone.locator("#battle-vote-a").bounding_box()
+    assert chat["y"] >= -2 and chat["y"] + chat["height"] <= height, "the reply is in view"  # (2 px: rounding)
+    assert vote["y"] >= 0 and vote["y"] + vote["height"] <= height, "the vote buttons are in view"
+    shot(phone, "phone-battle", full_page=False)
+    phone.locator("#battle-panes").evaluate("row => row.scrollTo({left: row.scrollWidth})")  # a swipe to B
+    phone.wait_for_timeout(400)
+    b = phone.locator("#battle-chat-b").bounding_box()
+    assert 0 <= b["x"] and b["x"] + b["width"] <= PHONE["width"], "pane B swipes into view"
+    shot(phone, "phone-battle-b", full_page=False)
+
+
+def test_phone_side_by_side(ui: RunningUI, phone: Page) -> None:
+    phone.goto(ui.url + "?tab=side_by_side")
+    expect(phone.locator("#sbs-chat-a")).to_contain_text("Model A: tiny-a", timeout=20_000)
+    expect(phone.locator("#sbs-chat-b")).to_contain_text("Model B: tiny-b")
+    send(phone, "sbs", "hello")
+    expect(phone.locator("#sbs-vote-a")).to_be_enabled(timeout=30_000)
+    row = phone.locator("#sbs-panes")
+    assert row.evaluate("r => r.scrollWidth > r.clientWidth"), "the panes swipe"
+    shot(phone, "phone-side-by-side", full_page=False)
+
+
+def test_direct_chat_thumbs_say_what_they_mean_and_flag_stays_open(ui: RunningUI, page: Page) -> None:
+    page.goto(ui.url + "?tab=direct")
+    choose(page, "direct-model", "tiny-a")
+    expect(page.locator("#direct-vote-up")).to_contain_text("Good")
+    expect(page.locator("#direct-vote-down")).to_contain_text("Bad")
+    send(page, "direct", "hello")
+    expect(page.locator("#direct-vote-up")).to_be_enabled(timeout=20_000)
+    page.click("#direct-vote-up")
+    expect(page.locator("#direct-vote-down")).to_be_disabled()
+    expect(page.locator("#direct-vote-flag")).to_be_enabled()
+    page.click("#direct-vote-flag")
+    wait_for(lambda: ui.recorder.votes and ui.recorder.votes[-1].kind == "flag", 10, "the flag was not recorded")
 
 
 def test_html_in_a_prompt_and_a_reply_renders_inert(ui: RunningUI, page: Page) -> None:

@@ -1,6 +1,6 @@
-"""The running app driven through gradio_client, as a script (or an attacker) would: every event
-has a stable api_name, the rules hold whatever the buttons show, and no model name reaches the
-client before the vote."""
+"""The running app driven through gradio_client, as a script (or an attacker) would: the documented
+events (and only those) are public under stable names, the rules hold whatever the buttons show, no
+model name reaches the client before the vote, and a streaming update carries only what changed."""
 
 from __future__ import annotations
 
@@ -14,9 +14,21 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.uiapp import NAMES, RunningUI, generate_threads, start_ui, ui_settings, wait_for
+from webui.arena.rules import PaneSettings
 
-PARAMS = [0.7, 1.0, 0, 3000, 1.0, -1, ""]  # temperature, top_p, top_k, max_new_tokens, rep. penalty, seed, system
+FIELDS = PaneSettings.FIELDS
+LONG = [0.7, 1.0, 0, 3000, 1.0, -1, ""]  # temperature, top_p, top_k, max_new_tokens, rep. penalty, seed, system
 QUICK = [0.0, 1.0, 0, 16, 1.0, -1, ""]  # what the controls hold once tiny-a is chosen in a browser
+# The public API: every button of the three chat tabs and the model dropdowns; nothing that only
+# keeps the page in order (status timer, page load, tab changes, settings toggles, the pane count).
+DOCUMENTED = (
+    {f"/battle_{e}" for e in ("send", "regenerate", "regenerate_a", "regenerate_b", "stop", "new_round",
+                              "vote_a", "vote_b", "vote_tie", "vote_bad")}
+    | {f"/sbs_{e}" for e in ("send", "regenerate", "regenerate_a", "regenerate_b", "regenerate_c", "regenerate_d",
+                             "stop", "clear", "vote_a", "vote_b", "vote_tie", "vote_bad",
+                             "model_a", "model_b", "model_c", "model_d")}
+    | {f"/direct_{e}" for e in ("send", "regenerate", "stop", "clear", "vote_up", "vote_down", "vote_flag", "model")}
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +50,33 @@ def names_in(received: Any) -> list[str]:
     return [name for name in NAMES if name in text]
 
 
-def refused(client: Client, api_name: str, *args: Any) -> str:
+def refused(client: Client, api_name: str, *args: Any, **kwargs: Any) -> str:
     with pytest.raises(AppError) as info:
-        client.predict(*args, api_name=api_name)
+        client.predict(*args, api_name=api_name, **kwargs)
     return str(info.value)
 
 
+def pane(letter: str, values: list[Any]) -> dict[str, Any]:
+    """One side-by-side pane's controls as keyword arguments: a_temperature=..., ..."""
+    return {f"{letter}_{name}": value for name, value in zip(FIELDS, values, strict=True)}
+
+
 # gradio_client returns the value outputs only (no buttons, no state): [chat A, chat B, reveal,
-# input] for the battle; [chat A, chat B, prompt A, prompt B, input] side by side.
+# notice, input] for the battle; [chat A-D, prompt A-D, notice, input] side by side; [chat, prompt,
+# notice, input] in direct chat.
 def chat_text(update: dict) -> str:
     return json.dumps(update["value"])
 
 
-def test_every_event_has_a_stable_api_name(client: Client) -> None:
+def test_the_api_lists_exactly_the_documented_endpoints(client: Client) -> None:
     endpoints = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
-    for tab, votes in (("battle", "a b tie bad"), ("sbs", "a b tie bad"), ("direct", "up down flag")):
-        expected = {"send", "stop", "regenerate"} | {f"vote_{v}" for v in votes.split()}
-        assert {f"/{tab}_{e}" for e in expected} <= endpoints
-    assert {"/battle_new_round", "/sbs_clear", "/direct_clear", "/sbs_model_a", "/direct_model", "/app_load"} <= endpoints
+    ours = {e for e in endpoints if e.split("_")[0] in ("/battle", "/sbs", "/direct", "/app")}
+    assert ours == DOCUMENTED
+    send = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/sbs_send"]
+    names = [p["parameter_name"] for p in send["parameters"]]
+    # Panes A and B first, as before there were four: two-pane callers with positional arguments keep working.
+    assert names[:4] == ["message", "model_a", "model_b", "same_params"] and names[4:11] == [f"a_{f}" for f in FIELDS]
+    assert names[18:21] == ["panes", "model_c", "model_d"] and names[-1] == "d_system_prompt"
 
 
 def test_battle_turn_end_to_end_without_names_before_the_vote(ui: RunningUI, client: Client) -> None:
@@ -65,7 +86,7 @@ def test_battle_turn_end_to_end_without_names_before_the_vote(ui: RunningUI, cli
     final = job.result(timeout=60)
     received += job.outputs()
     chats = [chat_text(final[0]), chat_text(final[1])]
-    assert all("tokens/s" in c for c in chats), "both replies finished, with their statistics"
+    assert all("<sub>" in c and "tokens" not in c for c in chats), "finished, without counts or speeds"
     assert [final[0]["label"], final[1]["label"]] == ["Model A", "Model B"]
     assert names_in(received) == [], "a model name reached the client before the vote"
 
@@ -76,7 +97,9 @@ def test_battle_turn_end_to_end_without_names_before_the_vote(ui: RunningUI, cli
     pair = [c.model_name for c in vote.conversations]
     assert set(pair) <= {"tiny-a", "tiny-b"} and pair[0] != pair[1]
     assert f"Model A was **{pair[0]}**" in revealed[2] and revealed[0]["label"] == f"Model A: {pair[0]}"
-    assert revealed[3]["interactive"] is False, "the input is locked until New round"
+    assert "| max_new_tokens |" in revealed[2], "the settings each model used"
+    assert "tokens/s" in chat_text(revealed[0]), "the statistics, after the vote"
+    assert revealed[4]["interactive"] is False, "the input is locked until New round"
 
     assert "already voted" in refused(client, "/battle_vote_b")
     assert "already voted" in refused(client, "/battle_vote_tie")
@@ -103,9 +126,10 @@ def test_no_vote_on_someone_elses_battle(ui: RunningUI, client: Client) -> None:
 
 
 def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: RunningUI, client: Client) -> None:
-    job = client.submit("hello", "long-a", "long-b", False, *PARAMS, *PARAMS, api_name="/sbs_send")
-    wait_for(lambda: len(job.outputs()) > 2 and all("w" in chat_text(u) or len(chat_text(u)) > 80
-                                                    for u in job.outputs()[-1][:2]), 30, "no text streamed")
+    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", LONG), **pane("b", LONG),
+                        api_name="/sbs_send")
+    wait_for(lambda: len(job.outputs()) > 2 and all(len(chat_text(u)) > 80 for u in job.outputs()[-1][:2]
+                                                    if "value" in u), 30, "no text streamed")
     assert len(generate_threads()) == 2, "both panes generate at once"
     assert "every reply has finished" in refused(client, "/sbs_vote_a")
     stopped = client.predict(api_name="/sbs_stop")
@@ -117,26 +141,69 @@ def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: Run
     assert "already voted" in refused(client, "/sbs_vote_a")
 
 
-def test_a_dropped_client_stops_generation(client: Client) -> None:
-    job = client.submit("hello", "long-a", "long-b", False, *PARAMS, *PARAMS, api_name="/sbs_send")
-    wait_for(lambda: len(generate_threads()) == 2, 30, "generation did not start")
-    job.cancel()  # what the browser does when its tab goes away: the event is abandoned
-    wait_for(lambda: not generate_threads(), 15, "generate threads outlived the client")
+def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
+    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 40, *LONG[4:]]),
+                        **pane("b", [*LONG[:3], 60, *LONG[4:]]), api_name="/sbs_send")
+    final = job.result(timeout=60)
+    frames = job.outputs()
+    middle = frames[2:-1]  # after the first update (everything) and the second (the box cleared)
+    assert len(middle) >= 3, "the replies streamed in several updates"
+    skip = {"__type__": "update"}
+    sent = [(i, u) for frame in middle for i, u in enumerate(frame) if i >= 2 and u != skip]
+    # Hidden panes C and D, the notice and the box never; a prompt once, when its pane finishes.
+    assert sorted(i for i, _ in sent) == [4, 5], f"sent more than changed: {sent}"
+    for frame in middle:
+        for update in frame[:2]:  # a pane: sent only when it changed, and then only as a chat
+            assert set(update) <= {"__type__", "value", "label"}
+    assert "40 tokens" in chat_text(final[0]) and "60 tokens" in chat_text(final[1]), "the last update is whole"
+    assert final[4].startswith("<|user|> hello"), "and carries the prompt"
+
+
+def test_three_panes_each_with_its_own_parameters(ui: RunningUI, client: Client) -> None:
+    lengths = {"a": 5, "b": 9, "c": 13}
+    kwargs = {k: v for letter, n in lengths.items() for k, v in pane(letter, [*LONG[:3], n, *LONG[4:6], f"sys {letter}"]).items()}
+    out = client.predict(message="hello", panes=3, model_a="long-a", model_b="long-b", model_c="long-a", **kwargs,
+                         api_name="/sbs_send")
+    assert [out[i]["label"] for i in range(4)] == ["Model A: long-a", "Model B: long-b", "Model C: long-a", "Model D"]
+    for i, n in enumerate(lengths.values()):
+        assert f"{n} tokens" in chat_text(out[i])
+    assert sorted(c.conversation.system_message for c in ui.recorder.chats[-3:]) == ["sys a", "sys b", "sys c"]
+    assert "two panes to vote" in out[8], "the notice says why there is no vote"
+    assert "two models" in refused(client, "/sbs_vote_a")
+    before = len(ui.recorder.chats)
+    again = client.predict(**kwargs, api_name="/sbs_regenerate")  # every pane on show, with its parameters
+    assert len(ui.recorder.chats) == before + 3 and all(f"{n} tokens" in chat_text(again[i])
+                                                        for i, n in enumerate(lengths.values()))
+    client.predict(**kwargs, api_name="/sbs_regenerate_b")
+    assert len(ui.recorder.chats) == before + 4 and ui.recorder.chats[-1].conversation.model_name == "long-b"
+
+
+def test_a_model_dropdown_redraws_only_its_own_pane(client: Client) -> None:
+    """Two dropdowns set at once (on page load) answer at once: neither may redraw the other's
+    pane, or the later answer can put back a label without the model's name."""
+    returns = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/sbs_model_b"]["returns"]
+    assert [r["component"] for r in returns].count("Chatbot") == 1
+    changed = client.predict("tiny-b", api_name="/sbs_model_b")
+    assert changed[0]["label"] == "Model B: tiny-b"
 
 
 def test_side_by_side_shows_names_and_the_exact_prompt(client: Client) -> None:
     quick_b = [*QUICK[:6], "Answer briefly."]
-    out = client.predict("hello", "tiny-a", "tiny-b", False, *QUICK, *quick_b, api_name="/sbs_send")
+    out = client.predict("hello", "tiny-a", "tiny-b", False, *QUICK, *quick_b, api_name="/sbs_send")  # positional
     assert [out[0]["label"], out[1]["label"]] == ["Model A: tiny-a", "Model B: tiny-b"]
-    assert out[3].startswith("<|system|> Answer briefly. <|end|> <|user|> hello"), "tiny-b's prompt"
-    assert "<|user|> hello <|end|> <|assistant|>" in out[2]
+    assert out[5].startswith("<|system|> Answer briefly. <|end|> <|user|> hello"), "tiny-b's prompt"
+    assert "<|user|> hello <|end|> <|assistant|>" in out[4]
     changed = client.predict("tiny-a", api_name="/sbs_model_b")
-    assert chat_text(changed[1]) == "[]", "a new model clears its pane"
-    assert chat_text(changed[0]) != "[]", "the other pane keeps its conversation"
+    assert chat_text(changed[0]) == "[]", "a new model clears its pane"
+    again = client.predict(message="again", model_a="tiny-a", model_b="tiny-a", **pane("a", QUICK), **pane("b", QUICK),
+                           api_name="/sbs_send")
+    assert chat_text(again[0]).count('"user"') == 2, "the other pane kept its conversation"
+    assert chat_text(again[1]).count('"user"') == 1
 
 
 def test_direct_chat_and_feedback(ui: RunningUI, client: Client) -> None:
-    out = client.predict("hello", "tiny-b", *QUICK, api_name="/direct_send")
+    direct = dict(zip(FIELDS, QUICK, strict=True))
+    out = client.predict(message="hello", model="tiny-b", **direct, api_name="/direct_send")
     assert "tokens/s" in chat_text(out[0]) and out[0]["label"] == "Chat"
     client.predict(api_name="/direct_vote_up")
     assert ui.recorder.votes[-1].kind == "upvote" and ui.recorder.votes[-1].conversations[0].model_name == "tiny-b"
@@ -150,6 +217,9 @@ def test_limits_are_enforced_in_the_handlers(ui: RunningUI, client: Client) -> N
     assert f"limit is {limit:,}" in message
     out = client.predict("   ", api_name="/battle_send")
     assert chat_text(out[0]) == "[]", "empty input does nothing"
-    assert "no model with that name" in refused(client, "/sbs_send", "hi", "no-such-model", "tiny-a")
+    assert "no model with that name" in refused(client, "/sbs_send", message="hi", model_a="no-such-model",
+                                                model_b="tiny-a")
     bad_top_k = [*QUICK[:2], 10.5, *QUICK[3:]]
-    assert "Parameters: top_k" in refused(client, "/sbs_send", "hi", "tiny-a", "tiny-b", False, *bad_top_k, *QUICK)
+    assert "Parameters: top_k" in refused(client, "/sbs_send", message="hi", model_a="tiny-a", model_b="tiny-b",
+                                          **pane("a", bad_top_k), **pane("b", QUICK))
+    assert "[2, 3, 4]" in refused(client, "/sbs_send", message="hi", panes=7, model_a="tiny-a", model_b="tiny-b")

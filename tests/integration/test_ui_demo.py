@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gradio_client import Client
@@ -29,22 +30,36 @@ def demo_ui(demo_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -
     running.thread.join(15)
 
 
-def texts(frame: tuple) -> list[str]:
-    return [json.dumps(frame[i]["value"][-1]["content"], ensure_ascii=False) if frame[i]["value"] else "" for i in (0, 1)]
+def latest(frames: list[Any], i: int) -> dict:
+    """Pane i as it stands: the newest update that carried it (the others left it unchanged)."""
+    for frame in reversed(frames):
+        if isinstance(frame[i], dict) and "value" in frame[i]:
+            return frame[i]
+    return {}
+
+
+def text(update: dict) -> str:
+    value = update.get("value") or []
+    return json.dumps(value[-1]["content"], ensure_ascii=False) if value else ""
+
+
+def streaming_both(frames: list[Any]) -> bool:
+    panes = [latest(frames, i) for i in (0, 1)]
+    return all(len(text(p)) > 40 and "▌" in text(p) for p in panes)
 
 
 def test_demo_battle_streams_both_panes_at_once_stops_and_reveals(demo_ui: RunningUI, tmp_path: Path) -> None:
     client = Client(demo_ui.url, verbose=False, download_files=False)
     job = client.submit("Tell me a long story about a lighthouse keeper and the sea.", api_name="/battle_send")
     # Both replies are on their way at the same moment: each pane shows text and the cursor.
-    wait_for(lambda: job.outputs() and all(len(t) > 40 and "▌" in t for t in texts(job.outputs()[-1])), 120,
-             "the two panes never streamed at the same time")
+    wait_for(lambda: job.outputs() and streaming_both(job.outputs()), 120, "the two panes never streamed at the same time")
     assert len(generate_threads()) == 2
     stopped = client.predict(api_name="/battle_stop")
     job.result(timeout=60)
     wait_for(lambda: not generate_threads(), 15, "Stop left a model generating")
-    assert all("stopped" in t for t in texts(stopped)), "both partial replies stay, marked as stopped"
+    assert all("stopped" in text(stopped[i]) for i in (0, 1)), "both partial replies stay, marked as stopped"
     assert not any(name in json.dumps(job.outputs()) for name in DEMO)
+    assert "leaderboard leaves out" in stopped[3], "the voter is told the vote will not count"
 
     revealed = client.predict(api_name="/battle_vote_a")
     assert all(name in revealed[2] for name in DEMO), "the vote reveals both names"

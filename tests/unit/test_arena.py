@@ -74,10 +74,10 @@ def test_message_limit_is_refused_with_the_numbers_not_cut() -> None:
 
 def test_pane_settings_from_raw_values() -> None:
     s = PaneSettings.from_values([0.5, 0.9, 40.0, 128.0, 1.1, -1, "Be brief."])
-    assert (s.top_k, s.max_new_tokens, s.seed, s.system_prompt) == (40, 128, None, "Be brief.")
+    assert (s.sampling.top_k, s.sampling.max_new_tokens, s.sampling.seed, s.system_prompt) == (40, 128, None, "Be brief.")
     params, system = s.apply(SamplingParams(stop=("###",)))
     assert params.temperature == 0.5 and params.stop == ("###",) and system == "Be brief."
-    assert PaneSettings.from_values([0.5, 0.9, 40, 128, 1.1, 7.0, ""]).seed == 7
+    assert PaneSettings.from_values([0.5, 0.9, 40, 128, 1.1, 7.0, ""]).sampling.seed == 7
 
 
 @pytest.mark.parametrize("values, field", [
@@ -100,7 +100,7 @@ def test_out_of_range_parameters_are_refused_by_name() -> None:
 
 def test_own_defaults_ignore_the_controls() -> None:
     defaults = SamplingParams(temperature=0.3, max_new_tokens=99)
-    assert PaneSettings(temperature=99, own_defaults=True).apply(defaults) == (defaults, None)
+    assert PaneSettings.of(temperature=99, own_defaults=True).apply(defaults) == (defaults, None)
 
 
 def test_defaults_round_trip_through_the_controls() -> None:

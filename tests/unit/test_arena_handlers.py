@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,22 +29,30 @@ OWN = [PaneSettings(own_defaults=True)] * 2
 
 
 class FakeBackend(Backend):
-    """Words at a fixed pace; honours the cancel event like a real backend (within one step)."""
+    """Words at a fixed pace, up to max_new_tokens; honours the cancel event like a real backend
+    (within one step). `around` is text its "template" always leaves before and after the reply."""
 
-    def __init__(self, spec: ModelSpec, delay: float, words: int, fail: str | None = None) -> None:
-        self.spec, self.delay, self.words, self.fail = spec, delay, words, fail
+    def __init__(self, spec: ModelSpec, cfg: dict) -> None:
+        self.spec, self.delay, self.words, self.fail = spec, cfg.get("delay", 0.0), cfg.get("words", 3), cfg.get("fail")
+        self.around: tuple[str, str] = cfg.get("around", ("", ""))
+        self.speed = cfg.get("speed", 50.0)
         self.open_streams = 0
+        self.calls = 0
 
     def stream(self, messages: Sequence[Message], params: SamplingParams,
                cancel: threading.Event | None = None) -> Iterator:
+        self.calls += 1
         if self.fail == "eager":
             raise RuntimeError(f"{self.spec.name} is on fire")
         cancel = cancel or threading.Event()
         self.open_streams += 1
+        words = min(self.words, params.max_new_tokens)
+        reason = FinishReason.LENGTH if words < self.words else FinishReason.STOP
 
         def events() -> Iterator:
             try:
-                for n in range(self.words):
+                yield TextDelta(self.around[0])
+                for n in range(words):
                     if cancel.wait(self.delay):
                         yield Finished(FinishReason.CANCELLED, completion_tokens=n)
                         return
@@ -51,16 +60,18 @@ class FakeBackend(Backend):
                 if self.fail == "late":
                     yield Finished(FinishReason.ERROR, error=f"{self.spec.name} broke")
                     return
-                yield Finished(FinishReason.STOP, completion_tokens=self.words, ttft_s=0.01, tokens_per_s=50.0,
+                yield TextDelta(self.around[1])
+                yield Finished(reason, completion_tokens=words, ttft_s=0.01, tokens_per_s=self.speed,
                                prompt=f"PROMPT for {self.spec.name}: {messages[-1].content}")
             finally:
                 self.open_streams -= 1
         return events()
 
 
-def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None, **limits: int) -> Services:
-    specs = [ModelSpec(name=name, source=name, weight=cfg.get("weight", 1.0),
-                       sampling=SamplingParams(max_new_tokens=32)) for name, cfg in models.items()]
+def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None, **limits: Any) -> Services:
+    specs = [ModelSpec(name=name, source=name, weight=cfg.get("weight", 1.0), system_prompt=cfg.get("system_prompt"),
+                       sampling=SamplingParams(**cfg.get("sampling", {"max_new_tokens": 32})))
+             for name, cfg in models.items()]
     backends: dict[str, FakeBackend] = {}
 
     def loader(spec: ModelSpec, settings: Settings) -> Weights:
@@ -69,7 +80,7 @@ def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None
             raise RuntimeError("cannot load")
 
         def make(variant: ModelSpec, slots) -> FakeBackend:
-            backends.setdefault(variant.name, FakeBackend(variant, cfg.get("delay", 0.0), cfg.get("words", 3), cfg.get("fail")))
+            backends.setdefault(variant.name, FakeBackend(variant, cfg))
             return backends[variant.name]
         return Weights(make)
 
@@ -274,8 +285,8 @@ def test_named_modes_choose_ready_models_and_clear_on_change() -> None:
 def test_same_settings_applies_pane_a_to_both() -> None:
     services = fake_services({"a": {}, "b": {}})
     handlers = Handlers(services)
-    a = PaneSettings(temperature=0.1, max_new_tokens=7, system_prompt="sys A")
-    b = PaneSettings(temperature=1.5, max_new_tokens=9)
+    a = PaneSettings.of(temperature=0.1, max_new_tokens=7, system_prompt="sys A")
+    b = PaneSettings.of(temperature=1.5, max_new_tokens=9)
     session = drain(handlers.send(None, "side_by_side", "hi", [a, b], ME, CLIENT, models=["a", "b"],
                                   same_settings=True))[-1]
     assert [(t.params.temperature, t.params.max_new_tokens, t.system_prompt)
@@ -313,7 +324,9 @@ def long_tiny(tmp_path: Path, tiny_model_dir: Path) -> Services:
 def test_stop_ends_both_generate_threads_of_a_real_model(long_tiny: Services, no_thread_leak) -> None:
     handlers = Handlers(long_tiny)
     frames: list[Session] = []
-    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "battle", "hello", OWN, ME, CLIENT)))
+    # Side by side: a battle would cap the replies at one length and stop them at end-of-sequence.
+    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "side_by_side", "hello", OWN, ME, CLIENT,
+                                                                         models=["long-a", "long-b"])))
     worker.start()
     deadline = time.monotonic() + 20
     while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
@@ -328,9 +341,28 @@ def test_stop_ends_both_generate_threads_of_a_real_model(long_tiny: Services, no
 
 
 def test_closing_the_stream_ends_real_generate_threads(long_tiny: Services, no_thread_leak) -> None:
-    stream = Handlers(long_tiny).send(None, "battle", "hello", OWN, ME, CLIENT)
+    stream = Handlers(long_tiny).send(None, "side_by_side", "hello", OWN, ME, CLIENT, models=["long-a", "long-b"])
     for session in stream:
         if all(p.turns[-1].reply.text for p in session.panes):
             break
     stream.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("generate:")]
+
+
+def test_without_preload_the_ui_loads_a_model_on_first_use(settings) -> None:
+    """--no-preload: nothing is loaded at start. Choosing a model in the UI, or drawing it for a
+    battle, loads it, and the message waits for it (it used to be refused as "unloaded")."""
+    registry = build_registry(settings.replace(preload=False))
+    handlers = Handlers(Services(settings, registry, NullRecorder()), rng=random.Random(1))
+    try:
+        assert {s.state.value for s in registry.statuses()} == {"unloaded"}
+        session, changed = handlers.choose_model(None, "direct", 0, "tiny-a", ME)
+        assert changed
+        session = list(handlers.send(session, "direct", "hello world", [PaneSettings(own_defaults=True)], ME, CLIENT))[-1]
+        reply = session.panes[0].turns[-1].reply
+        assert reply.ok and reply.final.completion_tokens > 0
+        battle = list(handlers.send(None, "battle", "hello", OWN, ME, CLIENT))[-1]
+        assert all(p.turns[-1].reply.ok for p in battle.panes)
+        assert {s.state.value for s in registry.statuses()} == {"ready"}
+    finally:
+        registry.close()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
-from webui.arena.rules import Owner, PaneSettings, Refused, Session
+from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
@@ -81,11 +81,37 @@ class Handlers:
             session.panes[pane].clear()
         return session, True
 
+    def set_pane_count(self, session: Session | None, mode: Mode, count: object, owner: Owner,
+                       models: Sequence[str | None] = ()) -> tuple[Session, bool]:
+        """Side by side: show 2, 3 or 4 panes (a new conversation when the number changes). A pane
+        takes the model its dropdown shows, if that one is ready, so that its label names it at
+        once. Returns (session, changed)."""
+        session = self.session_for(session, mode, owner)
+        with session.lock:
+            changed = arena.set_pane_count(session, count)
+            for pane, name in zip(session.panes, models, strict=False):
+                if name and name != pane.model and self._ready(name):
+                    pane.model = name
+                    pane.clear()
+        return session, changed
+
+    def _ready(self, name: str) -> bool:
+        try:
+            self._check_ready(name)
+        except Refused:
+            return False
+        return True
+
     def _check_ready(self, name: str) -> None:
+        """A model can be chosen when it is ready, or when nobody has asked for it yet (with
+        --no-preload): then it starts loading now, and a message sent meanwhile waits for it."""
         try:
             status = self.registry.status(name)
         except ModelNotFound:
             raise Refused("There is no model with that name.") from None
+        if status.state is ModelState.UNLOADED:
+            self.registry.start([name])
+            return
         if status.state is not ModelState.READY:
             raise Refused(f"{name} cannot be chosen now: it is {status.describe()}.")
 
@@ -97,9 +123,10 @@ class Handlers:
     # ---- send and regenerate --------------------------------------------------------------
     def send(self, session: Session | None, mode: Mode, text: object, pane_settings: Sequence[PaneSettings],
              owner: Owner, client: ClientInfo, *, models: Sequence[str | None] = (),
-             same_settings: bool = False) -> Iterator[Session]:
+             same_settings: bool = False, pane_count: int | None = None) -> Iterator[Session]:
         """Accept the user's message (or refuse before anything changes), show it, then stream
-        every pane's reply at once. Empty input does nothing."""
+        every pane's reply at once. Empty input does nothing. `pane_count` (side by side) first
+        sets the number of panes; a different number starts a new conversation."""
         message = arena.clean_message(text, self.settings.max_input_chars)
         session = self.session_for(session, mode, owner)
         if message is None:
@@ -108,6 +135,8 @@ class Handlers:
         self._check_rate("message", client)
         with session.lock:
             arena.check_can_send(session, self.settings.max_turns)
+            if pane_count is not None:
+                arena.set_pane_count(session, pane_count)
             self._assign_models(session, models)
             requests = self._requests(session, range(len(session.panes)), pane_settings, same_settings)
             arena.add_turn(session, message, [requests[i] for i in range(len(session.panes))])
@@ -136,7 +165,9 @@ class Handlers:
     def _assign_models(self, session: Session, models: Sequence[str | None]) -> None:
         if session.mode == "battle":
             if session.panes[0].model is None:
-                weights = {name: self.registry.spec(name).weight for name in self.registry.ready_names()}
+                # ready ones, and those nobody has asked for yet (--no-preload): they load on first use
+                names = [st.name for st in self.registry.statuses() if st.usable or st.state is ModelState.UNLOADED]
+                weights = {name: self.registry.spec(name).weight for name in names}
                 for pane, name in zip(session.panes, arena.draw_pair(weights, self.rng), strict=True):
                     pane.model = name
             return
@@ -150,21 +181,35 @@ class Handlers:
                 pane.clear()
 
     def _requests(self, session: Session, panes: Sequence[int], pane_settings: Sequence[PaneSettings],
-                  same_settings: bool) -> dict[int, tuple[SamplingParams, str | None]]:
+                  same_settings: bool) -> dict[int, PaneRequest]:
+        """Each pane's (parameters, system prompt, the model's own system prompt). In a battle, a
+        pane on its model's own settings gets the battle's one length cap (arena.same_length)."""
         if not pane_settings:
             pane_settings = [PaneSettings(own_defaults=True)]
-        requests = {}
+        cap = self._battle_cap(session) if session.mode == "battle" else None
+        requests: dict[int, PaneRequest] = {}
         for i in panes:
             chosen = pane_settings[0] if same_settings or i >= len(pane_settings) else pane_settings[i]
-            params, system = chosen.apply(self.registry.spec(session.panes[i].model).sampling)
+            spec = self.registry.spec(session.panes[i].model)
+            params, system = chosen.apply(spec.sampling, length_cap=cap)
             if system is not None and len(system) > self.settings.max_input_chars:
                 raise Refused(f"The system prompt is longer than {self.settings.max_input_chars:,} characters.")
-            requests[i] = (params, system)
+            requests[i] = (params, system, spec.system_prompt or "")
         return requests
+
+    def _battle_cap(self, session: Session) -> int:
+        contexts = []
+        for pane in session.panes:
+            try:
+                contexts.append(self.registry.get(pane.model).context_length)
+            except ModelNotReady:  # the stream will say so; the cap does not matter then
+                contexts.append(None)
+        return arena.battle_length_cap(self.settings.battle_max_new_tokens, contexts)
 
     def _opener(self, model: str, messages: list[Message], params: SamplingParams) -> Opener:
         def open_stream(cancel: threading.Event) -> Iterator:
-            return self.registry.get(model).stream(messages, params, cancel)
+            backend = self.registry.get(model, wait_s=self.settings.queue_timeout_s, cancel=cancel)
+            return backend.stream(messages, params, cancel)
         return open_stream
 
     def _generate(self, session: Session, run: threading.Event, panes: Sequence[int],
@@ -176,8 +221,10 @@ class Handlers:
         try:
             jobs = [Job(i, self._opener(session.panes[i].model, session.panes[i].messages(),
                                         session.panes[i].turns[-1].params)) for i in panes]
-            yield session  # the user's message (or the emptied reply) shows at once
+            # The models start before the first redraw, not after it: the user's message and the
+            # first text are then only one update apart.
             streams = PaneStreams(jobs, run, join_timeout_s=self.settings.thread_join_timeout_s)
+            yield session  # the user's message (or the emptied reply) shows at once
             for batch in streams.batches():
                 self._apply(session, batch, client)
                 yield session
@@ -199,7 +246,12 @@ class Handlers:
             reply = pane.turns[-1].reply
             if item.error is not None:
                 log.warning("%s failed to answer: %s", pane.model, item.error)
-                reply.error = failure_message(item.error)
+                if reply.final is None:  # (a failure after the Finished event changes nothing)
+                    # A stream that fails before (or without) its Finished event still gets a
+                    # record, as docs/logging.md promises one per failed reply.
+                    reply.error = failure_message(item.error)
+                    reply.final = Finished(FinishReason.ERROR, error=f"{type(item.error).__name__}: {item.error}")
+                    self._record_chat(session, item.pane, client)
             elif isinstance(item.event, TextDelta):
                 reply.text += item.event.text
             elif isinstance(item.event, Finished):

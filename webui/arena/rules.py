@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import threading
 import time
 import uuid
@@ -25,7 +26,12 @@ from webui.types import Finished, FinishReason, Message, SamplingParams
 PAIR_VOTES: dict[str, str] = {"leftvote": "A is better", "rightvote": "B is better", "tievote": "Tie",
                               "bothbad_vote": "Both are bad"}
 SINGLE_VOTES: dict[str, str] = {"upvote": "👍", "downvote": "👎", "flag": "flag"}
-PANE_LABELS = ("Model A", "Model B")
+PANE_LABELS = ("Model A", "Model B", "Model C", "Model D")
+# How many panes each mode has: battles stay pairwise (votes and the leaderboard are pairwise);
+# side by side compares up to four named models (votes only with two).
+PANE_COUNTS: dict[str, tuple[int, ...]] = {"battle": (2,), "side_by_side": (2, 3, 4), "direct": (1,)}
+MAX_PANES = max(n for counts in PANE_COUNTS.values() for n in counts)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Refused(ArenaError):
@@ -59,21 +65,25 @@ def draw_pair(weights: Mapping[str, float], rng: random.Random) -> tuple[str, st
 
 # ---- sampling settings from the pane controls ------------------------------------------------
 
+SAMPLING_CONTROLS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty", "seed")
+
+
 @dataclass(frozen=True)
 class PaneSettings:
-    """What a pane's parameter controls hold. `own_defaults` (battle) means: ignore the controls
-    and use the model's own settings from the models file, which cannot be shown before the vote."""
+    """What a pane's parameter controls hold: the SamplingParams fields they show, and a system
+    prompt. `own_defaults` (battle) means: ignore the controls and use the model's own settings
+    from the models file, which cannot be shown before the vote."""
 
-    temperature: float = 0.7
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 256
-    repetition_penalty: float = 1.0
-    seed: int | None = None  # None (or negative, from the controls): a fresh random seed
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     system_prompt: str = ""
     own_defaults: bool = False
 
-    FIELDS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty", "seed", "system_prompt")
+    FIELDS = (*SAMPLING_CONTROLS, "system_prompt")  # the controls, in order
+
+    @classmethod
+    def of(cls, system_prompt: str = "", own_defaults: bool = False, **sampling: Any) -> PaneSettings:
+        """Shorthand: PaneSettings.of(temperature=0.1, system_prompt="...")."""
+        return cls(SamplingParams(**sampling), system_prompt, own_defaults)
 
     @classmethod
     def from_values(cls, values: Sequence[Any], own_defaults: Any = False) -> PaneSettings:
@@ -82,35 +92,50 @@ class PaneSettings:
         if len(values) != len(cls.FIELDS):
             raise Refused(f"Parameters: expected {len(cls.FIELDS)} values, got {len(values)}.")
         raw = dict(zip(cls.FIELDS, values, strict=True))
-        return cls(
+        sampling = SamplingParams(
             temperature=_number("temperature", raw["temperature"]), top_p=_number("top_p", raw["top_p"]),
             top_k=_whole("top_k", raw["top_k"]), max_new_tokens=_whole("max_new_tokens", raw["max_new_tokens"]),
             repetition_penalty=_number("repetition_penalty", raw["repetition_penalty"]), seed=_seed(raw["seed"]),
-            system_prompt=_text("system prompt", raw["system_prompt"]), own_defaults=bool(own_defaults),
         )
+        return cls(sampling, _text("system prompt", raw["system_prompt"]), bool(own_defaults))
 
     @classmethod
     def from_spec(cls, sampling: SamplingParams, system_prompt: str | None) -> PaneSettings:
-        seed = sampling.seed if sampling.seed is not None else -1  # the controls show -1 for "random"
-        return cls(sampling.temperature, sampling.top_p, sampling.top_k, sampling.max_new_tokens,
-                   sampling.repetition_penalty, seed, system_prompt or "")
+        return cls(sampling, system_prompt or "")
 
     def values(self) -> list[Any]:
-        return [getattr(self, name) for name in self.FIELDS]
+        """What the controls show, in FIELDS order (a random seed shows as -1)."""
+        shown = [getattr(self.sampling, name) for name in SAMPLING_CONTROLS]
+        shown[SAMPLING_CONTROLS.index("seed")] = -1 if self.sampling.seed is None else self.sampling.seed
+        return [*shown, self.system_prompt]
 
-    def apply(self, defaults: SamplingParams) -> tuple[SamplingParams, str | None]:
+    def apply(self, defaults: SamplingParams, *, length_cap: int | None = None) -> tuple[SamplingParams, str | None]:
         """The request's parameters and system prompt (None: the model's own applies). Ranges are
-        checked here; the model's context length is checked by the backend."""
+        checked here; the model's context length is checked by the backend. `length_cap` (a battle)
+        replaces the model's own length settings when its own defaults are used."""
         if self.own_defaults:
-            return defaults, None
+            return (defaults if length_cap is None else same_length(defaults, length_cap)), None
         try:
-            params = defaults.replace(
-                temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, max_new_tokens=self.max_new_tokens,
-                repetition_penalty=self.repetition_penalty, seed=self.seed,
-            ).validate()
+            params = defaults.replace(**{name: getattr(self.sampling, name) for name in SAMPLING_CONTROLS}).validate()
         except ParamError as exc:
             raise Refused(f"Parameters: {exc}") from None
         return params, (self.system_prompt.strip() or None)
+
+
+def battle_length_cap(cap: int, context_lengths: Sequence[int | None]) -> int:
+    """The one length cap of a battle's panes: the configured one, or half the smaller context of
+    the two models where that is less (the conversation needs the rest). It depends on the pair,
+    never on the side, so it tells nobody which model is which."""
+    known = [c for c in context_lengths if c]
+    return max(1, min([cap, *(c // 2 for c in known)]))
+
+
+def same_length(defaults: SamplingParams, cap: int) -> SamplingParams:
+    """A battle pane on its model's own settings keeps them all except the ones that would show on
+    screen before the vote: a reply cut at 256 tokens can only come from the model whose default
+    is 256, and a model that ignores end-of-sequence always runs to its limit. Both panes get the
+    battle's one length cap, and both stop at end-of-sequence."""
+    return defaults.replace(max_new_tokens=cap, ignore_eos=False)
 
 
 def _number(name: str, value: Any) -> float:
@@ -137,7 +162,13 @@ def _text(name: str, value: Any) -> str:
         return ""
     if not isinstance(value, str):
         raise Refused(f"Parameters: {name} must be text.")
-    return value
+    return clean_text(value)
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates (JSON from a browser can carry half of an emoji) become U+FFFD: no tokenizer,
+    log file or export downstream could encode them, and one would fail a reply before it starts."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 # ---- conversation state ----------------------------------------------------------------------
@@ -167,7 +198,16 @@ class Turn:
     user: str
     params: SamplingParams
     system_prompt: str | None  # None: the model's own system prompt applies
+    model_system_prompt: str = ""  # the model's own (what None means), shown after a battle's vote
     reply: Reply = field(default_factory=Reply)
+
+    @property
+    def system_used(self) -> str:
+        return self.system_prompt if self.system_prompt is not None else self.model_system_prompt
+
+
+# What one pane is asked: (parameters, system prompt or None, the model's own system prompt).
+PaneRequest = tuple[SamplingParams, str | None] | tuple[SamplingParams, str | None, str]
 
 
 @dataclass
@@ -236,9 +276,33 @@ class Session:
         return all(p.turns and p.turns[-1].reply.done for p in self.panes) and self.running is None
 
 
-def new_session(mode: Mode, owner: Owner) -> Session:
-    panes = [Pane()] if mode == "direct" else [Pane(), Pane()]
-    return Session(mode=mode, owner=owner, panes=panes, battle_id=new_id() if mode == "battle" else None)
+def new_session(mode: Mode, owner: Owner, panes: int | None = None) -> Session:
+    count = check_pane_count(mode, panes if panes is not None else PANE_COUNTS[mode][0])
+    return Session(mode=mode, owner=owner, panes=[Pane() for _ in range(count)],
+                   battle_id=new_id() if mode == "battle" else None)
+
+
+def check_pane_count(mode: Mode, count: Any) -> int:
+    allowed = PANE_COUNTS[mode]
+    if isinstance(count, bool) or not isinstance(count, (int, float, str)) or str(count).strip() not in map(str, allowed):
+        raise Refused(f"This tab has {' or '.join(map(str, allowed))} panes, not {count!r}.")
+    return int(count)
+
+
+def set_pane_count(session: Session, count: Any) -> bool:
+    """Show `count` panes. A different count starts a new conversation in every pane (a pane that
+    joins half-way would answer a conversation it never saw); the models chosen so far stay.
+    Returns whether anything changed."""
+    count = check_pane_count(session.mode, count)
+    if count == len(session.panes):
+        return False
+    if session.busy:
+        raise Refused("Please stop the replies before changing the number of panes.")
+    session.panes = session.panes[:count] + [Pane() for _ in range(count - len(session.panes))]
+    for pane in session.panes:
+        pane.clear()
+    session.votes.clear()
+    return True
 
 
 def check_owner(session: Session | None, owner: Owner, *, what: str = "conversation") -> Session:
@@ -261,7 +325,7 @@ def clean_message(text: Any, max_chars: int) -> str | None:
     if len(text) > max_chars:
         raise Refused(f"Your message is {len(text):,} characters long; the limit is {max_chars:,}. "
                       "Please shorten it.")
-    return text
+    return clean_text(text)
 
 
 def check_can_send(session: Session, max_turns: int) -> None:
@@ -274,10 +338,10 @@ def check_can_send(session: Session, max_turns: int) -> None:
                       "Start a new round to keep going.")
 
 
-def add_turn(session: Session, text: str, requests: Sequence[tuple[SamplingParams, str | None]]) -> None:
+def add_turn(session: Session, text: str, requests: Sequence[PaneRequest]) -> None:
     """Append the user's message to every pane, with each pane's parameters."""
-    for pane, (params, system) in zip(session.panes, requests, strict=True):
-        pane.turns.append(Turn(text, params, system))
+    for pane, request in zip(session.panes, requests, strict=True):
+        pane.turns.append(Turn(text, *request))
     session.turn_no += 1
 
 
@@ -290,13 +354,10 @@ def check_can_regenerate(session: Session, panes: Sequence[int]) -> None:
         raise Refused("There is nothing to regenerate yet.")
 
 
-def reset_replies(session: Session, panes: Sequence[int],
-                  requests: Mapping[int, tuple[SamplingParams, str | None]]) -> None:
+def reset_replies(session: Session, panes: Sequence[int], requests: Mapping[int, PaneRequest]) -> None:
     """Drop the newest reply of the given panes so that they are generated again."""
     for i in panes:
-        last = session.panes[i].turns[-1]
-        params, system = requests[i]
-        session.panes[i].turns[-1] = Turn(last.user, params, system)
+        session.panes[i].turns[-1] = Turn(session.panes[i].turns[-1].user, *requests[i])
     session.turn_no += 1
 
 
@@ -310,18 +371,24 @@ def check_vote(session: Session | None, kind: str, owner: Owner) -> Session:
     allowed = SINGLE_VOTES if session.mode == "direct" else PAIR_VOTES
     if kind not in allowed:
         raise Refused(f"Unknown vote {kind!r} here; expected one of {', '.join(allowed)}.")
-    if session.turn_no == 0 or not all(p.turns for p in session.panes):
-        raise Refused("There is nothing to vote on yet: send a message first.")
-    if not session.replies_done():
-        raise Refused("Please wait until every reply has finished before voting.")
-    if any(not p.turns[-1].reply.ok and not p.turns[-1].reply.stopped for p in session.panes):
-        raise Refused("A reply failed, so this turn cannot be judged. Regenerate it or start a new round.")
+    if len(session.panes) > 2:
+        raise Refused("Votes compare two models: with more than two panes there is nothing to vote on.")
+    _check_turn_judgeable(session)
     if session.mode == "battle" and session.revealed:
         raise Refused("You already voted in this battle. Press “New round” to start another one.")
     cast = session.votes.get(session.turn_no, set())
     if kind in cast or (kind != "flag" and cast - {"flag"}):
         raise Refused("You already voted on this turn.")
     return session
+
+
+def _check_turn_judgeable(session: Session) -> None:
+    if session.turn_no == 0 or not all(p.turns for p in session.panes):
+        raise Refused("There is nothing to vote on yet: send a message first.")
+    if not session.replies_done():
+        raise Refused("Please wait until every reply has finished before voting.")
+    if any(not p.turns[-1].reply.ok and not p.turns[-1].reply.stopped for p in session.panes):
+        raise Refused("A reply failed, so this turn cannot be judged. Regenerate it or start a new round.")
 
 
 def mark_voted(session: Session, kind: str) -> None:
@@ -331,16 +398,23 @@ def mark_voted(session: Session, kind: str) -> None:
         session.revealed = True
 
 
-def can_vote(session: Session | None) -> bool:
-    """Whether the vote buttons should be enabled (the same rules, for the view)."""
+def can_vote(session: Session | None, kind: str | None = None) -> bool:
+    """Whether a vote button should be enabled (the same rules, for the view): `kind`, or any
+    vote of the mode when None. In direct chat the flag stays open after a thumb, as the rules say."""
     if session is None:
         return False
+    kind = kind or ("upvote" if session.mode == "direct" else "leftvote")
     try:
-        kind = "upvote" if session.mode == "direct" else "leftvote"
         check_vote(session, kind, session.owner)
     except Refused:
         return False
     return True
+
+
+def stopped_in_turn(session: Session | None) -> bool:
+    """Whether a reply of the newest turn was stopped before it ended: the leaderboard leaves such
+    battles out (Settings.leaderboard_drop_stopped), and the voter is told so at the vote."""
+    return session is not None and any(p.turns and p.turns[-1].reply.stopped for p in session.panes)
 
 
 def start_run(session: Session) -> threading.Event:

@@ -200,17 +200,19 @@ class Registry:
         self._ensure_loaded(self._slots[spec.weights_key])
         return self.get(name)
 
-    def get(self, name: str, wait_s: float = 0.0) -> Backend:
+    def get(self, name: str, wait_s: float = 0.0, cancel: threading.Event | None = None) -> Backend:
         """The backend of a ready model. A model that is not loaded is queued (load on first use);
-        one that is queued or loading is waited for, up to `wait_s` seconds."""
+        one that is queued or loading is waited for, up to `wait_s` seconds or until `cancel` is set
+        (the caller gave up)."""
         spec = self.spec(name)
         slot = self._slots[spec.weights_key]
         if slot.state is ModelState.UNLOADED and not self._closed:
             self.start([name])
         settled = (ModelState.READY, ModelState.FAILED, ModelState.UNLOADED)
+        deadline = time.monotonic() + wait_s
         with self._guard:
-            if wait_s > 0:
-                self._guard.wait_for(lambda: slot.state in settled, wait_s)
+            while slot.state not in settled and time.monotonic() < deadline and not (cancel and cancel.is_set()):
+                self._guard.wait(min(0.25, max(0.0, deadline - time.monotonic())))
             if slot.state is not ModelState.READY or slot.weights is None:
                 raise ModelNotReady(f"{name} is not ready ({self.status_text(slot)})")
             backend = self._backends.get(name)

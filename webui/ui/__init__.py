@@ -3,23 +3,25 @@
 `?tab=side_by_side` (or battle, direct, leaderboard, about) opens a tab directly. Model names and
 statuses are never part of the page config: a timer fills them in, and only for the tab on show —
 the Battle tab gets counts alone, so its page never names a model before the vote.
+
+The three chat tabs are one class (webui/ui/tab.py) with different modes and pane counts; the page's
+stylesheet and keys come from webui/ui/page.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
-from webui.ui import views
+from webui.ui import page, views
 from webui.ui.about import build_about_tab
-from webui.ui.battle import build_battle_tab
-from webui.ui.common import owner_of
+from webui.ui.common import INTERNAL, owner_of
 from webui.ui.leaderboard_tab import build_leaderboard_tab
-from webui.ui.named import NamedTab, build_named_tab
+from webui.ui.tab import ChatTab, build_tab
 
 if TYPE_CHECKING:
     from webui.services import Services
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 TABS = ("battle", "side_by_side", "direct", "leaderboard", "about")
 ALIASES = {"sbs": "side_by_side", "side-by-side": "side_by_side", "side": "side_by_side", "chat": "direct",
            "arena": "battle", "anonymous": "battle", "ranking": "leaderboard"}
+CHAT_TABS = ("battle", "side_by_side", "direct")
 STATUS_EVERY_S = 2.0
 
 
@@ -39,37 +42,43 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
 def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
     handlers = handlers or Handlers(services)
     with gr.Blocks(title="Pairwise Arena") as blocks:
-        gr.Markdown("# ⚔️ Pairwise Arena")
+        gr.Markdown("# ⚔️ Pairwise Arena", elem_classes=["arena-title"])
         current = gr.State("battle")
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped
+        tab_blocks: dict[str, gr.Tab] = {}
+        chats: dict[str, ChatTab] = {}
         with gr.Tabs(selected="battle") as tabs:
-            with gr.Tab("⚔️ Battle", id="battle") as battle_tab:
-                battle = build_battle_tab(services, handlers)
-            with gr.Tab("👥 Side by side", id="side_by_side") as sbs_tab:
-                sbs = build_named_tab(services, handlers, "side_by_side")
-            with gr.Tab("💬 Direct chat", id="direct") as direct_tab:
-                direct = build_named_tab(services, handlers, "direct")
-            with gr.Tab("🏆 Leaderboard", id="leaderboard") as leaderboard_tab:
+            for mode, title in zip(CHAT_TABS, ("⚔️ Battle", "👥 Side by side", "💬 Direct chat"), strict=True):
+                with gr.Tab(title, id=mode) as tab_blocks[mode]:
+                    chats[mode] = build_tab(services, handlers, mode)
+            with gr.Tab("🏆 Leaderboard", id="leaderboard") as tab_blocks["leaderboard"]:
                 build_leaderboard_tab(services)
-            with gr.Tab("ℹ️ About", id="about") as about_tab:
+            with gr.Tab("ℹ️ About", id="about") as tab_blocks["about"]:
                 build_about_tab(services)
-        sessions = {"battle": battle.state, "side_by_side": sbs.state, "direct": direct.state}
-        _wire_status(services, handlers, blocks, tabs, current, seen, battle.status, sbs, direct, sessions,
-                     {"battle": battle_tab, "side_by_side": sbs_tab, "direct": direct_tab,
-                      "leaderboard": leaderboard_tab, "about": about_tab})
+        _install_page(list(chats.values()))
+        _wire_status(services, handlers, blocks, tabs, current, seen, chats, tab_blocks)
     blocks.queue()
     return blocks
 
 
+def _install_page(chats: Sequence[ChatTab]) -> None:
+    """The stylesheet and the keys: Esc presses the Stop of the tab on show, 1-4 its votes."""
+    keys: dict[str, list[str]] = {}
+    for chat in chats:
+        for button, (*_, key) in zip(chat.votes, chat.kind.votes, strict=True):
+            keys.setdefault(key, []).append(button.elem_id or "")
+    page.install([c.stop.elem_id or "" for c in chats], keys, [c.text.elem_id or "" for c in chats])
+
+
 def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State,
-                 seen: gr.State, battle_status: gr.Markdown, sbs: NamedTab, direct: NamedTab,
-                 sessions: Mapping[str, gr.State], tab_blocks: Mapping[str, gr.Tab]) -> None:
-    status_outputs = [seen, battle_status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
+                 seen: gr.State, chats: Mapping[str, ChatTab], tab_blocks: Mapping[str, gr.Tab]) -> None:
+    sbs, direct = chats["side_by_side"], chats["direct"]
+    status_outputs = [seen, chats["battle"].status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
-    states, modes = list(sessions.values()), list(sessions)
+    states, modes = [c.state for c in chats.values()], list(chats)
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
-        return status_updates(services, tab, last, chosen)
+        return status_updates(services, tab, last, chosen, len(sbs.dropdowns))
 
     def on_load(request: gr.Request, last: Any, *values: Any) -> list[Any]:
         """Opens the tab named in ?tab=, and creates each tab's session (owned by this page's
@@ -82,23 +91,24 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
         return [gr.Tabs(selected=tab), tab, *created, *refresh(tab, last, *chosen)]
 
     blocks.load(on_load, [seen, *states, *dropdowns], [tabs, current, *states, *status_outputs], api_name="app_load",
-                show_progress="hidden", concurrency_limit=None)
+                show_progress="hidden", concurrency_limit=None, **INTERNAL)
     for tab_id, tab in tab_blocks.items():
         def on_select(last: Any, *chosen: str | None, tab_id: str = tab_id) -> list[Any]:
             return [tab_id, *refresh(tab_id, last, *chosen)]
         tab.select(on_select, [seen, *dropdowns], [current, *status_outputs], api_name=f"app_tab_{tab_id}",
-                   show_progress="hidden", concurrency_limit=None)
+                   show_progress="hidden", concurrency_limit=None, **INTERNAL)
     timer = gr.Timer(STATUS_EVERY_S)
     timer.tick(refresh, [current, seen, *dropdowns], status_outputs, api_name="app_status",
-               show_progress="hidden", concurrency_limit=None)
+               show_progress="hidden", concurrency_limit=None, **INTERNAL)
 
 
-def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | None, ...]) -> list[Any]:
-    """Updates for [seen, battle status, side-by-side status, its two dropdowns, direct status, its
-    dropdown]: only for the tab on show, and only when something changed."""
+def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | None, ...], sbs_panes: int) -> list[Any]:
+    """Updates for [seen, battle status, side-by-side status, its dropdowns, direct status, its
+    dropdown]: only for the tab on show, and only when something changed. An empty dropdown gets a
+    ready model (the k-th, or the last when there are fewer)."""
     statuses = services.registry.statuses()
     signature = (tab, tuple((s.name, s.state.value, s.reason) for s in statuses), tuple(bool(c) for c in chosen))
-    out: list[Any] = [gr.skip()] * 7
+    out: list[Any] = [gr.skip()] * (5 + sbs_panes)
     if signature == last:
         return out
     out[0] = signature
@@ -108,10 +118,10 @@ def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | 
         out[1] = views.anonymous_status(statuses)
     elif tab == "side_by_side":
         out[2] = views.status_markdown(statuses)
-        for k in range(2):
+        for k in range(sbs_panes):
             value = chosen[k] or (ready[min(k, len(ready) - 1)] if ready else None)
             out[3 + k] = gr.update(choices=choices, value=value)
     elif tab == "direct":
-        out[5] = views.status_markdown(statuses)
-        out[6] = gr.update(choices=choices, value=chosen[2] or (ready[0] if ready else None))
+        out[3 + sbs_panes] = views.status_markdown(statuses)
+        out[4 + sbs_panes] = gr.update(choices=choices, value=chosen[sbs_panes] or (ready[0] if ready else None))
     return out

@@ -15,11 +15,13 @@ ABOUT = """\
 Pairwise Arena lets you chat with language models and compare them. In a **Battle**, two models
 drawn at random answer your prompt side by side without their names; you vote for the better
 answer (or a tie, or both bad), and only then are the names revealed. The votes build the
-**Leaderboard**. **Side by side** lets you pick the two models yourself, and **Direct chat** talks
-to one model.
+**Leaderboard**. **Side by side** lets you pick two to four models yourself, and **Direct chat**
+talks to one model.
 
 Each pane has its own parameters (temperature, top_p, top_k, max_new_tokens, repetition penalty,
-seed, system prompt). **Stop** stops both models at once; **Regenerate** asks again.
+seed, system prompt). **Stop** (or Esc) stops every pane at once; **Regenerate** asks again. In a
+battle, both models get one length cap, and what only tells the models apart (token counts, speeds,
+their own settings) is shown after the vote.
 
 ### What is recorded
 

@@ -1,12 +1,13 @@
-"""Pieces every chat tab uses: the chat pane, the parameter accordion, who the caller is, and the
-guard that turns the rules' refusals into messages (and anything unexpected into a generic one)."""
+"""Pieces every chat tab uses: the chat pane, the parameter controls, who the caller is, the guard
+that turns the rules' refusals into messages (and anything unexpected into a generic one), and the
+update that leaves out whatever did not change."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +25,18 @@ UNEXPECTED = "Something went wrong on the server. Please try again, or start a n
 # (webui.server.security.configure_queue sizes it to the models' generation slots): more would only wait
 # inside the engine, where nobody sees a queue position.
 GENERATION = "generation"
-STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": "default", "show_progress": "hidden"}
-# (vote kind as logged, button text, api_name suffix)
-PAIR_VOTE_BUTTONS = (("leftvote", "👈 A is better", "a"), ("rightvote", "👉 B is better", "b"),
-                     ("tievote", "🤝 Tie", "tie"), ("bothbad_vote", "👎 Both are bad", "bad"))
-SINGLE_VOTE_BUTTONS = (("upvote", "👍", "up"), ("downvote", "👎", "down"), ("flag", "⚑ Flag", "flag"))
-assert {k for k, _, _ in PAIR_VOTE_BUTTONS} == set(PAIR_VOTES)
-assert {k for k, _, _ in SINGLE_VOTE_BUTTONS} == set(SINGLE_VOTES)
+STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": "default"}
+# Events that only keep the page in order (status timer, tab loads, settings toggles): callable by
+# the page, not listed as API endpoints (docs/ui.md lists the documented ones).
+INTERNAL: dict[str, Any] = {"api_visibility": "private"}
+# (vote kind as logged, button text, api_name suffix, key): every button says in words what it does,
+# so that a screen reader, or a font without emoji, still tells them apart.
+PAIR_VOTE_BUTTONS = (("leftvote", "👈 A is better", "a", "1"), ("rightvote", "👉 B is better", "b", "2"),
+                     ("tievote", "🤝 Tie", "tie", "3"), ("bothbad_vote", "👎 Both are bad", "bad", "4"))
+SINGLE_VOTE_BUTTONS = (("upvote", "👍 Good", "up", "1"), ("downvote", "👎 Bad", "down", "2"),
+                       ("flag", "⚑ Flag", "flag", "3"))
+assert {b[0] for b in PAIR_VOTE_BUTTONS} == set(PAIR_VOTES)
+assert {b[0] for b in SINGLE_VOTE_BUTTONS} == set(SINGLE_VOTES)
 LATEX = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "\\[", "right": "\\]", "display": True},
@@ -85,10 +91,47 @@ def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
     """HTML in messages is sanitised in the browser (sanitize_html, and no custom tags kept), so a
     prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs."""
     return gr.Chatbot(
-        label=label, elem_id=elem_id, height=420, sanitize_html=True, allow_tags=False, render_markdown=True,
-        latex_delimiters=LATEX, buttons=["copy", "copy_all"], feedback_options=None, layout="bubble",
-        placeholder="The reply appears here.",
+        label=label, elem_id=elem_id, elem_classes=["arena-chat"], height=420, sanitize_html=True,
+        allow_tags=False, render_markdown=True, latex_delimiters=LATEX, buttons=["copy", "copy_all"],
+        feedback_options=None, layout="bubble", placeholder="The reply appears here.",
     )
+
+
+class Delta:
+    """One event run's updates with everything unchanged since the previous one left out
+    (`gr.skip()`): while a reply streams, only its pane goes to the browser, not every chat, button
+    and box of the tab. Values are compared as plain data; a session (gr.State) by identity, since
+    it is changed in place and the State keeps the same object. Gradio pops "value" out of the
+    update dicts it is given, so it gets copies and the originals stay here for the comparison."""
+
+    def __init__(self) -> None:
+        self.last: list[Any] | None = None
+
+    def __call__(self, values: list[Any], always: Collection[int] = ()) -> list[Any]:
+        """`always`: outputs sent even when unchanged (a streaming pane: Gradio diffs each output
+        against what it sent last, so a pane left out of one update would go whole in the next;
+        sent every time, an unchanged one costs an empty diff and a changed one an append)."""
+        last, self.last = self.last, values
+        if last is None:
+            return self.full()
+        return [gr.skip() if i not in always and _same(old, new) else _copy(new)
+                for i, (old, new) in enumerate(zip(last, values, strict=True))]
+
+    def full(self) -> list[Any]:
+        """The newest values, every one of them."""
+        return [_copy(v) for v in self.last or []]
+
+
+def _copy(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _same(old: Any, new: Any) -> bool:
+    if old is new:
+        return True
+    if isinstance(new, (dict, list, str, int, float, bool)) or new is None:
+        return type(old) is type(new) and old == new
+    return False
 
 
 @dataclass
@@ -113,20 +156,24 @@ def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls
             own = gr.Checkbox(True, label="Use the model's own settings (hidden until the vote)",
                               elem_id=f"{elem_prefix}-own")
         editable = not anonymous
+        ids = {name: f"{elem_prefix}-{name.replace('_', '-')}" for name in PaneSettings.FIELDS}
         fields = [
-            gr.Slider(0.0, 2.0, value=d.temperature, step=0.05, label="temperature (0 = greedy)", interactive=editable),
-            gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable),
-            gr.Slider(0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable),
-            gr.Slider(1, 4096, value=d.max_new_tokens, step=1, label="max_new_tokens", interactive=editable),
+            gr.Slider(0.0, 2.0, value=d.temperature, step=0.05, label="temperature (0 = greedy)", interactive=editable,
+                      elem_id=ids["temperature"]),
+            gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable, elem_id=ids["top_p"]),
+            gr.Slider(0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable, elem_id=ids["top_k"]),
+            gr.Slider(1, 4096, value=d.max_new_tokens, step=1, label="max_new_tokens", interactive=editable,
+                      elem_id=ids["max_new_tokens"]),
             gr.Slider(0.5, 2.0, value=d.repetition_penalty, step=0.05, label="repetition_penalty",
-                      interactive=editable),
-            gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable),
+                      interactive=editable, elem_id=ids["repetition_penalty"]),
+            gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable, elem_id=ids["seed"]),
             gr.Textbox(value="", lines=2, label="system prompt", placeholder="(the model's own)",
-                       interactive=editable),
+                       interactive=editable, elem_id=ids["system_prompt"]),
         ]
     if own is not None:
         own.change(lambda mine: [gr.update(interactive=not mine)] * len(fields), own, fields,
-                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", show_progress="hidden")
+                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", show_progress="hidden",
+                   **INTERNAL)
     return Controls(own, fields)
 
 
@@ -142,7 +189,7 @@ def split_settings(values: Sequence[Any], controls: Sequence[Controls]) -> list[
 
 
 def mirror(same: bool, b_own: bool | None, *a_values: Any) -> list[Any]:
-    """'Same parameters for both panes': pane B shows pane A's values and cannot be edited."""
+    """'Same parameters for every pane': another pane shows pane A's values and cannot be edited."""
     if same:
         return [gr.update(value=v, interactive=False) for v in a_values]
     has_own = len(a_values) == len(PaneSettings.FIELDS) + 1
@@ -150,12 +197,20 @@ def mirror(same: bool, b_own: bool | None, *a_values: Any) -> list[Any]:
     return ([gr.update(interactive=True)] if has_own else []) + fields
 
 
-def wire_mirror(same: gr.Checkbox, a: Controls, b: Controls, api_name: str) -> None:
-    own_b = [b.own] if b.own is not None else []
+def wire_mirror(same: gr.Checkbox, a: Controls, others: Sequence[Controls], api_name: str) -> None:
+    """Pane A's controls, mirrored into every other pane while `same` is ticked."""
+    has_own = a.own is not None
+    width = len(a.inputs)
 
     def run(same_value: bool, *values: Any) -> list[Any]:
-        b_own = values[0] if own_b else None
-        return mirror(same_value, b_own, *values[len(own_b):])
+        a_values, rest = values[:width], values[width:]
+        out: list[Any] = []
+        for k in range(len(others)):
+            b_own = rest[k] if has_own else None
+            out += mirror(same_value, b_own, *a_values)
+        return out
 
-    gr.on([same.change] + [c.change for c in a.inputs], run, [same, *own_b, *a.inputs], b.inputs,
-          api_name=api_name, show_progress="hidden", trigger_mode="always_last")
+    own_others = [c.own for c in others if c.own is not None]
+    gr.on([same.change] + [c.change for c in a.inputs], run, [same, *a.inputs, *own_others],
+          [c for other in others for c in other.inputs], api_name=api_name, show_progress="hidden",
+          trigger_mode="always_last", **INTERNAL)

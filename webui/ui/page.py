@@ -1,0 +1,105 @@
+"""The page's own stylesheet and keyboard shortcuts, installed by one invisible component.
+
+Gradio 6 takes page CSS and JavaScript only at launch or mount time, which belongs to the server;
+an HTML component's `js_on_load` runs once when the page starts, so the UI brings its own:
+
+* panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
+  pane most of the screen wide), rather than a stack in which the votes end up far below;
+* disabled vote buttons that look disabled;
+* keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
+  when the focus is not in a text field;
+* on a desktop the message box gets the focus without scrolling; a phone keeps the top of the page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import gradio as gr
+
+NARROW = "(max-width: 767px)"
+
+CSS = """
+.arena-panes { gap: 12px; }
+.arena-pane { min-width: 220px; }
+.arena-votes button:disabled, .arena-controls button:disabled {
+  opacity: 0.38; filter: grayscale(1); cursor: not-allowed; box-shadow: none;
+}
+.arena-votes button:not(:disabled) {
+  border: 2px solid var(--color-accent); font-weight: 600;
+}
+.arena-notice p { margin: 0; }
+.arena-keys { opacity: 0.7; font-size: var(--text-sm); }
+@media NARROW {
+  .arena-panes { flex-wrap: nowrap !important; overflow-x: auto; scroll-snap-type: x mandatory;
+                 overscroll-behavior-x: contain; padding-bottom: 4px; }
+  .arena-panes > .arena-pane { flex: 0 0 86% !important; min-width: 86% !important; scroll-snap-align: start; }
+  .arena-panes > .arena-pane:only-child { flex-basis: 100% !important; min-width: 100% !important; }
+  .arena-chat .bubble-wrap { max-height: 46vh; }
+  .arena-intro, .arena-keys { display: none; }
+  .arena-votes button { min-width: 40% !important; }
+}
+""".replace("NARROW", NARROW)
+
+_JS = """
+const ARENA = ARENA_CONFIG;
+if (!window.__arenaPage) {
+  window.__arenaPage = true;
+  const style = document.createElement("style");
+  style.textContent = ARENA.css;
+  document.head.appendChild(style);
+  const shown = (el) => el && el.offsetParent !== null;
+  const usable = (ids) => ids.map((id) => document.getElementById(id)).find((el) => shown(el) && !el.disabled);
+  const typing = (el) => el && (["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName) || el.isContentEditable);
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "Escape") {
+      const stop = usable(ARENA.stop);
+      if (stop) { stop.click(); event.preventDefault(); }
+      else if (typing(document.activeElement)) document.activeElement.blur();
+      return;
+    }
+    if (typing(document.activeElement) || !(event.key in ARENA.votes)) return;
+    const vote = usable(ARENA.votes[event.key]);
+    if (vote) { vote.click(); event.preventDefault(); }
+  });
+  if (!window.matchMedia(ARENA.narrow).matches && window.matchMedia("(hover: hover)").matches) {
+    setTimeout(() => {
+      const box = ARENA.inputs.map((id) => document.querySelector(`#${id} textarea`)).find(shown);
+      if (box && !typing(document.activeElement)) box.focus({ preventScroll: true });
+    }, 400);
+  }
+}
+"""
+
+
+def page_script(stop_ids: Sequence[str], vote_keys: Mapping[str, Sequence[str]], input_ids: Sequence[str]) -> str:
+    config = {"css": CSS, "stop": list(stop_ids), "votes": {k: list(v) for k, v in vote_keys.items()},
+              "inputs": list(input_ids), "narrow": NARROW}
+    return _JS.replace("ARENA_CONFIG", json.dumps(config))
+
+
+def install(stop_ids: Sequence[str], vote_keys: Mapping[str, Sequence[str]], input_ids: Sequence[str]) -> gr.HTML:
+    """The invisible component whose `js_on_load` installs the stylesheet and the keys."""
+    return gr.HTML("", elem_id="arena-page", container=False, padding=False,
+                   js_on_load=page_script(stop_ids, vote_keys, input_ids))
+
+
+def send_script(prefix: str) -> str:
+    """Runs in the browser when Enter or Send is pressed, before the server hears of it. While the
+    replies stream the send event is still pending, so Gradio drops a second one without a word:
+    this says why. On a phone it also puts the keyboard away and the panes in view, so that the
+    replies do not stream off-screen."""
+    return f"""() => {{
+  const stop = document.getElementById("{prefix}-stop");
+  if (stop && !stop.disabled) {{
+    return "⏳ The replies are still coming: wait for them, or press Stop (Esc).";
+  }}
+  if (window.matchMedia("{NARROW}").matches) {{
+    if (document.activeElement) document.activeElement.blur();
+    const panes = document.getElementById("{prefix}-panes");
+    if (panes) panes.scrollIntoView({{ block: "start", behavior: "smooth" }});
+  }}
+  return "";
+}}"""
