@@ -18,10 +18,10 @@ def _tied_tiny(folder: Path):
     from tests.tiny import build_tiny_model
 
     source = build_tiny_model(folder / "src")
-    config = LlamaConfig.from_pretrained(source)
-    config.tie_word_embeddings = True
+    config = LlamaConfig.from_pretrained(source, tie_word_embeddings=True)
     torch.manual_seed(1)
     model = LlamaForCausalLM(config).eval()
+    model.lm_head.weight = model.model.embed_tokens.weight  # tied, as the GGUF models' are
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     return model, AutoTokenizer.from_pretrained(source)
 
