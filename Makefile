@@ -10,6 +10,7 @@ run: $(VENV)/.installed
 	$(PY) app.py $(ARGS)
 
 test: $(VENV)/.installed-test
+	$(MAKE) --no-print-directory lint
 	bash scripts/install-browser.sh
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
 

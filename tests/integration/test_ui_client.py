@@ -142,9 +142,9 @@ def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: Run
 
 
 def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
-    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 40, *LONG[4:]]),
-                        **pane("b", [*LONG[:3], 60, *LONG[4:]]), api_name="/sbs_send")
-    final = job.result(timeout=60)
+    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 400, *LONG[4:]]),
+                        **pane("b", [*LONG[:3], 600, *LONG[4:]]), api_name="/sbs_send")
+    final = job.result(timeout=120)  # long enough to stream for a while on a fast machine (updates are >= 0.12 s apart)
     frames = job.outputs()
     middle = frames[2:-1]  # after the first update (everything) and the second (the box cleared)
     assert len(middle) >= 3, "the replies streamed in several updates"
@@ -155,7 +155,7 @@ def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
     for frame in middle:
         for update in frame[:2]:  # a pane: sent only when it changed, and then only as a chat
             assert set(update) <= {"__type__", "value", "label"}
-    assert "40 tokens" in chat_text(final[0]) and "60 tokens" in chat_text(final[1]), "the last update is whole"
+    assert "400 tokens" in chat_text(final[0]) and "600 tokens" in chat_text(final[1]), "the last update is whole"
     assert final[4].startswith("<|user|> hello"), "and carries the prompt"
 
 

@@ -82,7 +82,7 @@ class EventPump:
             return
         self._put(_STARTED)
         try:
-            with contextlib.closing(events):  # closing stops the model and waits for its thread
+            with contextlib.closing(events):  # type: ignore[type-var]  # a generator: closing stops the model
                 for event in events:
                     self._put(event)
                     if self.cancel.is_set() or isinstance(event, Finished):

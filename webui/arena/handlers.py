@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
@@ -21,7 +21,7 @@ from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
+from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent, VoteKind
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
@@ -168,11 +168,11 @@ class Handlers:
                 # ready ones, and those nobody has asked for yet (--no-preload): they load on first use
                 names = [st.name for st in self.registry.statuses() if st.usable or st.state is ModelState.UNLOADED]
                 weights = {name: self.registry.spec(name).weight for name in names}
-                for pane, name in zip(session.panes, arena.draw_pair(weights, self.rng), strict=True):
-                    pane.model = name
+                for pane, drawn in zip(session.panes, arena.draw_pair(weights, self.rng), strict=True):
+                    pane.model = drawn
             return
         for i, pane in enumerate(session.panes):
-            name = models[i] if i < len(models) else pane.model
+            name: str | None = models[i] if i < len(models) else pane.model
             if not name:
                 raise Refused(f"Choose a model for {'the chat' if session.mode == 'direct' else arena.PANE_LABELS[i]} first.")
             if name != pane.model:
@@ -190,7 +190,7 @@ class Handlers:
         requests: dict[int, PaneRequest] = {}
         for i in panes:
             chosen = pane_settings[0] if same_settings or i >= len(pane_settings) else pane_settings[i]
-            spec = self.registry.spec(session.panes[i].model)
+            spec = self.registry.spec(session.panes[i].chosen)
             params, system = chosen.apply(spec.sampling, length_cap=cap)
             if system is not None and len(system) > self.settings.max_input_chars:
                 raise Refused(f"The system prompt is longer than {self.settings.max_input_chars:,} characters.")
@@ -201,7 +201,7 @@ class Handlers:
         contexts = []
         for pane in session.panes:
             try:
-                contexts.append(self.registry.get(pane.model).context_length)
+                contexts.append(self.registry.get(pane.chosen).context_length)
             except ModelNotReady:  # the stream will say so; the cap does not matter then
                 contexts.append(None)
         return arena.battle_length_cap(self.settings.battle_max_new_tokens, contexts)
@@ -219,7 +219,7 @@ class Handlers:
         streams: PaneStreams | None = None
         settled = False
         try:
-            jobs = [Job(i, self._opener(session.panes[i].model, session.panes[i].messages(),
+            jobs = [Job(i, self._opener(session.panes[i].chosen, session.panes[i].messages(),
                                         session.panes[i].turns[-1].params)) for i in panes]
             # The models start before the first redraw, not after it: the user's message and the
             # first text are then only one update apart.
@@ -305,7 +305,8 @@ class Handlers:
         with session.lock:
             arena.check_vote(session, kind, owner)
             self._check_rate("vote", client)
-            event = VoteEvent(kind=kind, conversations=[self.conversation(session, i) for i in range(len(session.panes))],
+            event = VoteEvent(kind=cast(VoteKind, kind), conversations=  # a known kind: check_vote
+                              [self.conversation(session, i) for i in range(len(session.panes))],
                               client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id,
                                                     "session": self.services.recorder.session_key(
                                                         str(owner.session_hash or ""))})
@@ -319,7 +320,7 @@ class Handlers:
 
     def conversation(self, session: Session, index: int) -> Conversation:
         pane = session.panes[index]
-        spec = self.registry.spec(pane.model)
+        spec = self.registry.spec(pane.chosen)
         newest = pane.turns[-1]
         messages: list[tuple[str, str]] = []
         for turn in pane.turns:

@@ -220,6 +220,13 @@ class Pane:
     def busy(self) -> bool:
         return bool(self.turns) and not self.turns[-1].reply.done
 
+    @property
+    def chosen(self) -> str:
+        """The model, for a pane that must have one by now (it has a turn, or is being sent)."""
+        if self.model is None:
+            raise Refused("Choose a model first.")
+        return self.model
+
     def clear(self) -> None:
         self.turns = []
         self.conv_id = new_id()

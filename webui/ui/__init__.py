@@ -17,6 +17,7 @@ import gradio as gr
 
 from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
+from webui.records.events import Mode
 from webui.ui import page, views
 from webui.ui.about import build_about_tab
 from webui.ui.common import INTERNAL, owner_of
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 TABS = ("battle", "side_by_side", "direct", "leaderboard", "about")
 ALIASES = {"sbs": "side_by_side", "side-by-side": "side_by_side", "side": "side_by_side", "chat": "direct",
            "arena": "battle", "anonymous": "battle", "ranking": "leaderboard"}
-CHAT_TABS = ("battle", "side_by_side", "direct")
+CHAT_TABS: tuple[Mode, ...] = ("battle", "side_by_side", "direct")
 STATUS_EVERY_S = 2.0
 
 
@@ -46,7 +47,7 @@ def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
         current = gr.State("battle")
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped
         tab_blocks: dict[str, gr.Tab] = {}
-        chats: dict[str, ChatTab] = {}
+        chats: dict[Mode, ChatTab] = {}
         with gr.Tabs(selected="battle") as tabs:
             for mode, title in zip(CHAT_TABS, ("⚔️ Battle", "👥 Side by side", "💬 Direct chat"), strict=True):
                 with gr.Tab(title, id=mode) as tab_blocks[mode]:
@@ -71,7 +72,7 @@ def _install_page(chats: Sequence[ChatTab]) -> None:
 
 
 def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State,
-                 seen: gr.State, chats: Mapping[str, ChatTab], tab_blocks: Mapping[str, gr.Tab]) -> None:
+                 seen: gr.State, chats: Mapping[Mode, ChatTab], tab_blocks: Mapping[str, gr.Tab]) -> None:
     sbs, direct = chats["side_by_side"], chats["direct"]
     status_outputs = [seen, chats["battle"].status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]

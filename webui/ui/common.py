@@ -37,7 +37,7 @@ SINGLE_VOTE_BUTTONS = (("upvote", "👍 Good", "up", "1"), ("downvote", "👎 Ba
                        ("flag", "⚑ Flag", "flag", "3"))
 assert {b[0] for b in PAIR_VOTE_BUTTONS} == set(PAIR_VOTES)
 assert {b[0] for b in SINGLE_VOTE_BUTTONS} == set(SINGLE_VOTES)
-LATEX = [
+LATEX: list[dict[str, str | bool]] = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "\\[", "right": "\\]", "display": True},
     {"left": "\\(", "right": "\\)", "display": False},
@@ -134,16 +134,19 @@ def _same(old: Any, new: Any) -> bool:
     return False
 
 
+Field = gr.Slider | gr.Number | gr.Textbox | gr.Checkbox  # a pane's parameter controls
+
+
 @dataclass
 class Controls:
     """One pane's parameter accordion. `own` (battle only) means: use the model's own settings."""
 
     own: gr.Checkbox | None
-    fields: list[gr.components.Component]
+    fields: Sequence[Field]
 
     @property
-    def inputs(self) -> list[gr.components.Component]:
-        return ([self.own] if self.own is not None else []) + self.fields
+    def inputs(self) -> list[Field]:
+        return [*([self.own] if self.own is not None else []), *self.fields]
 
 
 def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls:
@@ -157,7 +160,7 @@ def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls
                               elem_id=f"{elem_prefix}-own")
         editable = not anonymous
         ids = {name: f"{elem_prefix}-{name.replace('_', '-')}" for name in PaneSettings.FIELDS}
-        fields = [
+        fields: list[Field] = [
             gr.Slider(0.0, 2.0, value=d.temperature, step=0.05, label="temperature (0 = greedy)", interactive=editable,
                       elem_id=ids["temperature"]),
             gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable, elem_id=ids["top_p"]),

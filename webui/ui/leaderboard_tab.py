@@ -75,6 +75,7 @@ class LeaderboardView:
                 self._built_at = time.monotonic()
                 self._signature = signature
                 self._categories = {}
+            assert self._signature is not None  # set with the board
             return self._board, self._signature
 
     def _may_rebuild(self) -> bool:
@@ -259,11 +260,11 @@ def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdo
     category.input(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category",
                    concurrency_limit=None)
     gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden",
-                                   api_name=False, concurrency_limit=None)
+                                   api_visibility="private", concurrency_limit=None)
     parent = Context.block
     if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
-        parent.select(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden", api_name=False,
-                      concurrency_limit=None)
+        parent.select(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden",
+                      api_visibility="private", concurrency_limit=None)
 
 
 def _my_votes_section(services: Services, view: LeaderboardView) -> None:

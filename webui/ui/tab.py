@@ -25,6 +25,7 @@ from webui.arena import rules as arena
 from webui.arena.handlers import Handlers
 from webui.arena.rules import PANE_COUNTS, PANE_LABELS, Refused, Session
 from webui.errors import ArenaError
+from webui.records.events import Mode
 from webui.ui import views
 from webui.ui.common import (
     INTERNAL,
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Kind:
-    mode: str
+    mode: Mode
     prefix: str  # elem_id and api_name prefix
     intro: str
     votes: tuple[tuple[str, str, str, str], ...]
@@ -89,7 +90,7 @@ class PaneUI:
     prompt: gr.Code | None
 
 
-def build_tab(services: Services, handlers: Handlers, mode: str) -> ChatTab:
+def build_tab(services: Services, handlers: Handlers, mode: Mode) -> ChatTab:
     """Lay out and wire one tab; the app's timer keeps `.status` (and the dropdowns) current, its
     load event fills `.state`."""
     return ChatTab(services, handlers, KINDS[mode])
@@ -253,10 +254,11 @@ class ChatTab:
         'same parameters', then controls), then for side by side the pane count and panes C and D.
         Two-pane callers that pass positional arguments keep working as before four panes."""
         def models(panes: range) -> list[tuple[str, Any]]:
-            return [(self._names(i)[0], self.panes[i].dropdown) for i in panes if send and self.panes[i].dropdown]
+            named = ((self._names(i)[0], self.panes[i].dropdown) for i in panes)
+            return [(name, dropdown) for name, dropdown in named if send and name and dropdown]
 
         def controls(panes: range) -> list[tuple[str, Any]]:
-            out = []
+            out: list[tuple[str, Any]] = []
             for i in panes:
                 _, own, fields = self._names(i)
                 out += [(own, self.panes[i].controls.own)] if own else []
@@ -264,7 +266,7 @@ class ChatTab:
             return out
 
         first, extra = range(min(2, len(self.panes))), range(2, len(self.panes))
-        named = [("message", self.text)] if send else []
+        named: list[tuple[str, Any]] = [("message", self.text)] if send else []
         named += models(first) + ([("same_params", self.same)] if self.same is not None else []) + controls(first)
         if extra:
             named += [("panes", self.count)] if send else []
@@ -277,7 +279,7 @@ class ChatTab:
         settings, models = [], []
         for i in range(len(self.panes)):
             model, own, fields = self._names(i)
-            settings.append(arena.PaneSettings.from_values([got[f] for f in fields], own_defaults=got.get(own, False)))
+            settings.append(arena.PaneSettings.from_values([got[f] for f in fields], own_defaults=bool(own and got.get(own))))
             models += [got.get(model)] if model else []
         return bool(got.get("same_params", False)), settings, models
 
@@ -416,6 +418,7 @@ class ChatTab:
         """Side by side: 2, 3 or 4 panes; another number starts a new conversation."""
         handlers, mode = self.handlers, self.mode
         layout = [*(p.column for p in self.panes), *(p.settings for p in self.panes), self.vote_row]
+        assert self.count is not None, "a tab with one pane count has no count to wire"
 
         @guarded
         def on_count(request: gr.Request, session: Session | None, count: int, *models: str | None) -> list[Any]:
