@@ -86,7 +86,7 @@ def loaders() -> dict:
         if spec.name == "echo":
             return Weights(lambda variant, slots: EchoBackend(variant))
         return load_transformers(spec, settings)
-    return {"transformers": load}
+    return {"transformers": load, "auto": load}  # "auto", the default backend, would load echo as a real model
 
 
 def start_ui(settings: Settings) -> RunningUI:
