@@ -15,18 +15,31 @@ which must leave a stream open, use plain httpx.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
-from openai.types import Completion, Model
+from openai.types import Completion, CompletionChoice, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
 ERROR_KEYS = {"message", "type", "param", "code"}
+
+
+class _CompletionChunkChoice(CompletionChoice):
+    # The package streams completions as `Completion` objects, whose finish_reason may not be null;
+    # OpenAI's stream (and vLLM's) sends null until the last chunk. Only that is relaxed here, and
+    # `_check_events` requires the last chunk to carry a finish_reason.
+    finish_reason: Literal["stop", "length", "content_filter"] | None  # type: ignore[assignment]
+
+
+class CompletionChunk(Completion):
+    choices: list[_CompletionChunkChoice]  # type: ignore[assignment]
+
+
 WHOLE: dict[str, type[BaseModel]] = {"/v1/chat/completions": ChatCompletion, "/v1/completions": Completion}
-CHUNK: dict[str, type[BaseModel]] = {"/v1/chat/completions": ChatCompletionChunk, "/v1/completions": Completion}
+CHUNK: dict[str, type[BaseModel]] = {"/v1/chat/completions": ChatCompletionChunk, "/v1/completions": CompletionChunk}
 
 
 class ShapeError(AssertionError):
@@ -70,12 +83,18 @@ def _check_events(path: str, body: bytes) -> int:
     events = [line[len("data: "):] for line in body.decode().split("\n") if line.startswith("data: ")]
     if not events or events[-1] != "[DONE]":
         raise ShapeError(f"{path}: a stream must end with data: [DONE], got {events[-1:]!r}")
+    finishes = []
     for event in events[:-1]:
         data = _json(event.encode(), path)
         if "error" in data:
             check_error(data, f"{path} stream")
+            finishes.append("error")
         else:
-            CHUNK[path].model_validate(data)
+            chunk = CHUNK[path].model_validate(data)
+            finishes += [choice.finish_reason for choice in chunk.choices]  # type: ignore[attr-defined]
+    if not finishes or finishes[-1] is None or any(f is not None for f in finishes[:-1]):
+        raise ShapeError(f"{path}: only the last chunk with choices may (and must) carry a finish_reason, "
+                         f"got {finishes!r}")
     return len(events) - 1
 
 
@@ -136,3 +155,8 @@ def test_the_checker_refuses_a_stream_without_done_or_with_a_bad_chunk() -> None
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\n')
     with pytest.raises(ValueError):
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\ndata: [DONE]\n\n')
+    text = {"id": "c", "object": "text_completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "text": "a", "logprobs": None, "finish_reason": None}]}
+    unfinished = f"data: {json.dumps(text)}\n\ndata: [DONE]\n\n".encode()
+    with pytest.raises(ShapeError):  # the stream never said why it ended
+        check_answer("/v1/completions", 200, "text/event-stream", unfinished)
