@@ -59,14 +59,12 @@ class SamplingParams:
         return dataclasses.replace(self, **kept)
 
     def validate(self, context_length: int | None = None) -> SamplingParams:
-        _check_number("temperature", self.temperature, 0.0, 2.0)
-        _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
-        _check_int("top_k", self.top_k, 0, None)
-        high = context_length if context_length else None
-        _check_int("max_new_tokens", self.max_new_tokens, 1, high)
-        _check_number("repetition_penalty", self.repetition_penalty, 0.0, 2.0, low_open=True)
-        if self.seed is not None:
-            _check_int("seed", self.seed, 0, 2**63 - 1)
+        for name, limits in RANGES.items():
+            value = getattr(self, name)
+            if name == "seed" and value is None:
+                continue
+            high = context_length if name == "max_new_tokens" and context_length else limits.high
+            limits.check(name, value, high)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ParamError("stop", "stop strings must be non-empty strings")
         if not isinstance(self.ignore_eos, bool):
@@ -75,7 +73,14 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_BELOW
+
+    def effective(self) -> SamplingParams:
+        """The settings an engine runs with: a temperature too small to divide by is greedy, and a
+        repetition penalty acts no smaller than REPETITION_PENALTY_FLOOR. Both are in range, and
+        both overflowed the logits to inf (a crash while sampling) when taken literally."""
+        return dataclasses.replace(self, temperature=0.0 if self.greedy else self.temperature,
+                                   repetition_penalty=max(self.repetition_penalty, REPETITION_PENALTY_FLOOR))
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -91,21 +96,46 @@ def _as_stop_tuple(value: Any) -> tuple[str, ...]:
     raise ParamError("stop", "must be a string or a list of strings")
 
 
-def _check_number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ParamError(name, f"must be a number, got {value!r}")
-    too_low = value <= low if low_open else value < low
-    if too_low or value > high:
-        interval = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-        raise ParamError(name, f"must be in {interval}, got {value}")
+@dataclass(frozen=True)
+class Range:
+    """The values one sampling setting accepts: a whole number or a finite number (never a string or
+    a boolean) from `low` to `high` (None: no upper bound here; max_new_tokens' is the context)."""
+
+    low: float
+    high: float | None
+    low_open: bool = False  # `low` itself is refused
+    whole: bool = False
+
+    def check(self, name: str, value: Any, high: float | None = None) -> None:
+        high = self.high if high is None else high
+        if self.whole and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ParamError(name, f"must be a whole number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ParamError(name, f"must be a number, got {value!r}")
+        too_low = value <= self.low if self.low_open else value < self.low
+        if too_low or (high is not None and value > high):
+            raise ParamError(name, f"must be {self.describe(high)}, got {value}")
+
+    def describe(self, high: float | None = None) -> str:
+        high = self.high if high is None else high
+        if self.whole:
+            return f"{int(self.low)}..{int(high)}" if high is not None else f"{int(self.low)} or more"
+        return f"in {'(' if self.low_open else '['}{self.low}, {high}]"
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParamError(name, f"must be a whole number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        upper = f"..{high}" if high is not None else " or more"
-        raise ParamError(name, f"must be {low}{upper}, got {value}")
+# The one table of sampling ranges: the models file, the UI and the HTTP API are all checked
+# against it (SamplingParams.validate); docs/api.md quotes it.
+GREEDY_BELOW = 1e-5  # a temperature below this samples greedily, as in vLLM
+REPETITION_PENALTY_FLOOR = 0.01  # a smaller penalty acts as this one (see SamplingParams.effective)
+TOP_K_MAX = 1_000_000  # any value over the vocabulary size means "off"; the bound keeps it an engine integer
+RANGES: Mapping[str, Range] = {
+    "temperature": Range(0.0, 2.0),
+    "top_p": Range(0.0, 1.0, low_open=True),
+    "top_k": Range(0, TOP_K_MAX, whole=True),
+    "max_new_tokens": Range(1, None, whole=True),
+    "repetition_penalty": Range(0.0, 2.0, low_open=True),
+    "seed": Range(0, 2**63 - 1, whole=True),
+}
 
 
 class FinishReason(str, enum.Enum):

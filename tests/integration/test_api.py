@@ -4,6 +4,9 @@ same app as `python app.py`, UI mounted at "/"), on the tiny random-weight Llama
 Random weights emit EOS early, so tests that need a known length send `ignore_eos` and check for
 finish_reason "length". "tiny-long" has a long context and one generation slot: a stream there runs
 for ~25 s unless something stops it, which is what the cancellation tests need.
+
+Every answer the openai client gets here is also validated against the openai package's own types
+(`tests/integration/test_api_shapes.py`): the client alone builds its objects without checking them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import openai
 import pytest
 
 from tests.integration.apiserver import RunningServer, alive_threads, start_arena, threads_end_within
+from tests.integration.test_api_shapes import Checked, checked_http_client
 from webui.config import Settings
 
 LONG = {"max_tokens": 3000, "extra_body": {"ignore_eos": True}}  # ~25 s on the tiny model
@@ -39,7 +43,8 @@ models:
     max_concurrency: 1
     sampling: {{temperature: 0, max_new_tokens: 16}}
 """)
-    settings = Settings(models_file=models, log_dir=root / "logs", cache_dir=root / "cache", queue_timeout_s=1.0)
+    settings = Settings(models_file=models, log_dir=root / "logs", cache_dir=root / "cache", queue_timeout_s=1.0,
+                        rate_messages=0)  # one client sends far more than 20 a minute here (limits: test_api_limits.py)
     running = start_arena(settings)
     yield running
     running.stop()
@@ -47,7 +52,8 @@ models:
 
 @pytest.fixture()
 def client(server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=60)
+    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=60,
+                         http_client=checked_http_client())
 
 
 def _hello(**kwargs):
@@ -128,6 +134,44 @@ def test_seed_makes_sampling_repeatable(client: openai.OpenAI) -> None:
         return reply.choices[0].message.content
 
     assert ask() == ask()
+
+
+def test_every_answer_was_checked_against_openai_types(client: openai.OpenAI) -> None:
+    before = Checked.count
+    client.chat.completions.create(**_hello(max_tokens=2), stream=True).close()
+    client.completions.create(model="tiny-a", prompt="hello", max_tokens=2)
+    assert Checked.count > before + 2
+
+
+# ---- values at the ends of their ranges ---------------------------------------------------------
+@pytest.mark.parametrize("values", [
+    {"temperature": 1e-45},
+    {"temperature": 5e-324},
+    {"repetition_penalty": 1e-300},
+    {"repetition_penalty": 5e-324, "temperature": 2},
+    {"temperature": 1e-45, "repetition_penalty": 1e-300},
+    {"top_p": 1e-300},
+    {"temperature": 2, "top_p": 1, "top_k": 1_000_000, "repetition_penalty": 2},
+    {"temperature": 1e-45, "top_k": 1},
+])
+def test_every_value_the_validator_accepts_generates(client: openai.OpenAI, values: dict) -> None:
+    """Each was a 500 "probability tensor contains either inf, nan or element < 0" once."""
+    for stream in (False, True):
+        reply = client.chat.completions.create(**{**_hello(max_tokens=5), "model": "tiny-sampled"}, seed=1,
+                                               stream=stream, extra_body={"ignore_eos": True, **values})
+        if stream:
+            chunks = list(reply)
+            assert chunks[-1].choices[0].finish_reason == "length"
+        else:
+            assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 5
+
+
+def test_a_tiny_temperature_is_greedy(client: openai.OpenAI) -> None:
+    def answer(**values: float) -> str:
+        return client.chat.completions.create(**{**_hello(max_tokens=8), "model": "tiny-sampled"},
+                                              extra_body={"ignore_eos": True, **values}).choices[0].message.content
+
+    assert answer(temperature=1e-45) == answer(temperature=1e-6) == answer(temperature=0)
 
 
 # ---- errors -------------------------------------------------------------------------------------

@@ -11,18 +11,19 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from webui.access.ratelimit import Limit, RateLimited
 from webui.api import install_api
 from webui.api.errors import from_arena, from_finished, from_validation
 from webui.api.responses import Reply, sse_stream
-from webui.api.schemas import ChatCompletionRequest, CompletionRequest
+from webui.api.schemas import MAX_DEPTH, ChatCompletionRequest, CompletionRequest, check_json
 from webui.config import Settings
 from webui.engine.openai_remote import upstream_sampling
 from webui.engine.registry import Registry
-from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.errors import ConfigError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.models.specs import load_specs, parse_specs
 from webui.records.events import NullRecorder
 from webui.services import Services
-from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+from webui.types import RANGES, Finished, FinishReason, Message, SamplingParams, TextDelta
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -119,6 +120,82 @@ def test_generation_errors_keep_upstream_meaning() -> None:
     assert from_finished(final(upstream="u", upstream_status=503)).status == 502
 
 
+LEAKY = "RuntimeError: probability tensor contains inf at http://10.0.0.7:8000/v1/chat/completions (/srv/x.py)"
+
+
+@pytest.mark.parametrize("extra", [{}, {"upstream": "http://10.0.0.7:8000/v1"},
+                                   {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 503},
+                                   {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 429}])
+def test_failures_never_carry_exception_text_or_addresses(extra: dict) -> None:
+    error = from_finished(Finished(FinishReason.ERROR, error=LEAKY, extra=extra))
+    for leak in ("RuntimeError", "10.0.0.7", "/srv/x.py", "probability"):
+        assert leak not in error.message
+    assert "10.0.0.7" not in from_arena(ModelNotReady(f"m is not ready (failed: cannot reach {LEAKY})")).message
+    assert from_arena(ConfigError("/etc/secret/models.yaml: bad")).message.startswith("The server failed")
+
+
+def test_an_upstream_refusal_passes_its_own_message_on() -> None:
+    refused = from_finished(Finished(FinishReason.ERROR, error=f"http://10.0.0.7/v1 answered HTTP 400: {LEAKY}",
+                                     extra={"upstream": "u", "upstream_status": 400,
+                                            "upstream_message": "max_tokens is too large (see http://10.0.0.7/docs)"}))
+    assert (refused.status, refused.code) == (400, "upstream_rejected")
+    assert "max_tokens is too large" in refused.message and "10.0.0.7" not in refused.message
+
+
+def test_rate_limited_is_429_with_retry_after() -> None:
+    error = from_arena(RateLimited("message", Limit(20, 60.0, "messages"), 12.2))
+    assert (error.status, error.type, error.code) == (429, "rate_limit_error", "rate_limit_exceeded")
+    assert error.headers["Retry-After"] == "13" and error.message.startswith("Too many messages: at most 20")
+
+
+# ---- the shared table of ranges -----------------------------------------------------------------
+@pytest.mark.parametrize(("name", "value"), [
+    ("temperature", "0.5"), ("temperature", True), ("temperature", float("nan")), ("temperature", float("inf")),
+    ("top_p", 0), ("top_k", 2**70), ("top_k", 1.0), ("top_k", True), ("repetition_penalty", 0.0),
+    ("repetition_penalty", 2.5), ("seed", -1), ("seed", 2**63), ("max_new_tokens", 0),
+])
+def test_the_table_refuses(name: str, value: object) -> None:
+    with pytest.raises(ParamError) as caught:
+        SamplingParams(**{name: value}).validate()  # type: ignore[arg-type]
+    assert caught.value.param == name
+
+
+def test_the_table_names_every_number_and_its_ends_are_safe() -> None:
+    assert set(RANGES) == {"temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty", "seed"}
+    tiny = SamplingParams(temperature=1e-45, repetition_penalty=1e-300, top_p=5e-324).validate().effective()
+    assert tiny.greedy and tiny.temperature == 0.0 and tiny.repetition_penalty == 0.01 and tiny.top_p == 5e-324
+    assert SamplingParams(temperature=0.5, repetition_penalty=1.2).effective() == SamplingParams(
+        temperature=0.5, repetition_penalty=1.2)
+    assert upstream_sampling(SamplingParams(temperature=1e-45))["temperature"] == 0.0
+    assert upstream_sampling(SamplingParams(repetition_penalty=1e-300))["repetition_penalty"] == 0.01
+
+
+# ---- what pydantic would let through -----------------------------------------------------------
+@pytest.mark.parametrize(("data", "param"), [
+    ({"messages": [{"role": "user", "content": "a\ud800"}]}, "messages.0.content"),
+    ({"prompt": ["ok", "\udfff"]}, "prompt.1"),
+    ({"metadata": {"k\ud800": "v"}}, "metadata"),
+    ({"\ud800": 1}, "body"),
+    ({"metadata": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]}, "metadata"),
+])
+def test_check_json_names_the_field(data: dict, param: str) -> None:
+    with pytest.raises(ParamError) as caught:
+        check_json(data)
+    assert caught.value.param == param
+    assert "\ud800" not in str(caught.value) and "\udfff" not in str(caught.value)  # never echoed
+
+
+def test_check_json_lets_real_bodies_through() -> None:
+    check_json({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "héllo 🙂"}]}],
+                "stop": ["a"], "metadata": {"k": "v"}})
+    deep: list = ["x"]
+    for _ in range(MAX_DEPTH - 2):
+        deep = [deep]
+    check_json({"tools": deep})  # "x" is MAX_DEPTH keys deep: tools.0.0...0
+    with pytest.raises(ParamError):
+        check_json({"tools": [deep]})
+
+
 # ---- SSE ----------------------------------------------------------------------------------------
 async def _events(*events):
     for event in events:
@@ -146,9 +223,12 @@ def test_sse_order_for_chat() -> None:
 
 
 def test_sse_error_mid_stream_is_an_error_event() -> None:
-    frames = _frames(Reply("text", "m"), (TextDelta("a"), Finished(FinishReason.ERROR, error="gone")), include_usage=True)
+    frames = _frames(Reply("text", "m"), (TextDelta("a"), Finished(FinishReason.ERROR, error="KeyError: gone")),
+                     include_usage=True)
     assert frames[0]["choices"][0]["text"] == "a"
-    assert frames[1] == {"error": {"message": "gone", "type": "server_error", "param": None, "code": "generation_failed"}}
+    assert set(frames[1]["error"]) == {"message", "type", "param", "code"}
+    assert (frames[1]["error"]["type"], frames[1]["error"]["code"]) == ("server_error", "generation_failed")
+    assert "gone" not in frames[1]["error"]["message"] and "KeyError" not in frames[1]["error"]["message"]
     assert frames[2] == "[DONE]"
 
 
@@ -206,3 +286,48 @@ def test_remote_entry_needs_base_url_and_model() -> None:
 
     with pytest.raises(ConfigError, match="base_url"):
         parse_specs({"models": [{"name": "r", "backend": "openai", "remote_model": "m"}]})
+
+
+# ---- the /v1 guard ------------------------------------------------------------------------------
+def _guarded_app() -> TestClient:
+    """Our guard around a bare app whose routes fail the ways that escaped the API's own errors."""
+    from fastapi.responses import JSONResponse as Json
+
+    from webui.api.guard import OpenAIErrors
+
+    app = FastAPI()
+
+    @app.post("/v1/boom")
+    def boom() -> None:
+        raise KeyError("/srv/secret.py")
+
+    @app.post("/v1/too-large")
+    def too_large() -> Json:  # the shape the size limit in front answers with
+        return Json({"error": "Request too large: at most 2 MB."}, status_code=413)
+
+    @app.get("/elsewhere")
+    def elsewhere() -> Json:
+        return Json({"detail": "not ours"}, status_code=418)
+
+    app.add_middleware(OpenAIErrors, prefix="/v1")
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_guard_answers_an_uncaught_exception_with_a_fixed_sentence() -> None:
+    response = _guarded_app().post("/v1/boom")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "server_error"
+    assert "secret" not in response.text and "KeyError" not in response.text
+
+
+def test_guard_reshapes_foreign_errors_on_v1_only() -> None:
+    client = _guarded_app()
+    too_large = client.post("/v1/too-large")
+    assert too_large.status_code == 413
+    assert too_large.json()["error"] == {"message": "Request too large: at most 2 MB.", "type": "invalid_request_error",
+                                         "param": None, "code": "request_too_large"}
+    assert int(too_large.headers["content-length"]) == len(too_large.content)
+    missing = client.get("/v1/nothing")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert client.get("/elsewhere").json() == {"detail": "not ours"}  # the UI's paths are left alone

@@ -1,21 +1,37 @@
 """Every error the API can answer, mapped to an HTTP status and OpenAI's error body in one place:
 
     {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+What a message may say: what the client did wrong and what to do. Never what broke inside: an
+exception's text, a class name, a path or the address of a model's server go to the server log
+(where the engine already wrote them), and the client gets a plain sentence.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from webui.access.ratelimit import RateLimited
 from webui.errors import ArenaError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.types import Finished
 
 # Our parameter names -> the names an API client sent.
 _API_PARAM = {"max_new_tokens": "max_tokens"}
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+GENERATION_FAILED = "The model failed while generating this answer; please try again. The server log has the details."
+UPSTREAM_FAILED = ("The server that runs this model did not answer properly (unreachable, timed out or an error); "
+                   "please try again later.")
+INTERNAL = "The server failed to answer this request; the server log has the details."
+
+
+def without_addresses(text: str) -> str:
+    """A status reason with every URL taken out: a remote model's reason names its server."""
+    return _URL.sub("(its server)", text)
 
 
 class ApiError(Exception):
@@ -53,13 +69,16 @@ def from_arena(exc: ArenaError, *, max_tokens: int | None = None, prompt_param: 
         )
     if isinstance(exc, ModelNotFound):
         return ApiError(404, str(exc), param="model", code="model_not_found")
+    if isinstance(exc, RateLimited):  # per client, shared with the UI (webui/access/ratelimit.py)
+        return ApiError(429, str(exc), type="rate_limit_error", code="rate_limit_exceeded",
+                        headers={"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, Overloaded):
         return ApiError(429, str(exc), type="rate_limit_error", code="model_overloaded",
                         headers={"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, ModelNotReady):
-        return ApiError(503, str(exc), type="service_unavailable", code="model_not_ready",
+        return ApiError(503, without_addresses(str(exc)), type="service_unavailable", code="model_not_ready",
                         headers={"Retry-After": "5"})
-    return ApiError(500, str(exc), type="server_error")
+    return ApiError(500, INTERNAL, type="server_error")
 
 
 def from_validation(exc: ValidationError) -> ApiError:
@@ -77,17 +96,22 @@ def from_validation(exc: ValidationError) -> ApiError:
 
 
 def from_finished(final: Finished) -> ApiError:
-    """A generation that ended in an error, for answers that have not started yet (non-streaming).
-    A remote model's own HTTP error keeps its status where it means the same here."""
-    upstream = final.extra.get("upstream_status") if final.extra else None
-    message = final.error or "generation failed"
+    """A generation that ended in an error, for answers that have not started yet (non-streaming)
+    and for a stream's error event. A remote model's own HTTP error keeps its status where it
+    means the same here, with the server's own message (never its address); any other failure
+    gets a fixed sentence (`final.error` holds exception text, for the log only)."""
+    extra = final.extra or {}
+    upstream = extra.get("upstream_status")
+    said = extra.get("upstream_message")
     if upstream in (400, 422):
-        return ApiError(400, message, code="upstream_rejected")
+        message = f"The model's server refused the request: {said}" if said else "The model's server refused the request."
+        return ApiError(400, without_addresses(message), code="upstream_rejected")
     if upstream == 429:
-        return ApiError(429, message, type="rate_limit_error", code="upstream_overloaded", headers={"Retry-After": "5"})
-    if final.extra and "upstream" in final.extra:
-        return ApiError(502, message, type="upstream_error", code="upstream_failed")
-    return ApiError(500, message, type="server_error", code="generation_failed")
+        return ApiError(429, "The model's server is busy; try again shortly.", type="rate_limit_error",
+                        code="upstream_overloaded", headers={"Retry-After": "5"})
+    if "upstream" in extra:
+        return ApiError(502, UPSTREAM_FAILED, type="upstream_error", code="upstream_failed")
+    return ApiError(500, GENERATION_FAILED, type="server_error", code="generation_failed")
 
 
 async def handle_api_error(request: Request, exc: Exception) -> JSONResponse:

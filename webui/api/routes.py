@@ -1,6 +1,11 @@
 """The /v1 routes. Thin on purpose: validate the body, start the engine in a worker thread, answer
 as JSON or Server-Sent Events. Errors go through `webui.api.errors`, the one place that maps them.
 
+Limits (docs/api.md): each generation request counts against the client's message budget, the
+same per-client rate limiter the UI's sends count against; a model whose line of waiting requests
+is full refuses at once (`Slots`, 429); and a request waits for its model and its slot only while
+its client is still connected.
+
 Anonymity: battles are a UI affair and nothing here knows about them. The model list shows each
 model's load state only, never how busy it is, so that watching /v1/models cannot tell which two
 models are answering in someone's battle right now.
@@ -20,10 +25,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
+from webui.access.clients import client_info
+from webui.access.ratelimit import MESSAGE
 from webui.api.bridge import EventPump, Starter, stop_on_disconnect
-from webui.api.errors import ApiError, from_arena, from_finished, from_validation
+from webui.api.errors import ApiError, from_arena, from_finished, from_validation, without_addresses
 from webui.api.responses import Reply, sse_stream
-from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields, check_json
 from webui.engine.base import Backend
 from webui.engine.registry import ModelState, Registry
 from webui.errors import ArenaError, PromptTooLong
@@ -40,6 +47,8 @@ def build_router(services: Services) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(_auth(services.settings.api_keys))])
     registry = services.registry
     created = int(time.time())
+    wait_s = services.settings.queue_timeout_s
+    counted = [Depends(_rate_limit(services))]
 
     @router.get("/models")
     def list_models() -> JSONResponse:
@@ -53,24 +62,24 @@ def build_router(services: Services) -> APIRouter:
             raise from_arena(exc) from None
         return JSONResponse(_model_card(registry, model_id, created))
 
-    @router.post("/chat/completions")
+    @router.post("/chat/completions", dependencies=counted)
     async def chat_completions(request: Request) -> Any:
         body = await _parse(request, ChatCompletionRequest)
         messages = body.to_messages()
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
-            backend = registry.get(body.model, wait_s=services.settings.queue_timeout_s)
+            backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
             return backend.stream(messages, _sampling(backend, body, messages), cancel)
 
         return await _answer(request, registry, body, "chat", start)
 
-    @router.post("/completions")
+    @router.post("/completions", dependencies=counted)
     async def completions(request: Request) -> Any:
         body = await _parse(request, CompletionRequest)
         prompt = body.prompt_text()
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
-            backend = registry.get(body.model, wait_s=services.settings.queue_timeout_s)
+            backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
             return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
 
         return await _answer(request, registry, body, "text", start)
@@ -97,14 +106,30 @@ def _auth(keys: Sequence[str]) -> Any:
     return check
 
 
+def _rate_limit(services: Services) -> Any:
+    """A dependency that counts one message for the client (after the key check, before the body
+    is read): the UI's limiter, so that a script gets the same budget through either door."""
+
+    async def check(request: Request) -> None:
+        try:
+            services.rate_limiter.check(MESSAGE, client_info(request, services.settings))
+        except ArenaError as exc:
+            raise from_arena(exc) from None
+
+    return check
+
+
 async def _parse(request: Request, model: type[Body]) -> Body:
     try:
         data = await request.json()
-    except ValueError:
+    except ValueError:  # includes bytes that are not UTF-8
         raise ApiError(400, "the request body must be a JSON object") from None
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
     try:
+        check_json(data)
         body = model.model_validate(data)
         body.check()
     except ValidationError as exc:
@@ -126,7 +151,7 @@ def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
             state, reason = "unhealthy", status.problem
     return {
         "id": name, "object": "model", "created": created, "owned_by": "pairwise-arena",
-        "status": state, "status_reason": reason or None, "backend": spec.backend,
+        "status": state, "status_reason": without_addresses(reason) or None, "backend": spec.backend,
         "context_length": context, "description": spec.description or None,
     }
 
@@ -155,16 +180,23 @@ async def _answer(request: Request, registry: Registry, body: SamplingFields, ki
     except ArenaError as exc:
         raise from_arena(exc) from None
     pump = EventPump(start, name=f"api:{body.model}")
+    # Nothing is sent while the request waits for its model and a slot: watch for a client that
+    # leaves meanwhile, whose request must leave the line without ever running.
+    watcher = asyncio.create_task(stop_on_disconnect(request.is_disconnected, pump))
     try:
         await pump.start()
     except ArenaError as exc:
+        watcher.cancel()
         prompt_param = "messages" if kind == "chat" else "prompt"
         raise from_arena(exc, max_tokens=body.max_tokens, prompt_param=prompt_param) from None
+    except BaseException:
+        watcher.cancel()
+        raise
     reply = Reply("chat" if kind == "chat" else "text", body.model)
-    if body.stream:
+    if body.stream:  # from here the streaming response notices a client that leaves
+        watcher.cancel()
         return _PumpResponse(pump, sse_stream(reply, pump.events(), body.include_usage), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    watcher = asyncio.create_task(stop_on_disconnect(request.is_disconnected, pump))
     try:
         text, final = await _collect(pump)
     finally:

@@ -3,20 +3,59 @@
 Unknown fields are refused (`extra="forbid"`): a client that sends `logit_bias` or `tools` expects
 them to change the answer, and silently ignoring them would hand back something else. OpenAI
 fields that cannot change the answer (`user`, `metadata`, `logprobs: false`, `stream_options`)
-are accepted and ignored. Ranges are checked once, by `SamplingParams.validate`, so that the API,
-the UI and the models file agree on them.
+are accepted and ignored. Types are strict (a string or a boolean is not a number); ranges are
+checked once, by `SamplingParams.validate` against `webui.types.RANGES`, so that the API, the UI and
+the models file agree on them.
+
+`check_json` runs before pydantic, on the parsed body: it refuses what JSON allows but no model can
+take (a lone surrogate such as "\\ud800": valid JSON, not encodable text) and nesting deeper than
+any field here needs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from webui.errors import ParamError
 from webui.types import Message
 
 MAX_STOP = 4  # OpenAI's limit on stop sequences per request
+MAX_DEPTH = 16  # nesting a body may have; the deepest field (messages.0.content.0.text) needs 4
+
+
+def check_json(data: Any) -> None:
+    """Raise ParamError naming the first field that holds a lone surrogate or is nested deeper
+    than MAX_DEPTH. Iterative, so that depth cannot exhaust the stack here."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise ParamError(path[0], f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            if not _encodable(value):
+                raise ParamError(_dotted(path), "contains a lone surrogate (text that is not valid Unicode)")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodable(str(key)):  # never echo the key itself: it cannot be encoded
+                    raise ParamError(_dotted(path), "has a field name with a lone surrogate (not valid Unicode)")
+                stack.append((item, (*path, str(key))))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, str(i))) for i, item in reversed(list(enumerate(value))))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _dotted(path: Sequence[str]) -> str:
+    return ".".join(path) or "body"
 
 
 class _Strict(BaseModel):
@@ -52,8 +91,8 @@ class SamplingFields(_Strict):
 
     model: str
     max_tokens: StrictInt | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: StrictFloat | None = None
+    top_p: StrictFloat | None = None
     seed: StrictInt | None = None
     stop: str | list[str] | None = None
     n: StrictInt | None = None
@@ -61,7 +100,7 @@ class SamplingFields(_Strict):
     stream_options: StreamOptions | None = None
     # Hugging Face / vLLM extras (send them with the openai client's `extra_body`)
     top_k: StrictInt | None = None
-    repetition_penalty: float | None = None
+    repetition_penalty: StrictFloat | None = None
     ignore_eos: StrictBool | None = None
     # OpenAI fields accepted only at the value that changes nothing
     user: str | None = None

@@ -39,11 +39,13 @@ _MAX_UPSTREAM_STOPS = 4  # OpenAI's limit; the rest are applied here, on our sid
 
 
 class RemoteError(RuntimeError):
-    """The upstream server failed; `status` is its HTTP status when it answered at all."""
+    """The upstream server failed; `status` is its HTTP status when it answered at all, and
+    `detail` the server's own error message (without our URL: the HTTP API passes it on)."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail
 
 
 class Health:
@@ -117,8 +119,9 @@ class _Upstream:
                 return
             if response.status_code >= 400:
                 response.read()
-                raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {_error_text(response)}",
-                                  response.status_code)
+                detail = _error_text(response)
+                raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {detail}",
+                                  response.status_code, detail)
             self._health.ok()
             self._read(response)
             with self._lock:  # finished: the connection may go back to the pool, hands off
@@ -268,6 +271,8 @@ class _Tally:
         extra: dict[str, Any] = {"upstream": spec.base_url, "remote_model": spec.remote_model}
         if error is not None and error.status is not None:
             extra["upstream_status"] = error.status
+        if error is not None and error.detail:
+            extra["upstream_message"] = error.detail
         return Finished(
             reason=reason, prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=completion,
             ttft_s=(self.first_at - self.started) if self.first_at else None, tokens_per_s=rate,
@@ -277,7 +282,9 @@ class _Tally:
 
 def upstream_sampling(params: SamplingParams) -> dict[str, Any]:
     """Our sampling settings in OpenAI's names. The Hugging Face extras go only when they differ
-    from their defaults, so that servers that do not know them (OpenAI itself) are not bothered."""
+    from their defaults, so that servers that do not know them (OpenAI itself) are not bothered.
+    The values are the effective ones (a 1e-45 temperature goes as 0), which no server divides by."""
+    params = params.effective()
     body: dict[str, Any] = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
                             "top_p": params.top_p}
     if params.seed is not None:

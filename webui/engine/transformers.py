@@ -198,6 +198,7 @@ class TransformersBackend(Backend):
     def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
         """Runs in its own thread because generate blocks until the last token; the consumer reads
         the hand-off meanwhile (run_in_thread reports a failure there and always ends it)."""
+        params = params.effective()  # a 1e-45 temperature is greedy: dividing by it overflows the logits
         try:
             device = next(self.model.parameters()).device
             input_ids = torch.tensor([token_ids], device=device)
