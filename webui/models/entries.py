@@ -48,7 +48,7 @@ class Sampling(_Strict):
 
     temperature: Number | None = Field(None, description="0..2; 0 = greedy")
     top_p: Number | None = Field(None, description="(0, 1]")
-    top_k: Whole | None = Field(None, description=">= 0; 0 = off")
+    top_k: Whole | None = Field(None, description="0..1000000; 0 = off")
     max_new_tokens: Whole | None = Field(None, description="1..context_length")
     repetition_penalty: Number | None = Field(None, description="(0, 2]")
     seed: Whole | None = Field(None, description="same seed, same output")
