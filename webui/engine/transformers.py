@@ -14,7 +14,18 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import torch
-from transformers import (
+
+from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
+from webui.engine.stops import StopFilter
+from webui.engine.templates import PromptBuilder, Rendered, Template
+from webui.engine.zerogpu import generate as generate_on_device
+from webui.handoff import Handoff, run_in_thread
+from webui.models.loading import import_transformers
+from webui.models.specs import ModelSpec
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+
+import_transformers()  # under a lock: another loader thread may be importing transformers right now
+from transformers import (  # noqa: E402
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -25,14 +36,6 @@ from transformers import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
-
-from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
-from webui.engine.stops import StopFilter
-from webui.engine.templates import PromptBuilder, Rendered, Template
-from webui.engine.zerogpu import generate as generate_on_device
-from webui.handoff import Handoff, run_in_thread
-from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
 

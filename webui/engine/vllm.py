@@ -299,6 +299,9 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
     ))
     server.launch()
     try:  # our tokenizer (and the transformers import) while vLLM boots: ~15 s off every start
+        from webui.models.loading import import_transformers
+
+        import_transformers()
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(folder)

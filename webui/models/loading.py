@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,31 @@ log = logging.getLogger(__name__)
 _CACHE_FORMAT = "2"  # bump when the cache layout changes (2: loadable by vLLM too)
 _COMPLETE_MARK = ".complete"
 CPU_DTYPE_NAMES = {"auto": "float32", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch_dtype(_, "cpu")
+# What the engines take from transformers' namespace, which transformers fills lazily on first use.
+TRANSFORMERS_NAMES = ("AutoConfig", "AutoModelForCausalLM", "AutoTokenizer", "GenerationConfig", "LogitsProcessor",
+                      "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "TemperatureLogitsWarper",
+                      "TextStreamer", "TopKLogitsWarper", "TopPLogitsWarper")
+_importing = threading.Lock()
+_imported = False
+
+
+def import_transformers() -> None:
+    """Import transformers once, under a lock, before a loader thread uses it.
+
+    transformers fills its namespace lazily, and not thread-safely: two loader threads (the
+    registry loads models in parallel) importing it at the same moment got "cannot import name
+    'AutoConfig' from 'transformers'", or 'GGUF_CONFIG_ARCHS' from its GGUF integration, and a
+    cold start lost a model to it. Every loader calls this before it imports from transformers."""
+    global _imported
+    with _importing:
+        if _imported:
+            return
+        import transformers
+        import transformers.integrations.gguf  # noqa: F401 - imported inside from_pretrained(gguf_file=...)
+
+        for name in TRANSFORMERS_NAMES:
+            getattr(transformers, name)
+        _imported = True
 
 
 class LoadError(RuntimeError):
@@ -56,6 +82,7 @@ def torch_dtype(name: str, device: str) -> torch.dtype:
 
 
 def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
+    import_transformers()
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     source = resolve_source(spec.source)
@@ -87,6 +114,7 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
     cached = _cache_folder(cache_dir, source, CPU_DTYPE_NAMES[spec.dtype])
     if not (cached / _COMPLETE_MARK).is_file():
         dtype = torch_dtype(spec.dtype, "cpu")
+        import_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         log.info("%s: dequantising %s once (the cache then serves every engine)", spec.name, source.gguf_file)
@@ -130,6 +158,7 @@ def plan_gpu_placement(
     sizes, a model that would spill to CPU or disk: a clear failure beats an OOM mid-request."""
     from accelerate import infer_auto_device_map, init_empty_weights
     from accelerate.utils import compute_module_sizes, convert_file_size_to_int
+    import_transformers()
     from transformers import AutoModelForCausalLM
 
     with init_empty_weights():
