@@ -79,5 +79,5 @@ def tables(result: dict[str, Any]) -> list[Table]:
                Column("load", "registry load time", seconds), Column("cache", "weights cache", text),
                Column("state", "problem", text)]
     notes = ["Since launch = from starting `python app.py` to the first answer showing the milestone (polled every 0.1 s).",
-             "Registry load time = the model's own load, from the server log; models load one after another."]
+             "Registry load time = the model's own load, from the server log; two at a time by default (--load-parallel), so they overlap."]
     return [Table("5. Cold start: launch to page served and to each model ready", columns, rows, notes)]

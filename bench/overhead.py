@@ -1,4 +1,4 @@
-"""1. Overhead: tokens/s of one request on each path, as a ratio to raw model.generate.
+"""1. Overhead: tokens/s of one request on each path, as a ratio to the engine alone (raw).
 
 The paths take turns (raw, engine, gradio, api, raw, ...) rather than running one after another,
 so that a change in background load spreads over all of them instead of landing on one. The
@@ -90,5 +90,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
                Column("same", "same text as raw", text), Column("errors", "errors", text)]
     notes = [f"Up to {result['tokens']} new tokens (fewer where the model's chat template ends the reply: every "
              f"path then runs that same length), greedy, median of {result['repeats']} runs per path, paths interleaved.",
-             "tokens/s = generated tokens / (request sent → stream finished); raw is model.generate in-process."]
-    return [Table("1. Overhead: tokens/s per path, relative to raw model.generate", columns, rows, notes)]
+             "tokens/s = generated tokens / (request sent → stream finished); raw is the engine alone: "
+             "model.generate in-process for a model on transformers, the model's own vLLM server asked directly "
+             "(the same prompt token ids, plain HTTP) for a model on vLLM."]
+    return [Table("1. Overhead: tokens/s per path, relative to the engine alone (raw)", columns, rows, notes)]

@@ -23,7 +23,8 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     for name in ctx.local_names:
         request = Request(name, cfg.prompt, cfg.ttft_tokens)
         backend = ctx.backend(name)
-        prompt_tokens = len(backend.prepare(request.messages(), backend.default_params()).token_ids)
+        prepare = getattr(backend, "prepare", None) or backend.prompts.prepare  # transformers, or vLLM's prompt builder
+        prompt_tokens = len(prepare(request.messages(), backend.default_params()).token_ids)
         floor = prefill_s(backend, request, cfg.ttft_repeats)
         for path, runner in runners.items():
             ctx.warm_up(path, runner, name)
@@ -48,8 +49,9 @@ def _summary(runs: list[Sample], floor: float | None) -> dict[str, Any]:
 def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for model, r in result["models"].items():
-        rows.append({"model": model, "path": f"prefill (floor), {r['prompt_tokens']}-token prompt", "ttft_s": r["prefill_s"],
-                     "ratio": 1.0})
+        if r["prefill_s"] is not None:  # None in a vLLM server: its raw first token is the floor there
+            rows.append({"model": model, "path": f"prefill (floor), {r['prompt_tokens']}-token prompt",
+                         "ttft_s": r["prefill_s"], "ratio": 1.0})
         for path, p in r["paths"].items():
             rows.append({"model": model, "path": path, "ttft_s": p["ttft_s"], "p95": p["ttft_p95_s"],
                          "over": p["over_prefill_s"], "ratio": p["ratio_to_prefill"],
