@@ -40,6 +40,7 @@ class BenchConfig:
     # 4. many users
     users_levels: tuple[int, ...] = (1, 2, 4, 8, 16)
     users_tokens: int = 48
+    users_repeats: int = 3  # each level, app and engine alone in turn; the median run is reported
     users_path: str = "api"  # api | gradio | engine
     # 5. cold start
     coldstart_cold: bool = True  # also launch with an empty weights cache (slow: dequantises every GGUF)
@@ -52,7 +53,7 @@ class BenchConfig:
     def quick(cls, **changes: object) -> BenchConfig:
         """Small token counts and few repeats: checks the harness end to end in a few minutes."""
         base = cls(preset="quick", overhead_tokens=24, overhead_repeats=2, ttft_repeats=3, panes_tokens=16,
-                   panes_repeats=1, users_levels=(1, 2, 4), users_tokens=12, coldstart_cold=False)
+                   panes_repeats=1, users_levels=(1, 2, 4), users_tokens=12, users_repeats=1, coldstart_cold=False)
         return replace(base, **changes)  # type: ignore[arg-type]
 
     def with_changes(self, **changes: object) -> BenchConfig:

@@ -37,17 +37,25 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     except PathUnavailable as exc:
         return {"skipped": f"{cfg.users_path} path {exc}"}
     request = Request(name, cfg.prompt, cfg.users_tokens)
-    make_runner()(Request(name, cfg.prompt, 2))  # warm-up
-    levels = {}
-    for users in cfg.users_levels:
-        levels[str(users)] = _level(users, make_runner, request, cfg.server_timeout_s)
-    result = {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "levels": levels,
-              "server_limits": _limits()}
     reference = _runner_factory(ctx, "raw")
-    reference()(Request(name, cfg.prompt, 2))
-    result["engine_alone"] = {str(u): _level(u, reference, request, cfg.server_timeout_s) for u in cfg.users_levels}
-    result["engine"] = ctx.engine_name(name)
-    return result
+    for factory in (make_runner, reference):
+        factory()(Request(name, cfg.prompt, 2))  # warm-up
+    levels, alone = {}, {}
+    for users in cfg.users_levels:
+        # the app and the engine alone take turns, so that a change in background load hits both
+        runs: dict[str, list[dict[str, Any]]] = {"app": [], "alone": []}
+        for _ in range(cfg.users_repeats):
+            runs["app"].append(_level(users, make_runner, request, cfg.server_timeout_s))
+            runs["alone"].append(_level(users, reference, request, cfg.server_timeout_s))
+        levels[str(users)], alone[str(users)] = _median_run(runs["app"]), _median_run(runs["alone"])
+    return {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "repeats": cfg.users_repeats,
+            "levels": levels, "engine_alone": alone, "server_limits": _limits(), "engine": ctx.engine_name(name)}
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median aggregate throughput, with every run's aggregate beside it."""
+    ordered = sorted(runs, key=lambda r: r["aggregate_tokens_per_s"] or 0.0)
+    return {**ordered[(len(ordered) - 1) // 2], "runs_aggregate_tokens_per_s": [r["aggregate_tokens_per_s"] for r in runs]}
 
 
 def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
@@ -141,7 +149,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
              f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on vLLM "
              f"({limits.get('max_concurrency')} on transformers), {limits.get('queue_per_slot')} waiting per slot, "
              "beyond that refused at once.",
-             "Gaps are between streamed text chunks."]
+             "Gaps are between streamed text chunks.",
+             f"Each level ran {result.get('repeats', 1)} time(s), the app and the engine alone in turn; the run with "
+             "the median aggregate is shown (every run's aggregate is in the JSON)."]
     one, eight = (next((r for r in rows if r["users"] == n), None) for n in (1, 8))
     if one and eight and one.get("aggregate_tokens_per_s") and eight.get("aggregate_tokens_per_s"):
         notes.append(f"8 chats ÷ 1 chat (app): {eight['aggregate_tokens_per_s'] / one['aggregate_tokens_per_s']:.2f}x "
