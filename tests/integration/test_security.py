@@ -175,3 +175,18 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
     finally:
         release.set()
         running.stop()
+
+
+def test_uploads_are_off(arena: Running) -> None:
+    """The app has no upload component, so /gradio_api/upload (up to 2 MB from anyone, served back
+    by /file=) is refused, and nothing lands in Gradio's upload folder."""
+    marker = f"uploaded-{secrets.token_hex(6)}"
+    before = {p.name for p in Path(get_upload_folder()).rglob("*")}
+    for path in ("/gradio_api/upload", "/gradio_api/upload?upload_id=x"):
+        response = httpx.post(arena.url + path, files={"files": (f"{marker}.txt", marker.encode())})
+        assert response.status_code == 403, f"{path}: {response.status_code} {response.text[:200]}"
+        assert response.json() == {"error": "Uploads are off: this app has no upload component."}
+    after = {p.name for p in Path(get_upload_folder()).rglob("*")}
+    assert not [name for name in after - before if marker in name]
+    progress = httpx.get(arena.url + "/gradio_api/upload_progress", params={"upload_id": "x"})
+    assert progress.status_code == 403

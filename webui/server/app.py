@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -48,16 +49,12 @@ def create_app(services: Services) -> FastAPI:
 
 
 def serve(settings: Settings) -> None:
-    import uvicorn
-
     services = build_services(settings)
     if settings.preload:
         services.registry.start()
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
-    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
-    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                                           proxy_headers=False))
+    server = build_server(app, settings)
     from webui.server.deploy import before_serving
 
     before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
@@ -71,6 +68,15 @@ def serve(settings: Settings) -> None:
         services.registry.close()  # frees the weights and stops every engine process
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def build_server(app: FastAPI, settings: Settings) -> Any:
+    """The uvicorn server `serve` runs (a uvicorn.Server)."""
+    import uvicorn
+
+    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
+    return uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                                         proxy_headers=False))
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
