@@ -105,8 +105,8 @@ def test_two_clients_keep_their_own_sessions(ui: RunningUI) -> None:
     a, b = (Client(ui.url, verbose=False, download_files=False) for _ in range(2))
     try:
         assert a.cookies != b.cookies
-        a.predict("hi", api_name="/direct_send")
-        b.predict("hi", api_name="/direct_send")
+        a.predict(message="hi", model="tiny-a", max_new_tokens=16, api_name="/direct_send")
+        b.predict(message="hi", model="tiny-b", max_new_tokens=16, api_name="/direct_send")
         a.predict(api_name="/direct_vote_up")
         b.predict(api_name="/direct_vote_down")
     finally:
