@@ -153,12 +153,14 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
     settings = Settings(models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
                         queue_size=1, max_concurrency=1)
     running = start(settings, load=False)
+    http = httpx.Client(base_url=running.url, timeout=10)
     try:
-        join = f"{running.url}/gradio_api/queue/join"
+        http.get("/")  # the page's session cookie: a request naming a session needs it (test_session_binding.py)
+        join = "/gradio_api/queue/join"
         fn_index = next(iter(running.app.state.blocks.fns))
         codes = []
         for i in range(2):
-            r = httpx.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": f"s{i}"})
+            r = http.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": f"s{i}"})
             codes.append(r.status_code)
             if i == 0:  # wait until the first one is running, so that the second one waits
                 queue = running.app.state.blocks._queue
@@ -167,13 +169,14 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
                     assert time.monotonic() < deadline, "first event never started"
                     time.sleep(0.02)
         started = time.monotonic()
-        full = httpx.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": "s9"})
+        full = http.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": "s9"})
         assert time.monotonic() - started < 2
         assert codes == [200, 200]
         assert full.status_code == 503
         assert "Queue is full" in full.json()["detail"]
     finally:
         release.set()
+        http.close()
         running.stop()
 
 
