@@ -56,13 +56,14 @@ def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_pat
         url = f"http://127.0.0.1:{settings.port}"
         with httpx.Client(base_url=url, timeout=10) as http:
             for path, params in (("/healthz", {}), ("/gradio_api/queue/data", {"session_hash": HASH}),
-                                 (f"/gradio_api/heartbeat/{HASH}", {}), ("/gradio_api/deep_link", {"session_hash": HASH})):
+                                 (f"/gradio_api/heartbeat/{HASH}", {}), ("/gradio_api/deep_link", {"session_hash": HASH}),
+                                 (f"/gradio_api/call/battle_send/{HASH}", {})):
                 try:
                     with http.stream("GET", path, params=params):
                         pass  # only the line in the log matters, not the answer
                 except httpx.HTTPError:
                     pass
-        wait_for(lambda: len(lines.lines) >= 4, 10, f"access log lines missing: {lines.lines}")
+        wait_for(lambda: len(lines.lines) >= 5, 10, f"access log lines missing: {lines.lines}")
         yield lines.lines
     finally:
         server.should_exit = True
@@ -77,6 +78,7 @@ def test_hash_mode_hashes_addresses_and_sessions(access_lines: list[str]) -> Non
     assert "127.0.0.1" not in text and HASH not in text, text
     assert all(line.startswith("h:") for line in access_lines), text
     assert "/gradio_api/heartbeat/h:" in text and "session_hash=h:" in text, text
+    assert "/gradio_api/call/battle_send/h:" in text, text
     assert "GET /healthz" in text  # the rest of the line is as uvicorn writes it
 
 

@@ -4,7 +4,8 @@
 * the client address as `--ip-logging` says: `h:` + the keyed hash under the same key as the
   records (hash, the default), the address itself (raw), or `-` (none); the port goes in every
   mode but raw (it only tells one connection from the next);
-* session hashes (in `?session_hash=`, `/gradio_api/heartbeat/…`, `/gradio_api/stream/…`) as the
+* session hashes (in `?session_hash=`, `/gradio_api/heartbeat/…`, `/gradio_api/stream/…`, and the
+  event id in `/gradio_api/call/<api>/<event id>`, a REST call's result stream) as the
   records keep a vote's session: the same keyed hash as a vote's `extra.session` (hash and raw),
   or `-` (none). A session is bound to its browser's secret (webui/server/sessions.py), so its
   hash alone no longer opens it, but a log is still no place to publish it.
@@ -25,7 +26,9 @@ from webui.records.privacy import IdentityPolicy, build_policy
 from webui.records.storage import session_key
 
 ACCESS_LOGGER = "uvicorn.access"
-_SESSION_IN_PATH = re.compile(r"^(/gradio_api/(?:heartbeat|stream)/)([^/?]+)")
+# /heartbeat/<session>, /stream/<session>/..., and /call/<api>/<event id> (a REST call's result stream,
+# which anyone holding the id may read: the call is a session of its own)
+_SESSION_IN_PATH = re.compile(r"^(/gradio_api/(?:heartbeat/|stream/|call/(?:v2/)?[^/]+/))([^/?]+)")
 
 
 class AccessLogPrivacy(logging.Filter):
