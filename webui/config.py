@@ -99,6 +99,9 @@ class Settings:
     max_request_mb: float = 2.0  # largest request body or upload
     hub_dataset: str = ""  # also push the logs to this Hub dataset repo (owner/name; needs HF_TOKEN)
     hub_every_min: float = 10.0  # minutes between pushes
+    # A browser session (Gradio's per-session copy of the page, the tab's conversations) unused this long is
+    # removed, with its binding to the browser's secret (docs/deploy.md); an open tab touches it every 2 s.
+    session_idle_min: float = 30.0
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -137,7 +140,8 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
      lambda v: v >= 1, "at least 1"),
     (("trusted_proxies", "leaderboard_rounds", "leaderboard_min_battles", "leaderboard_votes_per_day",
       "rate_messages", "rate_votes", "rate_votes_day", "queue_size"), lambda v: v >= 0, "0 (off / automatic) or more"),
-    (("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s"), lambda v: v > 0, "> 0"),
+    (("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s", "session_idle_min"), lambda v: v > 0,
+     "> 0"),
 )
 
 
@@ -237,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--hub-dataset", dest="hub_dataset",
         help="also push the logs to this Hugging Face dataset repo (owner/name; needs HF_TOKEN and internet)")
     add("--hub-every", dest="hub_every_min", type=float, help="minutes between pushes to --hub-dataset; default 10")
+    add("--session-idle-min", dest="session_idle_min", type=float,
+        help="minutes after which an unused browser session is removed from memory; default 30")
     return parser
 
 

@@ -153,12 +153,14 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
     settings = Settings(models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
                         queue_size=1, max_concurrency=1)
     running = start(settings, load=False)
+    http = httpx.Client(base_url=running.url, timeout=10)
     try:
-        join = f"{running.url}/gradio_api/queue/join"
+        http.get("/")  # the page's session cookie: a request naming a session needs it (test_session_binding.py)
+        join = "/gradio_api/queue/join"
         fn_index = next(iter(running.app.state.blocks.fns))
         codes = []
         for i in range(2):
-            r = httpx.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": f"s{i}"})
+            r = http.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": f"s{i}"})
             codes.append(r.status_code)
             if i == 0:  # wait until the first one is running, so that the second one waits
                 queue = running.app.state.blocks._queue
@@ -167,11 +169,27 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
                     assert time.monotonic() < deadline, "first event never started"
                     time.sleep(0.02)
         started = time.monotonic()
-        full = httpx.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": "s9"})
+        full = http.post(join, json={"data": ["hi"], "fn_index": fn_index, "session_hash": "s9"})
         assert time.monotonic() - started < 2
         assert codes == [200, 200]
         assert full.status_code == 503
         assert "Queue is full" in full.json()["detail"]
     finally:
         release.set()
+        http.close()
         running.stop()
+
+
+def test_uploads_are_off(arena: Running) -> None:
+    """The app has no upload component, so /gradio_api/upload (up to 2 MB from anyone, served back
+    by /file=) is refused, and nothing lands in Gradio's upload folder."""
+    marker = f"uploaded-{secrets.token_hex(6)}"
+    before = {p.name for p in Path(get_upload_folder()).rglob("*")}
+    for path in ("/gradio_api/upload", "/gradio_api/upload?upload_id=x"):
+        response = httpx.post(arena.url + path, files={"files": (f"{marker}.txt", marker.encode())})
+        assert response.status_code == 403, f"{path}: {response.status_code} {response.text[:200]}"
+        assert response.json() == {"error": "Uploads are off: this app has no upload component."}
+    after = {p.name for p in Path(get_upload_folder()).rglob("*")}
+    assert not [name for name in after - before if marker in name]
+    progress = httpx.get(arena.url + "/gradio_api/upload_progress", params={"upload_id": "x"})
+    assert progress.status_code == 403

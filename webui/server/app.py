@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -19,11 +20,12 @@ def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
     from webui.access import auth
-    from webui.server import security
+    from webui.server import security, sessions
     from webui.ui import build_ui
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
-    security.harden(app, services.settings)  # size limit, no remote file fetches (docs/deploy.md)
+    book = sessions.bind_sessions(app)  # first, so that it runs inside the size limit (docs/deploy.md)
+    security.harden(app, services.settings)  # size limit, no remote file fetches, no uploads (docs/deploy.md)
     if services.settings.hf_oauth:
         auth.install_oauth(app)
 
@@ -43,21 +45,19 @@ def create_app(services: Services) -> FastAPI:
     blocks = build_ui(services)
     security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
     app.state.blocks = blocks  # for the share link
-    return gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
-                               **auth.gradio_auth_kwargs(services.settings))
+    mounted = gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
+                                  **auth.gradio_auth_kwargs(services.settings))
+    sessions.expire_idle_sessions(mounted, blocks, book, services.settings)
+    return mounted
 
 
 def serve(settings: Settings) -> None:
-    import uvicorn
-
     services = build_services(settings)
     if settings.preload:
         services.registry.start()
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
-    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
-    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                                           proxy_headers=False))
+    server = build_server(app, settings)
     from webui.server.deploy import before_serving
 
     before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
@@ -71,6 +71,18 @@ def serve(settings: Settings) -> None:
         services.registry.close()  # frees the weights and stops every engine process
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def build_server(app: FastAPI, settings: Settings) -> Any:
+    """The uvicorn server `serve` runs (a uvicorn.Server), its access log following --ip-logging."""
+    import uvicorn
+
+    from webui.server import accesslog
+
+    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", proxy_headers=False)
+    accesslog.install(settings)  # after uvicorn's Config, which sets up its loggers
+    return uvicorn.Server(config)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

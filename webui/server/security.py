@@ -15,7 +15,9 @@ this module closes, each for a stated reason:
 * queue: a bounded queue sized to the models' generation slots, so that a flood is refused at once
   with Gradio's "This application is currently busy" instead of piling up for minutes; and
   `api_open=False`, so that nothing skips the queue through the REST routes.
-* size: request bodies and uploads are capped (`Settings.max_request_mb`).
+* size: request bodies are capped (`Settings.max_request_mb`).
+* uploads: `/gradio_api/upload` takes files from anyone and `/file=` serves them back; this app has
+  no upload component, so the route (and its progress stream) is refused.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 FILE_ROUTES = ("/gradio_api/file=", "/file=", "/gradio_api/file/", "/file/")
+UPLOAD_ROUTES = ("/gradio_api/upload", "/gradio_api/upload_progress")
 
 
 # ---- sizing ----------------------------------------------------------------------------------
@@ -97,15 +100,22 @@ ASGIApp = Callable[..., Any]
 class RefuseRemoteFiles:
     """ASGI middleware: refuses `/gradio_api/file=<url>`. Gradio would fetch the URL server-side
     and stream it back (SSRF-checked, but still an open proxy through our address); this app never
-    shows remote files, so the route has no legitimate use here."""
+    shows remote files, so the route has no legitimate use here. Also refuses uploads: Gradio
+    accepts files up to the size limit from anyone and serves them back, and no component here
+    takes a file."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and _is_remote_file_request(scope.get("path", "")):
-            await _send_json(send, 403, {"error": "File not allowed."})
-            return
+        if scope["type"] == "http":
+            path = scope.get("path", "").rstrip("/")
+            if _is_remote_file_request(path):
+                await _send_json(send, 403, {"error": "File not allowed."})
+                return
+            if path in UPLOAD_ROUTES:
+                await _send_json(send, 403, {"error": "Uploads are off: this app has no upload component."})
+                return
         await self.app(scope, receive, send)
 
 
