@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -60,7 +61,10 @@ def test_battles_through_the_app_reach_fastchat_and_the_leaderboard(app: tuple[s
     url, services = app
     log_dir = services.settings.log_dir
     before = len(read_logs(log_dir).records)  # (another test of this module may have written first)
-    client = Client(url, verbose=False, download_files=False, headers=HEADERS)
+    # our own Cookie header replaces gradio_client's cookies: it must carry the page's session cookie too
+    session_cookie = httpx.get(url).cookies["arena-session-lax"]
+    headers = {**HEADERS, "Cookie": f"{HEADERS['Cookie']}; arena-session-lax={session_cookie}"}
+    client = Client(url, verbose=False, download_files=False, headers=headers)
     try:
         for vote in ("a", "b", "tie", "bad"):
             battle(client, vote)
@@ -91,7 +95,7 @@ def test_battles_through_the_app_reach_fastchat_and_the_leaderboard(app: tuple[s
     policy = services.recorder.policy  # type: ignore[attr-defined]
     assert {r["ip"] for r in records} == {policy.apply(PROXY_SAW)}  # one trusted proxy: its entry, hashed
     text = "".join(p.read_text() for p in log_dir.glob("*-conv.json"))
-    for secret in (PROXY_SAW, FORGED, "COOKIE-SECRET-1", "AGENT-SECRET-2"):
+    for secret in (PROXY_SAW, FORGED, "COOKIE-SECRET-1", "AGENT-SECRET-2", session_cookie):
         assert secret not in text
 
 
