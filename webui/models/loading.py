@@ -33,6 +33,10 @@ TRANSFORMERS_NAMES = ("AutoConfig", "AutoModelForCausalLM", "AutoTokenizer", "Ge
                       "TextStreamer", "TopKLogitsWarper", "TopPLogitsWarper")
 _importing = threading.Lock()
 _imported = False
+# One model built by transformers at a time in this process. Two from_pretrained calls in two loader
+# threads (the registry loads in parallel) gave both models garbage weights, some runs in two:
+# building a model goes through process-wide state (default dtype, meta-device initialisation).
+_building = threading.Lock()
 
 
 def import_transformers() -> None:
@@ -95,9 +99,10 @@ def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
             folder, gguf_file, from_cache = cached, None, True
 
     file_kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-    device_map = _device_map(spec.device, target, AutoConfig.from_pretrained(folder, **file_kwargs), dtype)
-    tokenizer = AutoTokenizer.from_pretrained(folder, **file_kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, device_map=device_map, **file_kwargs)
+    with _building:
+        device_map = _device_map(spec.device, target, AutoConfig.from_pretrained(folder, **file_kwargs), dtype)
+        tokenizer = AutoTokenizer.from_pretrained(folder, **file_kwargs)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, device_map=device_map, **file_kwargs)
     model.eval()
     if gguf_file:
         _write_cache(model, tokenizer, _cache_folder(cache_dir, source, dtype))
@@ -118,8 +123,9 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         log.info("%s: dequantising %s once (the cache then serves every engine)", spec.name, source.gguf_file)
-        tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype=dtype)
+        with _building:
+            tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype=dtype)
         _write_cache(model, tokenizer, cached)
         del model
     if not (cached / _COMPLETE_MARK).is_file():
