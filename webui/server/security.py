@@ -111,10 +111,10 @@ class RefuseRemoteFiles:
         if scope["type"] == "http":
             path = scope.get("path", "").rstrip("/")
             if _is_remote_file_request(path):
-                await _send_json(send, 403, {"error": "File not allowed."})
+                await send_json(send, 403, {"error": "File not allowed."})
                 return
             if path in UPLOAD_ROUTES:
-                await _send_json(send, 403, {"error": "Uploads are off: this app has no upload component."})
+                await send_json(send, 403, {"error": "Uploads are off: this app has no upload component."})
                 return
         await self.app(scope, receive, send)
 
@@ -167,7 +167,7 @@ class LimitRequestSize:
 
     async def _refuse(self, send: Any) -> None:
         mb = self.max_bytes / MB
-        await _send_json(send, 413, {"error": f"Request too large: at most {mb:.3g} MB."})
+        await send_json(send, 413, {"error": f"Request too large: at most {mb:.3g} MB."})
 
 
 def _content_length(scope: dict) -> int | None:
@@ -180,7 +180,8 @@ def _content_length(scope: dict) -> int | None:
     return None
 
 
-async def _send_json(send: Any, status: int, body: dict) -> None:
+async def send_json(send: Any, status: int, body: dict) -> None:
+    """Answer an ASGI request with a small JSON body (from middleware, before the app sees it)."""
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})

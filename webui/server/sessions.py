@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from webui.config import Settings
+from webui.server.security import send_json
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ class BindSessions:
         for session_hash in dict.fromkeys(hashes):
             refusal = NO_SECRET if secret is None else None if self.book.claim(session_hash, secret) else NOT_YOURS
             if refusal:
-                await _send_json(send, 403, {"error": refusal})
+                await send_json(send, 403, {"error": refusal})
                 return
         if secret is None and scope.get("method") == "GET" and scope.get("path") in ISSUE_PATHS:
             send = _with_cookies(send, self.issuer.issue())
@@ -237,13 +238,6 @@ def _with_cookies(send: Any, secret: str) -> Any:
         await send(message)
 
     return sending
-
-
-async def _send_json(send: Any, status: int, body: dict) -> None:
-    payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
-    await send({"type": "http.response.body", "body": payload})
 
 
 def bind_sessions(app: Any) -> SessionBook:
