@@ -149,14 +149,41 @@ def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
     middle = frames[2:-1]  # after the first update (everything) and the second (the box cleared)
     assert len(middle) >= 3, "the replies streamed in several updates"
     skip = {"__type__": "update"}
-    sent = [(i, u) for frame in middle for i, u in enumerate(frame) if i >= 2 and u != skip]
-    # Hidden panes C and D, the notice and the box never; a prompt once, when its pane finishes.
-    assert sorted(i for i, _ in sent) == [4, 5], f"sent more than changed: {sent}"
     for frame in middle:
-        for update in frame[:2]:  # a pane: sent only when it changed, and then only as a chat
-            assert set(update) <= {"__type__", "value", "label"}
+        # the notice and the box, which the page also changes itself, only when they change: never here
+        assert list(frame[8:]) == [skip, skip], f"sent more than changed: {frame[8:]}"
+        # chats and prompts go as bare values (an unchanged one as an empty diff), never as updates,
+        # for which Gradio would build a new component (see the next test)
+        assert all(isinstance(update, list) for update in frame[:4]), frame[:4]
+        assert all(isinstance(update, str) for update in frame[4:8]), frame[4:8]
+    assert all(frame[0] and frame[0][0]["role"] == "user" for frame in middle), "pane A shows the conversation"
+    assert not any(frame[2] or frame[3] for frame in middle), "the hidden panes C and D stay empty"
     assert "400 tokens" in chat_text(final[0]) and "600 tokens" in chat_text(final[1]), "the last update is whole"
     assert final[4].startswith("<|user|> hello"), "and carries the prompt"
+
+
+def test_streaming_builds_no_component_per_update(ui: RunningUI, client: Client,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """For an update dict Gradio builds a new component and its whole config for the session, the
+    bulk of the server's work per update; a streamed chat goes as its bare value, so a reply costs
+    a few component builds (the first update and the last) however many updates it streams in."""
+    import gradio as gr
+
+    built: list[str] = []
+    original = gr.Chatbot.__init__
+
+    def counting(self: gr.Chatbot, *args: Any, **kwargs: Any) -> None:
+        built.append(kwargs.get("label") or "")
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(gr.Chatbot, "__init__", counting)
+    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 300, *LONG[4:]]),
+                        **pane("b", [*LONG[:3], 300, *LONG[4:]]), api_name="/sbs_send")
+    job.result(timeout=120)
+    updates = len(job.outputs())
+    assert updates >= 6, "the replies streamed in several updates"
+    # four chats (two shown, two hidden) in the first update and in the last: 8, whatever `updates` is
+    assert len(built) <= 8, f"{len(built)} chat components built for {updates} updates: {built}"
 
 
 def test_three_panes_each_with_its_own_parameters(ui: RunningUI, client: Client) -> None:

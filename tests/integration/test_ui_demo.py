@@ -30,16 +30,19 @@ def demo_ui(demo_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -
     running.thread.join(15)
 
 
-def latest(frames: list[Any], i: int) -> dict:
-    """Pane i as it stands: the newest update that carried it (the others left it unchanged)."""
+def latest(frames: list[Any], i: int) -> list:
+    """Pane i's messages as they stand: the newest update that carried them, as a bare value while
+    the replies stream or in an update dict (the others left the pane unchanged)."""
     for frame in reversed(frames):
-        if isinstance(frame[i], dict) and "value" in frame[i]:
+        if isinstance(frame[i], list):
             return frame[i]
-    return {}
+        if isinstance(frame[i], dict) and "value" in frame[i]:
+            return frame[i]["value"]
+    return []
 
 
-def text(update: dict) -> str:
-    value = update.get("value") or []
+def text(update: dict | list) -> str:
+    value = (update.get("value") if isinstance(update, dict) else update) or []
     return json.dumps(value[-1]["content"], ensure_ascii=False) if value else ""
 
 

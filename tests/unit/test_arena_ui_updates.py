@@ -1,5 +1,6 @@
-"""What the tab sends per update, without a server: everything first, then only what changed, and
-never an update dict that Gradio can spoil for the next comparison."""
+"""What the tab sends per update, without a server: everything first, then only what changed (as
+bare values where the properties did not change), and never an update dict that Gradio can spoil
+for the next comparison."""
 
 from __future__ import annotations
 
@@ -23,7 +24,19 @@ def test_the_first_update_is_whole_then_only_changes() -> None:
     grown = {**chat, "value": [*chat["value"], {"role": "assistant", "content": "he"}]}
     second = delta([session, grown, "", gr.update(interactive=True)])
     assert second[0] == gr.skip() and second[2] == gr.skip() and second[3] == gr.skip()
-    assert second[1] == grown
+    assert second[1] == grown["value"], "only the value changed: it goes bare, not as an update"
+
+
+def test_an_output_whose_properties_changed_goes_as_an_update() -> None:
+    """A bare value keeps the component as the last update left it; a new label (a model chosen,
+    a battle revealed) or a button turned off needs the update dict."""
+    delta = Delta()
+    chat = {"__type__": "update", "value": ["a"], "label": "Model A"}
+    delta([chat, gr.update(interactive=True)])
+    renamed = {**chat, "label": "Model A: tiny-a"}
+    sent = delta([renamed, gr.update(interactive=False)])
+    assert sent == [renamed, gr.update(interactive=False)] and sent[0] is not renamed
+
 
 
 def test_gradio_popping_the_value_out_of_an_update_does_not_change_the_next_comparison() -> None:
@@ -38,10 +51,12 @@ def test_gradio_popping_the_value_out_of_an_update_does_not_change_the_next_comp
     assert delta.full() == [chat]
 
 
-def test_a_streaming_pane_goes_in_every_update_even_unchanged() -> None:
-    """Gradio diffs each output against what it sent last: a streaming pane left out of one update
-    would go whole (every message) in the next; sent every time, unchanged it is an empty diff."""
+def test_outputs_only_the_server_changes_go_bare_even_unchanged() -> None:
+    """gr.skip() is an (empty) update dict, for which Gradio builds a new component; an unchanged
+    bare value costs it an empty diff. The box and the notice, which the page changes itself, and
+    the buttons, which have no value, are still left out."""
     delta = Delta()
-    chat = {"__type__": "update", "value": ["a"]}
-    delta([chat, "x"])
-    assert delta([dict(chat), "x"], always=[0]) == [chat, gr.skip()]
+    chat = {"__type__": "update", "value": ["a"], "label": "Model A"}
+    box = {"__type__": "update", "interactive": True}
+    delta([chat, "x", "notice", box])
+    assert delta([dict(chat), "x", "notice", dict(box)], bare=[0, 1]) == [["a"], "x", gr.skip(), gr.skip()]

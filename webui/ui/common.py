@@ -98,28 +98,66 @@ def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
 
 
 class Delta:
-    """One event run's updates with everything unchanged since the previous one left out
-    (`gr.skip()`): while a reply streams, only its pane goes to the browser, not every chat, button
-    and box of the tab. Values are compared as plain data; a session (gr.State) by identity, since
-    it is changed in place and the State keeps the same object. Gradio pops "value" out of the
-    update dicts it is given, so it gets copies and the originals stay here for the comparison."""
+    """One event run's updates, made cheap for Gradio to send. Values are compared as plain data; a
+    session (gr.State) by identity, since it is changed in place and the State keeps the same
+    object. Gradio pops "value" out of the update dicts it is given, so it gets copies and the
+    originals stay here for the comparison.
+
+    What an update costs Gradio (6.31) decides the form of each output:
+
+    * an update dict, `gr.skip()` included (an empty update), makes it build a new component and
+      its whole config, JSON schemas included, for the session: 2.6 ms for a chat on this 2-core
+      machine, 0.3 ms for a button; with every output of a tab, most of the server's work per
+      streamed update;
+    * a bare value only goes through the component's postprocess, and is sent as a diff against
+      what went last: nothing, when it did not change.
+
+    So an output whose properties (label, interactive, ...) did not change goes as its bare value
+    when it changed; an unchanged one goes bare too when it is in `bare` (the chats, the prompts and
+    the buttons, whose updates carry their text as the value: the page cannot change them itself),
+    and is left out (`gr.skip()`) otherwise: the message box and the notice, which the page changes
+    itself (a bare value would put back what the server sent last over what the person typed)."""
 
     def __init__(self) -> None:
         self.last: list[Any] | None = None
 
-    def __call__(self, values: list[Any], always: Collection[int] = ()) -> list[Any]:
-        """`always`: outputs sent even when unchanged (a streaming pane: Gradio diffs each output
-        against what it sent last, so a pane left out of one update would go whole in the next;
-        sent every time, an unchanged one costs an empty diff and a changed one an append)."""
+    def __call__(self, values: list[Any], bare: Collection[int] = ()) -> list[Any]:
         last, self.last = self.last, values
         if last is None:
             return self.full()
-        return [gr.skip() if i not in always and _same(old, new) else _copy(new)
-                for i, (old, new) in enumerate(zip(last, values, strict=True))]
+        out: list[Any] = []
+        for i, (old, new) in enumerate(zip(last, values, strict=True)):
+            if not _same(old, new):
+                out.append(_changed(old, new))
+            elif i in bare and (not _is_update(new) or "value" in new):
+                out.append(new["value"] if _is_update(new) else new)
+            else:
+                out.append(gr.skip())
+        return out
 
     def full(self) -> list[Any]:
         """The newest values, every one of them."""
         return [_copy(v) for v in self.last or []]
+
+    def whole(self, values: list[Any]) -> list[Any]:
+        """Every output as given, updates and all: the last update of a run, which a gradio_client
+        caller gets as the result (a chat with its label, not a bare value)."""
+        self.last = values
+        return self.full()
+
+
+def _changed(old: Any, new: Any) -> Any:
+    """What to send for an output that changed from `old` to `new`: its bare value when only the
+    value changed, else the update (a copy)."""
+    if _is_update(old) and _is_update(new) and "value" in new:
+        props = {k: v for k, v in new.items() if k != "value"}
+        if props == {k: v for k, v in old.items() if k != "value"}:
+            return new["value"]
+    return _copy(new)
+
+
+def _is_update(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("__type__") == "update"
 
 
 def _copy(value: Any) -> Any:

@@ -107,6 +107,9 @@ class ChatTab:
         self.pane_regens = [p.regen for p in self.panes if p.regen is not None]
         self.outputs = [self.state, *self.chats, *self.prompts, *([self.reveal] if self.reveal else []), self.notice,
                         *self.votes, self.text, self.send, self.stop, self.regen, *self.pane_regens]
+        # Sent as bare values in every streamed update (webui.ui.common.Delta): all but the session,
+        # and the notice and the message box, which the page changes itself.
+        self.bare = [i for i, c in enumerate(self.outputs) if all(c is not x for x in (self.state, self.notice, self.text))]
         running = self._wire_generation()
         self._wire_the_rest(running)
         if self.dropdowns:
@@ -205,12 +208,13 @@ class ChatTab:
             *([views.reveal_markdown(session)] if self.reveal is not None else []),
             views.vote_note(session, drop_stopped=self.settings.leaderboard_drop_stopped,
                             counts_named=self.settings.leaderboard_include_named),
-            *self._vote_updates(session), gr.update(**box), gr.update(interactive=not busy and not revealed),
-            gr.update(interactive=busy), regen_all, *pane_regens,
+            *self._vote_updates(session), gr.update(**box), _button(self.send, not busy and not revealed),
+            _button(self.stop, busy), regen_all, *pane_regens,
         ]
 
     def _vote_updates(self, session: Session | None) -> list[Any]:
-        return [gr.update(interactive=arena.can_vote(session, kind)) for kind, *_ in self.kind.votes]
+        return [_button(button, arena.can_vote(session, kind))
+                for button, (kind, *_) in zip(self.votes, self.kind.votes, strict=True)]
 
     def _regens(self, session: Session | None) -> tuple[Any, list[Any]]:
         """Regenerate (every pane on show) and each pane's own: after a reply, not while busy, not
@@ -218,8 +222,8 @@ class ChatTab:
         idle = session is not None and not session.busy and not session.revealed
         started = [bool(idle and i < len(session.panes) and session.panes[i].turns)  # type: ignore[union-attr]
                    for i in range(len(self.panes))]
-        return (gr.update(interactive=any(started)),
-                [gr.update(interactive=started[i]) for i in range(len(self.pane_regens))])
+        return (_button(self.regen, any(started)),
+                [_button(button, started[i]) for i, button in enumerate(self.pane_regens)])
 
     def _chat(self, session: Session | None, i: int) -> dict[str, Any]:
         pane = session.panes[i] if session is not None and i < len(session.panes) else None
@@ -324,16 +328,17 @@ class ChatTab:
         return running
 
     def _stream(self, stream: Any, *, clear_first: bool = False) -> Any:
-        """The handler's sessions as updates: the first complete, then only changes, and the one
-        after the run ended complete again (what a gradio_client caller gets as the result)."""
+        """The handler's sessions as updates: the first complete, then the chats and prompts as
+        bare values and nothing else that did not change, and the one after the run ended complete
+        again (what a gradio_client caller gets as the result)."""
         delta = Delta()
         with contextlib.closing(stream):  # a closed tab closes this generator: the handler's must close now
             for n, current in enumerate(stream):
                 values = self.view(current, clear_text=clear_first and n == 0)
                 if current.busy:
-                    yield delta(values, always=[1 + i for i, p in enumerate(current.panes) if p.busy])  # the chats
+                    yield delta(values, bare=self.bare)
                 else:
-                    yield delta(values, always=range(len(values)))
+                    yield delta.whole(values)
 
     def _wire_the_rest(self, running: list[Any]) -> None:
         """Stop, the votes and New round / Clear: quick handlers, never queued behind a generation."""
@@ -427,6 +432,12 @@ class ChatTab:
 
         self.count.change(on_count, [self.state, self.count, *self.dropdowns], [*layout, *self.outputs],
                           api_name=f"{self.prefix}_panes", concurrency_limit=None, **self._events(**INTERNAL))
+
+
+def _button(button: gr.Button, interactive: bool) -> dict[str, Any]:
+    """A button's update with its text as the value, so that an unchanged button can go to the page
+    as its bare value (webui.ui.common.Delta)."""
+    return gr.update(value=button.value, interactive=interactive)
 
 
 def _name_parameters(fn: Any, names: list[str]) -> None:
