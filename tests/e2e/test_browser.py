@@ -17,7 +17,9 @@ Screenshots go to test-artifacts/ (gitignored) for a person to look at.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -94,19 +96,31 @@ def choose(page: Page, dropdown: str, name: str, chat: str | None = None) -> Non
 
 
 def set_number(page: Page, accordion: str, control: str, value: int) -> None:
-    """Open a pane's Parameters and type a value into one control."""
+    """Open a pane's Parameters and type a value into one control. The model's defaults, loaded by
+    a choice made just before, may land after the typing (or the controls may still be mounting in
+    the accordion just opened): type again until the value holds."""
     field = page.locator(f"#{control} input[type=number]")
     if not field.is_visible():
         page.locator(f"#{accordion} button").first.click()
+        expect(field).to_be_visible()
     slider = page.locator(f"#{control} input[type=range]")
-    for _ in range(3):  # the model's defaults, loaded by a choice made just before, may land after the typing
+    for _ in range(5):
         field.fill(str(value))
         field.press("Tab")  # the slider takes the number when the field loses the focus
-        expect(slider).to_have_value(str(value))
-        page.wait_for_timeout(500)
-        if slider.input_value() == str(value):
+        if _holds(page, slider, str(value)):
             return
     expect(slider).to_have_value(str(value))
+
+
+def _holds(page: Page, field: Any, value: str, within_s: float = 3.0, for_s: float = 0.5) -> bool:
+    """Whether `field` shows `value` within `within_s` and still does `for_s` later."""
+    deadline = time.monotonic() + within_s
+    while field.input_value() != value:
+        if time.monotonic() > deadline:
+            return False
+        page.wait_for_timeout(50)
+    page.wait_for_timeout(for_s * 1000)
+    return field.input_value() == value
 
 
 def panes(page: Page, count: int) -> None:

@@ -106,7 +106,9 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
 def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | None, ...], sbs_panes: int) -> list[Any]:
     """Updates for [seen, battle status, side-by-side status, its dropdowns, direct status, its
     dropdown]: only for the tab on show, and only when something changed. An empty dropdown gets a
-    ready model (the k-th, or the last when there are fewer)."""
+    ready model (the k-th, or the last when there are fewer); one with a model gets new choices
+    only: `chosen` is what the page showed when the timer fired, and a model picked since then must
+    not be put back."""
     statuses = services.registry.statuses()
     signature = (tab, tuple((s.name, s.state.value, s.reason) for s in statuses), tuple(bool(c) for c in chosen))
     out: list[Any] = [gr.skip()] * (5 + sbs_panes)
@@ -120,9 +122,12 @@ def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | 
     elif tab == "side_by_side":
         out[2] = views.status_markdown(statuses)
         for k in range(sbs_panes):
-            value = chosen[k] or (ready[min(k, len(ready) - 1)] if ready else None)
-            out[3 + k] = gr.update(choices=choices, value=value)
+            out[3 + k] = _dropdown(choices, chosen[k], ready[min(k, len(ready) - 1)] if ready else None)
     elif tab == "direct":
         out[3 + sbs_panes] = views.status_markdown(statuses)
-        out[4 + sbs_panes] = gr.update(choices=choices, value=chosen[sbs_panes] or (ready[0] if ready else None))
+        out[4 + sbs_panes] = _dropdown(choices, chosen[sbs_panes], ready[0] if ready else None)
     return out
+
+
+def _dropdown(choices: list[tuple[str, str]], chosen: str | None, default: str | None) -> dict[str, Any]:
+    return gr.update(choices=choices) if chosen else gr.update(choices=choices, value=default)
