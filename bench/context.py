@@ -3,12 +3,13 @@ and engine paths), and one real server (Gradio and API paths), each started on f
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import models
+from bench import attach, models
 from bench.config import PATHS, BenchConfig
 from bench.gradio_path import GradioDriver, GradioUnavailable
 from bench.paths import Request, Sample, api_client, run_api, run_engine, run_raw
@@ -42,14 +43,30 @@ class BenchContext:
     # ---- in this process -------------------------------------------------------------------
     def backend(self, name: str) -> Any:
         """The engine's backend for `name`, loaded through the app's own registry (so the raw path
-        runs the very weights and prompt the engine uses)."""
+        runs the very weights and prompt the engine uses). A model the app serves with vLLM is not
+        loaded again: the backend asks the app's own vLLM server (bench.attach)."""
         if self._registry is None:
             from webui.config import Settings
             from webui.engine.registry import build_registry
 
             settings = Settings(models_file=self.models_file, log_dir=self.workdir / "logs", preload=False)
-            self._registry = build_registry(settings)
+            self._registry = build_registry(settings, loaders=self._app_engines())
         return self._registry.load(name)
+
+    def _app_engines(self) -> dict[str, Any] | None:
+        """Loaders that attach to the app's vLLM servers; None (load here) when the app does not run."""
+        try:
+            server = self.server()
+        except PathUnavailable:
+            return None
+        answer = http_get(server.url + "/healthz")
+        models = json.loads(answer[1]).get("models", {}) if answer is not None and answer[0] == 200 else {}
+        engines = {n: str(m.get("engine") or "") for n, m in models.items()}
+        assert server.proc is not None, "a started server has a process"
+        found = attach.vllm_servers(server.proc.pid)
+        servers = {n: url for n, url in found.items() if engines.get(n, "").startswith("vLLM")}
+        log.info("the engine-alone path asks the app's own vLLM servers: %s", servers or "none")
+        return attach.loaders(servers, engines)
 
     def engine_name(self, name: str) -> str:
         """Which engine serves `name` in this process ("vLLM 0.32.0", or "transformers: why")."""

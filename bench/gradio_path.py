@@ -1,11 +1,12 @@
-"""The UI path: the app's own chat events driven over HTTP by gradio_client, as a browser would.
+"""The UI path: the app's own chat events over HTTP, read as the page in a browser reads them.
 
-The endpoints are found by name in the app's API description (`/direct_send` for one pane,
-`/sbs_send` for two named panes), and their parameters are filled in by label, so that a reordered
-control does not silently send the wrong value. Time to first token here is the first update in
-which the pane shows text; tokens come from the statistics line the UI writes under a finished
-reply. The UI sends only what changed in an update: a pane left out of one (`gr.skip()`) keeps its
-text.
+The events are found by name in the page's config (`/direct_send` for one pane, `/sbs_send` for two
+named panes) and their inputs are filled in by label, so that a reordered control does not silently
+send the wrong value. Each turn runs in a fresh session that the server already holds (as a page's
+does after its load event), through `bench.ui_client`, which reads every update as it arrives
+(gradio_client waited up to 50 ms for each). Time to first token here is the first update in which
+the pane shows text; tokens come from the statistics line the UI writes under a finished reply. The
+UI sends only what changed in an update: a pane left out of one (`gr.skip()`) keeps its text.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.paths import CURSOR, Request, Sample
+from bench.ui_client import Event, UIClient
 
 DIRECT = "/direct_send"
 SIDE_BY_SIDE = "/sbs_send"
+CLEAR = {DIRECT: "/direct_clear", SIDE_BY_SIDE: "/sbs_clear"}  # creates the session before the timed turn
 # webui.ui.views.stats_line: "N tokens · first token X s · R tokens/s · reason", under a finished reply
 _STATS = re.compile(r"\n\n<sub>(\d+) tokens(?: · first token ([\d.]+) s)?[^<]*</sub>\s*$")
 _ERROR = "⚠️"
@@ -40,37 +43,34 @@ class PaneTiming:
 
 
 class GradioDriver:
-    """One gradio_client connection to the app; each turn runs in a fresh session."""
+    """The app's page, driven over its queue protocol; each turn runs in a fresh session."""
 
     def __init__(self, url: str) -> None:
-        from gradio_client import Client
+        self.client = UIClient(url)
 
-        self.client = Client(url, verbose=False)
-        self._info = self.client.view_api(return_format="dict", print_info=False)
-
-    def endpoint(self, api_name: str) -> dict[str, Any]:
-        found = self._info.get("named_endpoints", {}).get(api_name)
+    def endpoint(self, api_name: str) -> Event:
+        found = self.client.event(api_name)
         if found is None:
-            known = ", ".join(sorted(self._info.get("named_endpoints", {})))
+            known = ", ".join(sorted(self.client.events))
             raise GradioUnavailable(f"the UI offers no {api_name} event (found: {known})")
         return found
 
     def turn(self, api_name: str, models: list[str], request: Request) -> tuple[float, list[PaneTiming]]:
         """One send in a fresh session: (wall time, per-pane timings)."""
-        spec = self.endpoint(api_name)
-        args = arguments(spec, request.prompt, models, request.max_tokens)
+        event = self.endpoint(api_name)
+        data = arguments(event, request.prompt, models, request.max_tokens)
         panes = [PaneTiming() for _ in models]
-        where = chatbot_indices(spec)[:len(models)]  # side by side has up to four; the first ones are used
-        self.client.reset_session()  # a new conversation: the same session would continue the previous one
+        where = event.chat_outputs()[:len(models)]  # side by side has up to four; the first ones are used
+        session = self.client.new_session(prepare=CLEAR.get(api_name))  # a new conversation, not timed
         start = time.perf_counter()
-        job = self.client.submit(*args, api_name=api_name)
-        for outputs in job:
-            now = time.perf_counter() - start
-            for pane, index in zip(panes, where, strict=True):
-                _observe(pane, _reply(outputs[index]), now)
-        total = time.perf_counter() - start
-        _raise_failure(job)
-        return total, panes
+        try:
+            for outputs in self.client.stream(event, data, session):
+                now = time.perf_counter() - start
+                for pane, index in zip(panes, where, strict=True):
+                    _observe(pane, _reply(outputs[index]), now)
+        except Exception as exc:  # noqa: BLE001 - a refusal (gr.Error) ends the call without a reply
+            raise RuntimeError(f"the UI refused: {exc}") from None
+        return time.perf_counter() - start, panes
 
     def sample(self, request: Request) -> Sample:
         """The Direct chat path as a `Sample`, comparable with the other paths."""
@@ -84,33 +84,32 @@ class GradioDriver:
                       pane.text, error=pane.error, server_ttft_s=pane.server_ttft_s)
 
 
-def arguments(spec: dict[str, Any], message: str, models: list[str], max_tokens: int) -> list[Any]:
-    """Positional values for a send event: the message, as many panes as models, the models in
-    order (none for the panes beyond), 'same parameters' off, and for every pane greedy decoding
-    with a fixed length."""
+def arguments(event: Event, message: str, models: list[str], max_tokens: int) -> list[Any]:
+    """Values for a send event's inputs, in order: null for the session (the server holds it), the
+    message, as many panes as models, the models in order (none for the panes beyond), 'same
+    parameters' off, and for every pane greedy decoding with a fixed length."""
     values = {"temperature (0 = greedy)": 0.0, "top_p": 1.0, "top_k (0 = off)": 0, "max_new_tokens": max_tokens,
               "repetition_penalty": 1.0, "seed (-1 = random)": -1, "system prompt": ""}
     queue = list(models)
     args: list[Any] = []
-    for param in spec["parameters"]:
-        label, kind = param.get("label") or "", param.get("component")
-        if kind == "Textbox" and param.get("parameter_name") == "message":
+    for component in event.inputs:
+        kind, props = component.get("type"), component.get("props", {})
+        label = props.get("label") or ""
+        if kind == "state":
+            args.append(None)
+        elif kind == "textbox" and str(props.get("elem_id", "")).endswith("-input"):
             args.append(message)
-        elif kind == "Radio" and label == "Panes":
+        elif kind == "radio" and label == "Panes":
             args.append(len(models))
-        elif kind == "Dropdown" and label.startswith("Model"):
+        elif kind == "dropdown" and label.startswith("Model"):
             args.append(queue.pop(0) if queue else None)
         elif label in values:
             args.append(values[label])
-        elif kind == "Checkbox":
+        elif kind == "checkbox":
             args.append(False)  # "use A's parameters for both" / "use the model's own settings": off
         else:
-            raise GradioUnavailable(f"unexpected parameter {label or param.get('parameter_name')!r} ({kind})")
+            raise GradioUnavailable(f"unexpected input {label or props.get('elem_id')!r} ({kind})")
     return args
-
-
-def chatbot_indices(spec: dict[str, Any]) -> list[int]:
-    return [i for i, r in enumerate(spec["returns"]) if r.get("component") == "Chatbot"]
 
 
 def _observe(pane: PaneTiming, shown: str, now: float) -> None:
@@ -148,11 +147,3 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(_content_text(part) for part in content)
     return ""
-
-
-def _raise_failure(job: Any) -> None:
-    """A handler that raised (gr.Error) ends the job without a reply; say so rather than report 0 tokens."""
-    try:
-        job.result(timeout=5)
-    except Exception as exc:  # noqa: BLE001 - gradio_client raises its own AppError types
-        raise RuntimeError(f"the UI refused: {exc}") from None

@@ -91,6 +91,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
     notes = [f"Up to {result['tokens']} new tokens (fewer where the model's chat template ends the reply: every "
              f"path then runs that same length), greedy, median of {result['repeats']} runs per path, paths interleaved.",
              "tokens/s = generated tokens / (request sent → stream finished); raw is the engine alone: "
-             "model.generate in-process for a model on transformers, the model's own vLLM server asked directly "
-             "(the same prompt token ids, plain HTTP) for a model on vLLM."]
+             "model.generate in-process for a model on transformers, the app's own vLLM server for the model asked "
+             "directly (the same prompt token ids, plain HTTP) for a model on vLLM.",
+             "gradio: the Direct chat event read as the page reads it (each update as it arrives), in a session "
+             "the server already holds, as after the page's load."]
     return [Table("1. Overhead: tokens/s per path, relative to the engine alone (raw)", columns, rows, notes)]

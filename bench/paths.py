@@ -1,9 +1,12 @@
 """The four ways one request can travel, each timed from the caller's side:
 
     raw     the engine alone, the reference: model.generate on the prompt's token ids in this process
-            (transformers), or the model's own vLLM server asked directly over HTTP with those ids
+            (transformers), or the app's own vLLM server for the model asked directly over HTTP with
+            those ids (bench.attach)
     engine  the backend's stream(), in this process: template, context fitting, hand-offs, stop strings
-    gradio  the UI's Direct chat event over HTTP with gradio_client, against the real server
+            (for vLLM, against the app's own server too)
+    gradio  the UI's Direct chat event over HTTP, read as the page reads it (bench.ui_client),
+            against the real server
     api     POST /v1/chat/completions with stream=True through the openai client, same server
 
 Every runner returns a `Sample`: when each piece of text arrived, how many tokens were generated

@@ -1,14 +1,14 @@
 """4. Many users: 1, 2, 4, 8 and 16 chats at once on one model.
 
 Each level starts all its chats together (a barrier) and waits for every one to end. By default
-the chats go through the HTTP API (`--users-path gradio` drives the UI instead, one gradio_client
+the chats go through the HTTP API (`--users-path gradio` drives the UI instead, one page client
 per user; `engine` skips HTTP). The server runs with its shipped limits: requests beyond the
 model's generation slots wait in its queue (a full queue is refused at once with 429) — those are
 the rejections counted here.
 
 In the same run the same levels go to the engine alone (the `raw` path: for a model on vLLM, the
-same vLLM server build and settings asked directly over HTTP, without the app), the reference the
-app is measured against.
+app's own vLLM server for the model asked directly over HTTP, without the rest of the app), the
+reference the app is measured against.
 """
 
 from __future__ import annotations

@@ -155,8 +155,8 @@ def _architecture(folder: Path) -> str:
 class VllmBackend(RemoteBackend):
     """A variant of a model on our own vLLM server: our prompt, as token ids, over HTTP."""
 
-    def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health, server: VllmServer,
-                 prompts: PromptBuilder, *, queue_timeout_s: float) -> None:
+    def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health,
+                 server: VllmServer | RunningServer, prompts: PromptBuilder, *, queue_timeout_s: float) -> None:
         super().__init__(spec, client, slots, health, queue_timeout_s=queue_timeout_s)
         self.server = server
         self.prompts = prompts
@@ -299,16 +299,47 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
     ))
     server.launch()
     try:  # our tokenizer (and the transformers import) while vLLM boots: ~15 s off every start
-        from webui.models.loading import import_transformers
-
-        import_transformers()
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = _tokenizer(folder)
     except BaseException:
         server.stop()
         raise
     server.wait_ready(settings.vllm_start_timeout_s)
+    return _weights(server, tokenizer, context, settings, engine=f"vLLM {install.version}", device=install.device)
+
+
+class RunningServer:
+    """A vLLM server that another process started and will stop: `attach` talks to it."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def failure(self) -> str | None:
+        return None
+
+    def stop(self) -> None:
+        pass
+
+
+def attach(spec: ModelSpec, settings: Any, base_url: str, engine: str = "vLLM") -> Weights:
+    """Weights for an entry that a vLLM server started elsewhere already serves under the entry's
+    name (the bench asks the app's own servers for "the engine alone", rather than starting a second
+    copy of every model beside them): the same prompt, token ids and settings as `_serve`'s."""
+    folder = _folder(spec, settings)
+    context = spec.context_length or _model_context(folder) or 2048
+    return _weights(RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine, device="")
+
+
+def _tokenizer(folder: Path) -> Any:
+    from webui.models.loading import import_transformers
+
+    import_transformers()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _weights(server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Any, *, engine: str,
+             device: str) -> Weights:
     client = httpx.Client(base_url=server.base_url, timeout=httpx.Timeout(None, connect=5.0),
                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
     health = Health()
@@ -322,8 +353,7 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
         client.close()
         server.stop()
 
-    return Weights(make_backend, device=install.device, engine=f"vLLM {install.version}", close=close,
-                   failure=server.failure)
+    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure)
 
 
 def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:
