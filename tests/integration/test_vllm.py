@@ -120,6 +120,30 @@ def test_the_same_seed_gives_the_same_text(smol: Registry) -> None:
     assert others - {first}, "other seeds should sample other text"
 
 
+def test_the_bench_attaches_to_a_running_server_without_starting_another(smol: Registry, tmp_path: Path) -> None:
+    """bench/attach.py: the engine-alone path finds the app's server among the app's descendants
+    (here: this process, which owns `smol`) and streams through it the same prompt as the owner's
+    backend; closing the attached registry leaves the server to its owner."""
+    from bench.attach import loaders, vllm_servers
+
+    owner = smol.get("smol-vllm")
+    found = vllm_servers(os.getpid())
+    assert found.get("smol-vllm") == owner.server.base_url
+    attached = Registry(parse_specs({"models": [SMOL]}), _settings(owner.server.config.python, tmp_path),
+                        loaders=loaders(found, {"smol-vllm": "vLLM 0.32.0"}))
+    try:
+        backend = attached.load("smol-vllm")
+        assert isinstance(backend, VllmBackend) and backend.server.base_url == owner.server.base_url
+        assert "the app's own server" in attached.status("smol-vllm").engine
+        greedy = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
+        text, final = collect(backend.stream(QUESTION, greedy))
+        assert (text, final.prompt) == (collect(owner.stream(QUESTION, greedy))[0], owner.render_prompt(QUESTION))
+        assert final.completion_tokens == 16
+    finally:
+        attached.close()
+    assert owner.server.failure() is None and collect(owner.stream(QUESTION, SamplingParams(max_new_tokens=4)))[0]
+
+
 def _group(pgid: int) -> list[int]:
     """Processes whose process group is `pgid` (the vLLM server starts one of its own)."""
     found = []

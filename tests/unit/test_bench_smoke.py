@@ -54,15 +54,40 @@ def test_ui_updates_give_first_text_and_token_count() -> None:
 
 
 def test_send_arguments_are_filled_by_label() -> None:
-    spec = {"parameters": [
-        {"parameter_name": "message", "label": "", "component": "Textbox"},
-        {"label": "Model A", "component": "Dropdown"}, {"label": "Model B", "component": "Dropdown"},
-        {"label": "Use Model A's parameters for both panes", "component": "Checkbox"},
-        {"label": "max_new_tokens", "component": "Slider"}, {"label": "temperature (0 = greedy)", "component": "Slider"},
-    ]}
-    assert gradio_path.arguments(spec, "hello", ["a", "b"], 32) == ["hello", "a", "b", False, 32, 0.0]
+    def component(kind: str, label: str = "", elem_id: str = "") -> dict:
+        return {"type": kind, "props": {"label": label, "elem_id": elem_id}}
+
+    event = gradio_path.Event(3, "/sbs_send", [
+        component("state"), component("textbox", "Message", "sbs-input"),
+        component("dropdown", "Model A"), component("dropdown", "Model B"),
+        component("checkbox", "Use Model A's parameters for every pane"),
+        component("slider", "max_new_tokens"), component("slider", "temperature (0 = greedy)"),
+    ], [component("chatbot"), component("markdown"), component("chatbot")])
+    assert gradio_path.arguments(event, "hello", ["a", "b"], 32) == [None, "hello", "a", "b", False, 32, 0.0]
+    assert event.chat_outputs() == [0, 2]
     with pytest.raises(gradio_path.GradioUnavailable):
-        gradio_path.arguments({"parameters": [{"label": "new knob", "component": "Slider"}]}, "x", [], 1)
+        gradio_path.arguments(gradio_path.Event(0, "/x", [component("slider", "new knob")], []), "x", [], 1)
+
+
+def test_the_app_engines_are_found_among_the_apps_descendants(tmp_path) -> None:
+    """bench.attach reads the vLLM servers' command lines under /proc: a grandchild counts, a
+    process outside the app's tree does not."""
+    from bench.attach import vllm_servers
+
+    def proc(pid: int, parent: int, *argv: str) -> None:
+        folder = tmp_path / str(pid)
+        folder.mkdir()
+        (folder / "stat").write_text(f"{pid} (python3 (x)) S {parent} 1 1 0")
+        (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    proc(10, 1, "python", "app.py")
+    proc(11, 10, "python", "supervisor.py", "--served-model-name", "Gemma (base)", "--host", "127.0.0.1", "--port", "4100")
+    proc(12, 11, "python", "-m", "vllm", "--served-model-name", "Gemma (base)", "--port", "4100")
+    proc(13, 10, "python", "supervisor.py", "--served-model-name", "smol", "--port", "4200")
+    proc(20, 1, "python", "other.py", "--served-model-name", "stranger", "--port", "4300")
+    (tmp_path / "self").mkdir()
+    assert vllm_servers(10, tmp_path) == {"Gemma (base)": "http://127.0.0.1:4100", "smol": "http://127.0.0.1:4200"}
+    assert vllm_servers(99, tmp_path) == {}
 
 
 def test_variants_share_one_source() -> None:
