@@ -250,3 +250,26 @@ def test_limits_are_enforced_in_the_handlers(ui: RunningUI, client: Client) -> N
     assert "Parameters: top_k" in refused(client, "/sbs_send", message="hi", model_a="tiny-a", model_b="tiny-b",
                                           **pane("a", bad_top_k), **pane("b", QUICK))
     assert "[2, 3, 4]" in refused(client, "/sbs_send", message="hi", panes=7, model_a="tiny-a", model_b="tiny-b")
+
+
+def test_no_event_keeps_its_loading_status_on_a_layout_or_a_visible_component(ui: RunningUI) -> None:
+    """The page updates the loading status of every progress target any event ever had, each time
+    any event changes state (every streamed update), and for a layout block it walks the block's
+    whole subtree: a page load with the gr.Tabs among its outputs made that the whole page, tens of
+    ms of the browser's time per streamed update (webui.ui.common.progress_on). So no event may
+    have a layout block as a progress target, and the events nobody clicks (page load, timers, tab
+    changes, value changes) keep theirs on an invisible component."""
+    config = httpx.get(f"{ui.url}config", timeout=10).json()
+    components = {c["id"]: c for c in config["components"]}
+    layout = {"tabs", "tabitem", "column", "row", "accordion", "group", "form"}
+    background = {"load", "tick", "select", "change"}  # ("input" is a person choosing, as a click)
+    checked = 0
+    for dep in config["dependencies"]:
+        if not dep.get("backend_fn"):
+            continue  # a script of the page, or a cancel: no loading status
+        targets = [components[i] for i in dep.get("show_progress_on") or dep["outputs"]]
+        assert not [t["type"] for t in targets if t["type"] in layout], dep["api_name"]
+        if {event for _, event in dep["targets"]} <= background:
+            assert all(t["props"].get("visible") is False for t in targets), dep["api_name"]
+            checked += 1
+    assert checked >= 10, "the page load, the timers, the tab changes and the choosers were all checked"

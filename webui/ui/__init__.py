@@ -20,7 +20,7 @@ from webui.engine.registry import ModelState
 from webui.records.events import Mode
 from webui.ui import page, views
 from webui.ui.about import build_about_tab
-from webui.ui.common import INTERNAL, owner_of
+from webui.ui.common import INTERNAL, owner_of, progress_on
 from webui.ui.leaderboard_tab import build_leaderboard_tab
 from webui.ui.tab import ChatTab, build_tab
 
@@ -77,6 +77,7 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
     status_outputs = [seen, chats["battle"].status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
     states, modes = [c.state for c in chats.values()], list(chats)
+    quiet = progress_on(gr.HTML(visible=False))
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
         return status_updates(services, tab, last, chosen, len(sbs.dropdowns))
@@ -92,15 +93,15 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
         return [gr.Tabs(selected=tab), tab, *created, *refresh(tab, last, *chosen)]
 
     blocks.load(on_load, [seen, *states, *dropdowns], [tabs, current, *states, *status_outputs], api_name="app_load",
-                show_progress="hidden", concurrency_limit=None, **INTERNAL)
+                concurrency_limit=None, **quiet, **INTERNAL)
     for tab_id, tab in tab_blocks.items():
         def on_select(last: Any, *chosen: str | None, tab_id: str = tab_id) -> list[Any]:
             return [tab_id, *refresh(tab_id, last, *chosen)]
         tab.select(on_select, [seen, *dropdowns], [current, *status_outputs], api_name=f"app_tab_{tab_id}",
-                   show_progress="hidden", concurrency_limit=None, **INTERNAL)
+                   concurrency_limit=None, **quiet, **INTERNAL)
     timer = gr.Timer(STATUS_EVERY_S)
     timer.tick(refresh, [current, seen, *dropdowns], status_outputs, api_name="app_status",
-               show_progress="hidden", concurrency_limit=None, **INTERNAL)
+               concurrency_limit=None, **quiet, **INTERNAL)
 
 
 def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | None, ...], sbs_panes: int) -> list[Any]:

@@ -45,6 +45,16 @@ LATEX: list[dict[str, str | bool]] = [
 ]
 
 
+def progress_on(sink: gr.Component) -> dict[str, Any]:
+    """Event options: no progress shown, and the event's loading status kept on `sink` (an invisible
+    component) rather than on its outputs. The page updates the loading status of every progress
+    target any event ever had, each time any event changes state (for every streamed update), and
+    for a target without a value it walks the target's whole subtree, copying each drawn
+    component's properties: a gr.Tabs output (the page load's) made that the whole page, 50-150 ms
+    of the browser's time per streamed update on the 2-core machine."""
+    return {"show_progress": "hidden", "show_progress_on": [sink]}
+
+
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Refused -> its message; anything else -> a generic message (the details go to the server
     log only: an exception text may name a model that must stay hidden)."""
@@ -187,7 +197,7 @@ class Controls:
         return [*([self.own] if self.own is not None else []), *self.fields]
 
 
-def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls:
+def param_controls(title: str, *, anonymous: bool, elem_prefix: str, sink: gr.Component) -> Controls:
     """Sampling controls in an accordion. In a battle the models' own defaults cannot be shown
     (they would tell the models apart), so a checkbox chooses them without showing them."""
     d = SamplingParams()
@@ -213,8 +223,7 @@ def param_controls(title: str, *, anonymous: bool, elem_prefix: str) -> Controls
         ]
     if own is not None:
         own.change(lambda mine: [gr.update(interactive=not mine)] * len(fields), own, fields,
-                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", show_progress="hidden",
-                   **INTERNAL)
+                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", **progress_on(sink), **INTERNAL)
     return Controls(own, fields)
 
 
@@ -238,7 +247,7 @@ def mirror(same: bool, b_own: bool | None, *a_values: Any) -> list[Any]:
     return ([gr.update(interactive=True)] if has_own else []) + fields
 
 
-def wire_mirror(same: gr.Checkbox, a: Controls, others: Sequence[Controls], api_name: str) -> None:
+def wire_mirror(same: gr.Checkbox, a: Controls, others: Sequence[Controls], api_name: str, sink: gr.Component) -> None:
     """Pane A's controls, mirrored into every other pane while `same` is ticked."""
     has_own = a.own is not None
     width = len(a.inputs)
@@ -253,5 +262,5 @@ def wire_mirror(same: gr.Checkbox, a: Controls, others: Sequence[Controls], api_
 
     own_others = [c.own for c in others if c.own is not None]
     gr.on([same.change] + [c.change for c in a.inputs], run, [same, *a.inputs, *own_others],
-          [c for other in others for c in other.inputs], api_name=api_name, show_progress="hidden",
-          trigger_mode="always_last", **INTERNAL)
+          [c for other in others for c in other.inputs], api_name=api_name, trigger_mode="always_last",
+          **progress_on(sink), **INTERNAL)

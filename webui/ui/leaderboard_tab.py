@@ -29,7 +29,7 @@ from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
-from webui.ui.common import owner_of
+from webui.ui.common import owner_of, progress_on
 
 if TYPE_CHECKING:
     from webui.services import Services
@@ -259,12 +259,14 @@ def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdo
     refresh.click(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
     category.input(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category",
                    concurrency_limit=None)
-    gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden",
-                                   api_visibility="private", concurrency_limit=None)
+    # Background refreshes keep their loading status off the tables and plots (webui.ui.common.progress_on).
+    quiet = progress_on(gr.HTML(visible=False))
+    gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private",
+                                   concurrency_limit=None, **quiet)
     parent = Context.block
     if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
-        parent.select(on_tick, inputs=[shown, category], outputs=outputs, show_progress="hidden",
-                      api_visibility="private", concurrency_limit=None)
+        parent.select(on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private",
+                      concurrency_limit=None, **quiet)
 
 
 def _my_votes_section(services: Services, view: LeaderboardView) -> None:

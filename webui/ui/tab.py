@@ -39,6 +39,7 @@ from webui.ui.common import (
     guarded,
     owner_of,
     param_controls,
+    progress_on,
     wire_mirror,
 )
 from webui.ui.page import send_script
@@ -161,7 +162,7 @@ class ChatTab:
         self.panes = columns
         if self.same is not None:
             wire_mirror(self.same, self.panes[0].controls, [c.controls for c in self.panes[1:]],
-                        api_name=f"{p}_same_params")
+                        api_name=f"{p}_same_params", sink=self.sink)
 
     def _pane_column(self, i: int) -> PaneUI:
         suffix, label = self._suffix(i), self._label(i)
@@ -183,7 +184,8 @@ class ChatTab:
     def _pane_settings(self, i: int) -> tuple[gr.Column, Controls, gr.Code | None]:
         suffix, label = self._suffix(i), self._label(i)
         with gr.Column(visible=i < self.kind.counts[0], min_width=220, elem_classes=["arena-pane"]) as column:
-            controls = param_controls(label, anonymous=self.kind.anonymous, elem_prefix=f"{self.prefix}{suffix}")
+            controls = param_controls(label, anonymous=self.kind.anonymous, elem_prefix=f"{self.prefix}{suffix}",
+                                      sink=self.sink)
             prompt = None
             if not self.kind.anonymous:
                 with gr.Accordion(f"Show prompt · {label}", open=False):
@@ -242,7 +244,7 @@ class ChatTab:
 
     # ---- wiring ---------------------------------------------------------------------------------
     def _events(self, **extra: Any) -> dict[str, Any]:
-        return {"show_progress": "hidden", "show_progress_on": [self.sink], **extra}
+        return {**progress_on(self.sink), **extra}
 
     def _names(self, i: int) -> tuple[str | None, str | None, list[str]]:
         """Pane i's API parameter names: (its model, its 'own settings' box, its controls)."""
