@@ -12,9 +12,9 @@ from pathlib import Path
 
 from webui.config import DEFAULT_MODELS_FILE
 
-SECTIONS = ("overhead", "ttft", "panes", "users", "coldstart", "memory")
+SECTIONS = ("overhead", "ttft", "panes", "users", "coldstart", "memory", "browser")
 # Run order: the subprocess sections first, while nothing else holds the cores or the memory.
-RUN_ORDER = ("memory", "coldstart", "overhead", "ttft", "panes", "users")
+RUN_ORDER = ("memory", "coldstart", "overhead", "ttft", "panes", "users", "browser")
 PATHS = ("raw", "engine", "gradio", "api")
 # Long enough an answer that greedy decoding does not end before the token budget; the Gradio path
 # cannot ignore end-of-sequence, so this matters there.
@@ -36,7 +36,7 @@ class BenchConfig:
     ttft_repeats: int = 5
     # 3. two panes at once
     panes_tokens: int = 64
-    panes_repeats: int = 2
+    panes_repeats: int = 3
     # 4. many users
     users_levels: tuple[int, ...] = (1, 2, 4, 8, 16)
     users_tokens: int = 48

@@ -55,6 +55,13 @@ def variants(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(entry), other]
 
 
+def greedy_defaults(entries: Sequence[dict[str, Any]], max_new_tokens: int) -> list[dict[str, Any]]:
+    """Every entry's sampling defaults made greedy with a fixed length: the settings the paths pass
+    explicitly, here for the page (bench/browser.py), which loads them into the controls."""
+    greedy = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_new_tokens": max_new_tokens}
+    return [{**e, "sampling": {**(e.get("sampling") or {}), **greedy}} for e in entries]
+
+
 def local_entries(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Entries whose weights load in this process (remote entries have nothing to measure here)."""
     return [e for e in entries if e.get("backend", "transformers") == "transformers"]
