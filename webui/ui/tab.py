@@ -330,9 +330,10 @@ class ChatTab:
         return running
 
     def _stream(self, stream: Any, *, clear_first: bool = False) -> Any:
-        """The handler's sessions as updates: the first complete, then the chats and prompts as
-        bare values and nothing else that did not change, and the one after the run ended complete
-        again (what a gradio_client caller gets as the result)."""
+        """The handler's sessions as updates: the first complete, then the chats, prompts and
+        buttons as bare values and nothing else that did not change (webui.ui.common.Delta), and
+        the one after the run ended complete again (what a gradio_client caller gets as the
+        result)."""
         delta = Delta()
         with contextlib.closing(stream):  # a closed tab closes this generator: the handler's must close now
             for n, current in enumerate(stream):
