@@ -61,8 +61,8 @@ class BenchContext:
         except PathUnavailable:
             return None
         answer = http_get(server.url + "/healthz")
-        models = json.loads(answer[1]).get("models", {}) if answer is not None and answer[0] == 200 else {}
-        engines = {n: str(m.get("engine") or "") for n, m in models.items()}
+        health = json.loads(answer[1]).get("models", {}) if answer is not None and answer[0] == 200 else {}
+        engines = {n: str(m.get("engine") or "") for n, m in health.items()}
         assert server.proc is not None, "a started server has a process"
         found = attach.vllm_servers(server.proc.pid)
         servers = {n: url for n, url in found.items() if engines.get(n, "").startswith("vLLM")}
