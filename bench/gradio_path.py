@@ -5,8 +5,9 @@ named panes) and their inputs are filled in by label, so that a reordered contro
 send the wrong value. Each turn runs in a fresh session that the server already holds (as a page's
 does after its load event), through `bench.ui_client`, which reads every update as it arrives
 (gradio_client waited up to 50 ms for each). Time to first token here is the first update in which
-the pane shows text; tokens come from the statistics line the UI writes under a finished reply. The
-UI sends only what changed in an update: a pane left out of one (`gr.skip()`) keeps its text.
+the pane shows text; tokens come from the statistics line the UI writes under a finished reply. A
+pane arrives as an update dict (the first and last update of a run) or as its bare messages (while
+it streams, webui.ui.common.Delta); `_reply` reads both.
 """
 
 from __future__ import annotations
