@@ -7,21 +7,32 @@ so that the leaderboard can say what it is based on and what it left out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from webui.leaderboard.categories import has_code, is_long
 from webui.leaderboard.language import detect_language
+from webui.leaderboard.style import FEATURES, reply_style
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 
 WINNERS = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
 
-BATTLE_COLUMNS = (
+# What a vote index keeps of each battle vote (webui.leaderboard.index): no conversation text.
+# `base_reason` is the drop reason that no setting changes (invalid, same_model); `leak` is the
+# identity check under the word list the row was checked with (`redacted`: the write-time check,
+# final); `error`/`stopped` say how the replies ended; the style counts and the prompt flags feed
+# style control and the categories.
+STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)
+ROW_COLUMNS = (
     "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
-    "language", "drop_reason", "conversation_a", "conversation_b", "system_a", "system_b", "voter", "session",
+    "language", "voter", "session", "base_reason", "redacted", "leak", "error", "stopped", "coding", "long_prompt",
+    *STYLE_COUNT_COLUMNS,
 )
+CONVERSATION_COLUMNS = ("conversation_a", "conversation_b", "system_a", "system_b")
+BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
 # What older FastChat versions logged as the public names of an anonymous battle (FastChat's own
 # cleaner treats "Model A" as anonymous and reads the real names from the states).
 ANONYMOUS_NAMES = ("", "Model A", "Model B")
@@ -39,9 +50,27 @@ def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = N
     """One row per battle vote in `records`, oldest first, with `drop_reason` set where it does
     not count: invalid, same_model, identity, error, stopped."""
     hygiene = hygiene or Hygiene()
-    rows = [_battle_row(r, hygiene) for r in records if r.get("type") in WINNERS]
-    frame = pd.DataFrame([r for r in rows if r is not None], columns=list(BATTLE_COLUMNS))
-    return frame.sort_values("tstamp", kind="stable").reset_index(drop=True)
+    rows = []
+    for record in records:
+        row = vote_row(record)
+        if row is None:
+            continue
+        if not row["redacted"] and row["base_reason"] is None:
+            row["leak"] = identity_leak(record, hygiene.identity_words)
+        rows.append({**row, **conversation_columns(record)})
+    frame = pd.DataFrame(rows, columns=[c for c in BATTLE_COLUMNS if c != "drop_reason"])
+    frame["drop_reason"] = drop_reasons(frame, hygiene.drop_stopped)
+    return frame.sort_values("tstamp", kind="stable").reset_index(drop=True)[list(BATTLE_COLUMNS)]
+
+
+def drop_reasons(rows: pd.DataFrame, drop_stopped: bool) -> pd.Series:
+    """Each row's drop reason, first that applies: invalid, same_model, identity, error, stopped."""
+    reason = rows["base_reason"].astype(object).where(rows["base_reason"].notna(), None)
+    for name, flag in (("identity", rows["leak"]), ("error", rows["error"]),
+                       ("stopped", rows["stopped"] if drop_stopped else None)):
+        if flag is not None:
+            reason = reason.where(reason.notna() | ~flag.astype(bool), name)
+    return reason.astype(object).where(reason.notna(), None)
 
 
 def counted(battles: pd.DataFrame, include_named: bool = False) -> pd.DataFrame:
@@ -52,7 +81,11 @@ def counted(battles: pd.DataFrame, include_named: bool = False) -> pd.DataFrame:
     return battles[keep].reset_index(drop=True)
 
 
-def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | None:
+def vote_row(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The `ROW_COLUMNS` of one battle vote record (None: not a battle vote, or not shaped like
+    one). `leak` is the write-time check of a redacted vote, else False until checked."""
+    if record.get("type") not in WINNERS:
+        return None
     states = record.get("states")
     models = record.get("models")
     if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
@@ -63,8 +96,11 @@ def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | No
     anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
     convs = [_openai_messages(s) for s in states]
-    first_user = next((m["content"] for m in convs[0] if m["role"] == "user"), "")
+    prompts = [m["content"] for m in convs[0] if m["role"] == "user"]
     ip = record.get("ip") or ""
+    reasons = [r for s in states for r in s.get("finish_reasons", [])]
+    redacted = any(s.get("redacted") for s in states)
+    hygiene = record.get("hygiene")
     row = {
         "tstamp": float(record.get("tstamp", 0.0)),
         "model_a": names[0],
@@ -74,18 +110,43 @@ def _battle_row(record: dict[str, Any], hygiene: Hygiene) -> dict[str, Any] | No
         "mode": record.get("mode", "battle" if anony else "side_by_side"),
         "battle_id": record.get("battle_id"),
         "question_id": states[0].get("conv_id"),
-        "turn": sum(1 for m in convs[0] if m["role"] == "user"),
+        "turn": len(prompts),
         "judge": f"arena_user_{ip}",  # FastChat's form, over the logged (hashed) address
-        "language": detect_language(first_user),
-        "conversation_a": convs[0],
-        "conversation_b": convs[1],
-        "system_a": _text(states[0].get("system_message")),
-        "system_b": _text(states[1].get("system_message")),
+        "language": detect_language(prompts[0] if prompts else ""),
         "voter": voter_of(record),
         "session": _session_key(record),
+        "base_reason": _base_reason(states, models, names, prompts),
+        "redacted": redacted,
+        "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
+        "error": "error" in reasons,
+        "stopped": "cancelled" in reasons,
+        "coding": has_code("\n".join(prompts)),
+        "long_prompt": is_long("\n".join(prompts)),
     }
-    row["drop_reason"] = _drop_reason(record, states, models, names, hygiene)
+    counts = [reply_style(c) for c in convs]
+    row.update(zip(STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
     return row
+
+
+def conversation_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """The text a battle vote carries (for exports; never kept in the vote index)."""
+    states = record["states"]
+    return {"conversation_a": _openai_messages(states[0]), "conversation_b": _openai_messages(states[1]),
+            "system_a": _text(states[0].get("system_message")), "system_b": _text(states[1].get("system_message"))}
+
+
+def names_in(record: dict[str, Any]) -> set[str]:
+    """Every model name a vote record mentions, as the identity words take them."""
+    states, models = record.get("states"), record.get("models")
+    found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
+    found |= set(models) if isinstance(models, list) else set()
+    return {n for n in found if isinstance(n, str) and n}
+
+
+def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
+    """Does a reply of this battle vote name a model or maker from `words`?"""
+    replies = [m["content"] for s in record["states"] for m in _openai_messages(s) if m["role"] == "assistant"]
+    return leaked_identity(replies, words)
 
 
 def public_name(name: Any) -> Any:
@@ -112,24 +173,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _drop_reason(record: dict[str, Any], states: list[dict], models: list, names: list, hygiene: Hygiene) -> str | None:
+def _base_reason(states: list[dict], models: list, names: list, prompts: list[str]) -> str | None:
     if (models[0] in ANONYMOUS_NAMES) != (models[1] in ANONYMOUS_NAMES):
         return "invalid"
     if not all(isinstance(n, str) and n for n in names):
         return "invalid"
     if not anony_names_match(models, states):
         return "invalid"
-    if not any(m["role"] == "user" for m in _openai_messages(states[0])):
+    if not prompts:
         return "invalid"
     if names[0] == names[1]:
         return "same_model"
-    if _leaked(record, states, hygiene):
-        return "identity"
-    reasons = [r for s in states for r in s.get("finish_reasons", [])]
-    if "error" in reasons:
-        return "error"
-    if hygiene.drop_stopped and "cancelled" in reasons:
-        return "stopped"
     return None
 
 
@@ -139,14 +193,6 @@ def anony_names_match(models: list, states: list[dict]) -> bool:
         return True
     hidden = [s.get("model_name") for s in states]
     return hidden == [None, None] or hidden == list(models)
-
-
-def _leaked(record: dict[str, Any], states: list[dict], hygiene: Hygiene) -> bool:
-    """Re-check the text with today's word list; a redacted vote relies on its write-time check."""
-    if any(s.get("redacted") for s in states):
-        return bool(record.get("hygiene", {}).get("identity_leak"))
-    replies = [m["content"] for s in states for m in _openai_messages(s) if m["role"] == "assistant"]
-    return leaked_identity(replies, hygiene.identity_words)
 
 
 def _openai_messages(state: dict[str, Any]) -> list[dict[str, str]]:

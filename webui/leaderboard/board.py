@@ -16,10 +16,11 @@ from typing import Any
 import pandas as pd
 
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import Hygiene, battles_frame
+from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
 from webui.leaderboard.categories import category_counts, category_masks
 from webui.leaderboard.history import ratings_over_time
-from webui.leaderboard.style import style_counts, style_table
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.style import style_table
 from webui.leaderboard.voters import over_daily_cap, voter_agreement
 from webui.records.identity import identity_words
 from webui.records.storage import ReadReport, log_files, read_logs
@@ -134,12 +135,15 @@ def preliminary_text(table: pd.DataFrame, min_battles: int) -> str:
     return f" {which} preliminary (fewer than {min_battles} battles): no rank yet."
 
 
-def hygiene_for(records: list[dict[str, Any]], options: BoardOptions) -> Hygiene:
+def names_seen(records: Iterable[dict[str, Any]]) -> set[str]:
+    """Every model name the records mention (they become identity words)."""
+    return set().union(*(names_in(r) for r in records))
+
+
+def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
     """Identity words: defaults, the registry's names, every model named in the logs, extras."""
-    seen = {s.get("model_name") for r in records for s in r.get("states", []) if isinstance(s, dict)}
-    seen |= {m for r in records for m in r.get("models", []) if isinstance(m, str)}
-    names = [*options.model_names, *sorted(n for n in seen if isinstance(n, str) and n)]
-    return Hygiene(identity_words(names, options.extra_identity_words), drop_stopped=options.drop_stopped)
+    return Hygiene(identity_words([*options.model_names, *sorted(names)], options.extra_identity_words),
+                   drop_stopped=options.drop_stopped)
 
 
 def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None) -> Rated:
@@ -148,7 +152,7 @@ def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None =
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
-        counts = style.loc[used.index] if style is not None else None
+        counts = style.loc[used.index] if style is not None else _stored_style(used)
         styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked)
         table = table.merge(styled, on="model", how="left")
     order = list(table["model"])
@@ -157,8 +161,20 @@ def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None =
                  ratings.pair_counts(used, order) if order else pd.DataFrame())
 
 
+def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
+    """The style counts the rows carry (None: compute them from the conversations)."""
+    return battles[list(STYLE_COUNT_COLUMNS)].astype(float) if "length_a" in battles else None
+
+
 def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_lines: int = 0) -> Board:
-    all_battles = battles_frame(records, hygiene_for(records, options))
+    """The board of log records (every one in memory: the vote index does without)."""
+    return board_from_battles(battles_frame(records, hygiene_for(names_seen(records), options)), options,
+                              skipped_lines)
+
+
+def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
+    """The board of a battles table (`battles_frame`, or the vote index's rows), drop reasons set."""
+    all_battles = all_battles.copy()
     eligible = all_battles["drop_reason"].isna()
     named = eligible & ~all_battles["anony"].astype(bool)
     if not options.include_named:
@@ -173,7 +189,7 @@ def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_li
         all_battles.loc[out, "drop_reason"] = "flagged_voter"
         eligible &= ~out
     used = all_battles[eligible].reset_index(drop=True)
-    style = style_counts(used) if options.style and not used.empty else None
+    style = _stored_style(used) if options.style and not used.empty else None
     dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
     if not options.include_named:
         dropped[NAMED] = int(named.sum())
@@ -231,3 +247,12 @@ def logs_signature(log_dir: Path) -> tuple[tuple[str, int, int], ...]:
             continue
         out.append((path.name, info.st_size, info.st_mtime_ns))
     return tuple(out)
+
+
+def board_from_index(index: VoteIndex, options: BoardOptions, *, catch_up: bool = True) -> Board:
+    """The board of a vote index (brought up to date with the logs first, unless told not to)."""
+    if catch_up:
+        index.catch_up(options.model_names, options.extra_identity_words)
+    rows = index.rows()
+    rows["drop_reason"] = drop_reasons(rows, options.drop_stopped)
+    return board_from_battles(rows, options, index.skipped_lines())

@@ -45,7 +45,6 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
     Languages are listed by their number of battles, largest first; "unknown" last."""
     if battles.empty:
         return {name: pd.Series(dtype=bool) for name in (ALL, MULTI_TURN, LONG_PROMPT, CODING)}
-    prompts = battles["conversation_a"].map(user_text)
     masks = {ALL: pd.Series(True, index=battles.index)}
     languages = battles["language"].fillna("unknown").value_counts()
     known = [lang for lang in languages.index if lang != "unknown"] + (["unknown"] if "unknown" in languages else [])
@@ -53,8 +52,12 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
         if languages[lang] >= MIN_LANGUAGE_BATTLES:
             masks[LANGUAGE_PREFIX + lang] = battles["language"].fillna("unknown") == lang
     masks[MULTI_TURN] = battles["turn"].astype(int) > 1
-    masks[LONG_PROMPT] = prompts.map(is_long).astype(bool)
-    masks[CODING] = prompts.map(has_code).astype(bool)
+    if "coding" in battles:  # rows of the vote index: the flags were computed when the vote was read
+        masks[LONG_PROMPT], masks[CODING] = battles["long_prompt"].astype(bool), battles["coding"].astype(bool)
+    else:
+        prompts = battles["conversation_a"].map(user_text)
+        masks[LONG_PROMPT] = prompts.map(is_long).astype(bool)
+        masks[CODING] = prompts.map(has_code).astype(bool)
     return masks
 
 

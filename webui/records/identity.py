@@ -84,6 +84,12 @@ def word_pattern(word: str) -> str:
 _TOKEN = re.compile(rf"[{_LETTER}]+|[0-9]+")
 
 
+def first_token(word: str) -> str:
+    """The run of letters (or digits) that every match of `word` starts with ("" if none)."""
+    tokens = _TOKEN.findall(word.strip().lower())
+    return tokens[0] if tokens else ""
+
+
 @functools.lru_cache(maxsize=32)
 def _matchers(words: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """(the first token of the word, its pattern) per word. A match starts with a whole run of
@@ -91,9 +97,9 @@ def _matchers(words: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]
     patterns can match at all: one tokenising pass instead of every pattern over every reply."""
     out = []
     for word in words:
-        pattern, tokens = word_pattern(word), _TOKEN.findall(word.strip().lower())
-        if pattern and tokens:
-            out.append((tokens[0], re.compile(pattern, re.IGNORECASE)))
+        pattern, token = word_pattern(word), first_token(word)
+        if pattern and token:
+            out.append((token, re.compile(pattern, re.IGNORECASE)))
     return tuple(out)
 
 

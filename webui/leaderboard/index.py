@@ -1,0 +1,348 @@
+"""The vote index: one compact row per battle vote, kept in SQLite beside the logs.
+
+The JSON Lines logs stay the source of truth (webui.records.storage); this index is a cache
+derived from them, so that the board never re-reads transcripts. Guarantees:
+
+- **It says how far it has read.** Each log file's row in `files` holds the byte offset up to
+  which its whole lines are indexed, and a hash of its first bytes (a file rewritten under the
+  same name is indexed again from the start). The rows of a chunk and the new offset commit in
+  one transaction, so a crash anywhere leaves either both or neither: `catch_up` re-reads from
+  the last committed offset and nothing is counted twice or lost.
+- **Only whole lines.** A last line without its newline (still being written, or torn) is left
+  for the next catch-up and reported; a line that is not JSON is counted as bad and skipped.
+- **Rebuildable.** `reindex` drops everything and reads the logs again; so does a schema change.
+- **Identity checks follow the word list.** Whether a reply names a model depends on the words
+  (every model name seen, the registry's, extras), which grow as models are added. Each row
+  records which word list checked it; when the list changes, the rows checked with another one
+  are checked again by re-reading only their own lines (by offset), and only for the added words
+  where the list just grew. Redacted votes keep the check made when they were written.
+- **No conversation text.** Rows hold what the board needs (`battles.ROW_COLUMNS`).
+
+SQLite in WAL mode: readers never block the writer, and the app, the command line and a
+catch-up in another process may share one file; writers take turns (`BEGIN IMMEDIATE`).
+docs/leaderboard.md says why SQLite and not DuckDB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from webui.leaderboard.battles import ROW_COLUMNS, conversation_columns, identity_leak, names_in, vote_row
+from webui.records.identity import first_token, identity_words
+from webui.records.storage import log_files
+
+try:  # several times faster than json on the long vote lines; gradio depends on it
+    import orjson
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover - orjson comes with gradio
+    _loads = json.loads
+
+INDEX_NAME = "votes-index.sqlite3"
+SCHEMA_VERSION = 1
+HEAD_BYTES = 4096  # how much of a file's start identifies it
+CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
+_BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
+_TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    name TEXT PRIMARY KEY, head TEXT NOT NULL, offset INTEGER NOT NULL, bad INTEGER NOT NULL, torn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS word_sets (id INTEGER PRIMARY KEY, words TEXT UNIQUE NOT NULL);
+CREATE TABLE IF NOT EXISTS votes (
+    id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL,
+    word_set INTEGER, {", ".join(ROW_COLUMNS)});
+"""
+
+
+@dataclass
+class CatchUpReport:
+    """What one catch-up did."""
+
+    files: int = 0  # log files looked at
+    votes: int = 0  # battle votes added
+    reread_files: int = 0  # files indexed again from the start (rewritten under the same name)
+    rechecked: int = 0  # rows whose identity check was redone for a new word list
+
+
+class VoteIndex:
+    """The index of one log folder. Thread-safe (one connection under a lock); several processes
+    may open the same file."""
+
+    def __init__(self, log_dir: Path, path: Path | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self.path = Path(path) if path is not None else self.log_dir / INDEX_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
+        with self._lock:
+            self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def catch_up(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
+        """Index what the logs hold beyond what was read, then bring every identity check to the
+        word list of the registry's `model_names`, every name seen, and `extra_words`."""
+        report = CatchUpReport()
+        with self._lock:
+            for path in log_files(self.log_dir):
+                report.files += 1
+                self._catch_up_file(path, report, model_names, extra_words)
+            report.rechecked = self._recheck(self._words(model_names, extra_words))
+        return report
+
+    def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
+        """Forget everything and index the logs from the start."""
+        with self._lock:
+            self._db.executescript("DROP TABLE IF EXISTS votes; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS names;"
+                                   "DROP TABLE IF EXISTS word_sets; DROP TABLE IF EXISTS meta;")
+            self._migrate()
+        return self.catch_up(model_names, extra_words)
+
+    def _migrate(self) -> None:
+        self._db.executescript(_SCHEMA)
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and int(row[0]) != SCHEMA_VERSION:  # a cache: rebuild rather than convert
+            self._db.executescript("DROP TABLE votes; DROP TABLE files; DROP TABLE names; DROP TABLE word_sets;")
+            self._db.executescript(_SCHEMA)
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str) -> None:
+        with path.open("rb") as handle:
+            while True:
+                self._db.execute("BEGIN IMMEDIATE")  # one writer at a time, across processes too
+                try:
+                    done = self._index_chunk(path.name, handle, report, model_names, extra)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                if done:
+                    return
+
+    def _index_chunk(self, name: str, handle: Any, report: CatchUpReport, model_names: Sequence[str],
+                     extra: str) -> bool:
+        """Index the next chunk of one file inside the caller's transaction; True at its end."""
+        offset, bad = self._file_position(name, handle, report)
+        handle.seek(offset)
+        data = handle.read(CHUNK_BYTES)
+        at_end = len(data) < CHUNK_BYTES
+        if not at_end and b"\n" not in data:  # one line longer than a chunk: take it whole
+            rest = _read_line_rest(handle)
+            data, at_end = data + rest, b"\n" not in rest
+        end = data.rfind(b"\n") + 1
+        records, new_bad = _parse_lines(data[:end], offset)
+        self._add(name, records, model_names, extra, report)
+        torn = int(at_end and bool(data[end:].strip()))
+        self._db.execute("UPDATE files SET offset = ?, bad = ?, torn = ? WHERE name = ?",
+                         (offset + end, bad + new_bad, torn, name))
+        return at_end
+
+    def _file_position(self, name: str, handle: Any, report: CatchUpReport) -> tuple[int, int]:
+        """(offset, bad lines so far) of a file, starting it again if it is not the file indexed."""
+        known = self._db.execute("SELECT head, offset, bad FROM files WHERE name = ?", (name,)).fetchone()
+        size = os.fstat(handle.fileno()).st_size
+        if known is not None:
+            head, offset, bad = known
+            if offset <= size and _head(handle, min(offset, HEAD_BYTES)) == head:
+                return offset, bad
+            self._db.execute("DELETE FROM votes WHERE file = ?", (name,))
+            report.reread_files += 1
+        head = _head(handle, HEAD_BYTES)
+        self._db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, 0, 0, 0)", (name, head))
+        return 0, 0
+
+    def _add(self, name: str, records: list[tuple[int, int, dict[str, Any]]], model_names: Sequence[str],
+             extra: str, report: CatchUpReport) -> None:
+        seen = set().union(*(names_in(r) for _, _, r in records)) if records else set()
+        if seen:
+            self._db.executemany("INSERT OR IGNORE INTO names VALUES (?)", [(n,) for n in seen])
+        words = self._words(model_names, extra)
+        word_set = self._word_set_id(words)
+        rows = []
+        for offset, length, record in records:
+            row = vote_row(record)
+            if row is None:
+                continue
+            checked = not row["redacted"] and row["base_reason"] is None
+            if checked:
+                row["leak"] = identity_leak(record, words)
+            rows.append((name, offset, length, word_set if checked else None, *_sql_values(row)))
+        self._db.executemany(f"INSERT INTO votes (file, offset, length, word_set, {', '.join(ROW_COLUMNS)}) "
+                             f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})", rows)
+        report.votes += len(rows)
+
+    def _words(self, model_names: Sequence[str], extra: str) -> tuple[str, ...]:
+        seen = sorted(n for (n,) in self._db.execute("SELECT name FROM names"))
+        return identity_words([*model_names, *seen], extra)
+
+    def _word_set_id(self, words: Sequence[str]) -> int:
+        text = json.dumps(sorted(set(words)))
+        self._db.execute("INSERT OR IGNORE INTO word_sets (words) VALUES (?)", (text,))
+        return int(self._db.execute("SELECT id FROM word_sets WHERE words = ?", (text,)).fetchone()[0])
+
+    def _recheck(self, words: Sequence[str]) -> int:
+        """Check again, against `words`, every row checked with another word list."""
+        current = self._word_set_id(words)
+        others = self._db.execute("SELECT id, words FROM word_sets WHERE id != ? AND id IN "
+                                  "(SELECT DISTINCT word_set FROM votes)", (current,)).fetchall()
+        rechecked = 0
+        for old_id, old_words in others:
+            old = set(json.loads(old_words))
+            grown = old <= set(words)  # only added words: a row that leaked still leaks
+            check = sorted(set(words) - old) if grown else list(words)
+            where = "word_set = ? AND leak = 0" if grown else "word_set = ?"
+            targets = self._db.execute(f"SELECT id, file, offset, length FROM votes WHERE {where} "
+                                       "ORDER BY file, offset", (old_id,)).fetchall()
+            updates = [(int(leak), current, row_id) for row_id, leak in self._leaks(targets, check)]
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("UPDATE votes SET leak = ?, word_set = ? WHERE id = ?", updates)
+            self._db.execute("UPDATE votes SET word_set = ? WHERE word_set = ?", (current, old_id))
+            self._db.execute("COMMIT")
+            rechecked += len(updates)
+        return rechecked
+
+    def _leaks(self, targets: list[tuple[int, str, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
+        """(row id, leaks?) for rows re-read from their lines. A line whose bytes hold none of the
+        words' first letters-or-digits cannot name one (JSON keeps ASCII as it is), so only the
+        lines that might are parsed."""
+        needles = _needles(words)
+        for name, rows in _by_file(targets):
+            try:
+                handle = (self.log_dir / name).open("rb")
+            except OSError:
+                continue  # the file went away: its rows keep their last check
+            with handle:
+                for row_id, offset, length in rows:
+                    line = os.pread(handle.fileno(), length, offset)
+                    if needles is not None and not any(n in line.lower() for n in needles):
+                        yield row_id, False
+                        continue
+                    record = _parse(line)
+                    yield row_id, bool(record is not None and identity_leak(record, words))
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def rows(self) -> pd.DataFrame:
+        """Every indexed battle vote in time order (as the logs are read: ties by file and line),
+        `ROW_COLUMNS` plus where each line is (`file`, `offset`, `length`)."""
+        columns = ("file", "offset", "length", *ROW_COLUMNS)
+        with self._lock:
+            data = self._db.execute(f"SELECT {', '.join(columns)} FROM votes ORDER BY tstamp, file, offset").fetchall()
+        frame = pd.DataFrame.from_records(data, columns=list(columns))
+        for column in _BOOL_COLUMNS:
+            frame[column] = frame[column].astype(bool)
+        return frame
+
+    def names(self) -> list[str]:
+        """Every model name the indexed votes mention."""
+        with self._lock:
+            return sorted(n for (n,) in self._db.execute("SELECT name FROM names"))
+
+    def skipped_lines(self) -> int:
+        """Lines left out: not JSON objects with a type, or a torn last line."""
+        with self._lock:
+            bad, torn = self._db.execute("SELECT coalesce(sum(bad), 0), coalesce(sum(torn), 0) FROM files").fetchone()
+        return int(bad) + int(torn)
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM votes").fetchone()[0])
+
+    def conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The conversation columns (`battles.CONVERSATION_COLUMNS`) of `rows`, read from their
+        own lines (for exports: the index keeps no text)."""
+        found: dict[tuple[str, int], dict[str, Any]] = {}
+        for name, group in rows.groupby("file", sort=False):
+            with (self.log_dir / str(name)).open("rb") as handle:
+                for offset, length in zip(group["offset"], group["length"], strict=True):
+                    record = _parse(os.pread(handle.fileno(), int(length), int(offset)))
+                    if record is not None:
+                        found[(str(name), int(offset))] = conversation_columns(record)
+        keys = zip(rows["file"], rows["offset"], strict=True)
+        return pd.DataFrame([found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index)
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = _loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
+
+
+def _parse_lines(data: bytes, base: int) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:
+    """(offset, length, record) per whole line of `data` (which starts at file offset `base`),
+    and how many lines were not records."""
+    records, bad, position = [], 0, 0
+    for raw in data.split(b"\n")[:-1]:
+        start, position = position, position + len(raw) + 1
+        if not raw.strip():
+            continue
+        record = _parse(raw)
+        if record is None:
+            bad += 1
+        else:
+            records.append((base + start, len(raw), record))
+    return records, bad
+
+
+def _read_line_rest(handle: Any) -> bytes:
+    out = []
+    while chunk := handle.read(CHUNK_BYTES):
+        out.append(chunk)
+        if b"\n" in chunk:
+            break
+    return b"".join(out)
+
+
+def _head(handle: Any, size: int) -> str:
+    return hashlib.sha256(os.pread(handle.fileno(), size, 0)).hexdigest() + f":{size}"
+
+
+def _sql_values(row: dict[str, Any]) -> list[Any]:
+    """Row values SQLite stores: text columns that are not text (a malformed log) as JSON."""
+    out = []
+    for column in ROW_COLUMNS:
+        value = row[column]
+        if column in _TEXT_COLUMNS and value is not None and not isinstance(value, str):
+            value = json.dumps(value, default=str)
+        out.append(value)
+    return out
+
+
+def _needles(words: Iterable[str]) -> list[bytes] | None:
+    """The first run of letters or digits of each word (where the identity check's own matching
+    starts), lower case; None when one is not ASCII (JSON may write it as escapes)."""
+    out = []
+    for word in words:
+        token = first_token(word)
+        if not token.isascii():
+            return None
+        out.append(token.encode("ascii"))
+    return out
+
+
+def _by_file(targets: list[tuple[int, str, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
+    groups: dict[str, list[tuple[int, int, int]]] = {}
+    for row_id, name, offset, length in targets:
+        groups.setdefault(name, []).append((row_id, offset, length))
+    yield from groups.items()
