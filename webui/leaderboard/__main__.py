@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from webui.leaderboard.board import Board, BoardOptions, board_from_logs, category_board
+from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
 from webui.leaderboard.export import preference_pairs, write_table
 from webui.leaderboard.history import wide
+from webui.leaderboard.index import INDEX_NAME, VoteIndex
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 
@@ -37,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--over-time", metavar="CSV", help="write ratings over time to CSV ('-': print them)")
     add("--over-time-points", type=int, default=20, help="cut points for --over-time; default 20")
     add("--csv", type=Path, help="write the table to this CSV file")
+    add("--index", type=Path, help=f"the vote index file; default LOG_DIR/{INDEX_NAME} (made or brought up to date)")
+    add("--reindex", action="store_true", help="rebuild the vote index from the logs before printing")
+    add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")
     add("--battles", type=Path, help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", type=Path, help="export preference pairs for DPO (.jsonl or .parquet)")
     return parser
@@ -65,7 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    board = board_from_logs(args.log_dir, options_from(args))
+    try:
+        board = _board(args, options_from(args))
+    except (OSError, sqlite3.Error) as exc:
+        print(f"error: the vote index at {_index_path(args)} cannot be used ({exc}); "
+              "pass --index PATH to keep it elsewhere, or --no-index", file=sys.stderr)
+        return 1
     with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
         try:
             _print_board(args, board)
@@ -74,6 +85,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     return 0
+
+
+def _index_path(args: argparse.Namespace) -> Path:
+    return args.index or args.log_dir / INDEX_NAME
+
+
+def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
+    """The board from the vote index (brought up to date first), or from every log line."""
+    if args.no_index:
+        return board_from_logs(args.log_dir, options)
+    index = VoteIndex(args.log_dir, _index_path(args))
+    try:
+        started = time.perf_counter()
+        catch = index.reindex if args.reindex else index.catch_up
+        report = catch(options.model_names, options.extra_identity_words)
+        print(f"vote index {index.path}: {index.count()} battle votes, {report.votes} new, "
+              f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        board = board_from_index(index, options, catch_up=False)
+        if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines
+            text = index.conversations(board.battles)
+            board.battles = pd.concat([board.battles, text], axis=1)
+        return board
+    finally:
+        index.close()
 
 
 def _print_board(args: argparse.Namespace, board: Board) -> None:

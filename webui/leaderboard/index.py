@@ -41,12 +41,7 @@ from webui.leaderboard.battles import ROW_COLUMNS, conversation_columns, identit
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
 
-try:  # several times faster than json on the long vote lines; gradio depends on it
-    import orjson
-
-    _loads = orjson.loads
-except ImportError:  # pragma: no cover - orjson comes with gradio
-    _loads = json.loads
+import orjson  # several times faster than json on long vote lines; gradio depends on it
 
 INDEX_NAME = "votes-index.sqlite3"
 SCHEMA_VERSION = 1
@@ -283,9 +278,12 @@ class VoteIndex:
 
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
-        record = _loads(line)
-    except ValueError:
-        return None
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:  # stricter than json (NaN, lone surrogates, huge ints): ask json too
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return None
     return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
 
 

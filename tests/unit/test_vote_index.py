@@ -1,0 +1,164 @@
+"""The vote index (webui.leaderboard.index): the same board as the logs give, and nothing lost or
+counted twice when a writer dies, a line is torn, logs are copied in or the identity words grow."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.records import battle, vote
+from webui.leaderboard.board import BoardOptions, board_from_index, board_from_logs
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.simulate import simulate
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder, log_files
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("sim")
+    simulate(folder, 3000, seed=3)
+    return folder
+
+
+def record_votes(folder: Path, n: int, replies: tuple[str, str] = ("left", "right"), models=("alpha", "beta"),
+                 clock: float | None = None) -> None:
+    kwargs = {"clock": lambda: clock} if clock is not None else {}
+    rec = JsonlRecorder(folder, IdentityPolicy("none"), **kwargs)
+    for i in range(n):
+        rec.vote(vote("leftvote" if i % 3 else "rightvote", battle(*models, replies)))
+    rec.close()
+
+
+def same_board(index: VoteIndex, folder: Path, options: BoardOptions) -> None:
+    ours, logs = board_from_index(index, options), board_from_logs(folder, options)
+    pd.testing.assert_frame_equal(ours.table, logs.table)
+    assert ours.dropped == logs.dropped and ours.skipped_lines == logs.skipped_lines
+    assert ours.votes_read == logs.votes_read
+    pd.testing.assert_frame_equal(ours.categories, logs.categories)
+    pd.testing.assert_frame_equal(ours.voters, logs.voters)
+    pd.testing.assert_frame_equal(ours.history, logs.history)
+
+
+def test_the_board_from_the_index_is_the_board_from_the_logs(simulated: Path, tmp_path: Path):
+    index = VoteIndex(simulated, tmp_path / "index.sqlite3")
+    for options in (BoardOptions(rounds=20), BoardOptions(rounds=0, include_named=True, drop_stopped=False,
+                                                          votes_per_day=30, exclude_flagged=True)):
+        same_board(index, simulated, options)
+    assert index.count() == 3002 and not index.catch_up().votes  # read once, not again
+
+
+def test_a_crash_between_the_log_and_the_index_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    logs = tmp_path / "logs"
+    record_votes(logs, 5)
+    index = VoteIndex(logs)
+    assert index.catch_up().votes == 5
+    record_votes(logs, 4)  # written to the log; the process "dies" before the index hears of it
+    index.close()
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt("killed mid-write")
+
+    reopened = VoteIndex(logs)
+    original = VoteIndex._add
+    monkeypatch.setattr(VoteIndex, "_add", lambda self, *a, **k: (original(self, *a, **k), die()))
+    with pytest.raises(KeyboardInterrupt):
+        reopened.catch_up()  # rows inserted, then killed before the commit
+    assert reopened.count() == 5
+    monkeypatch.undo()
+    assert reopened.catch_up().votes == 4 and reopened.count() == 9  # each vote exactly once
+    same_board(reopened, logs, BoardOptions(rounds=0, min_battles=0))
+
+
+def test_a_torn_last_line_waits_and_is_reported(tmp_path: Path):
+    logs = tmp_path / "logs"
+    record_votes(logs, 3)
+    day = log_files(logs)[0]
+    whole = day.read_bytes()
+    last = whole.rstrip(b"\n").rsplit(b"\n", 1)[1] + b"\n"
+    with day.open("ab") as handle:
+        handle.write(last[:40])  # a writer killed mid-record
+    index = VoteIndex(logs)
+    index.catch_up()
+    assert index.count() == 3 and index.skipped_lines() == 1
+    assert board_from_logs(logs, BoardOptions(rounds=0)).skipped_lines == 1  # as the logs path says
+    with day.open("ab") as handle:
+        handle.write(last[40:])  # the line completed (a writer that was only slow)
+    index.catch_up()
+    assert index.count() == 4 and index.skipped_lines() == 0
+    with day.open("ab") as handle:
+        handle.write(b"not json\n")
+    index.catch_up()
+    assert index.count() == 4 and index.skipped_lines() == 1
+
+
+def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulated: Path, tmp_path: Path):
+    logs = tmp_path / "logs"
+    record_votes(logs, 6)
+    index = VoteIndex(logs, tmp_path / "index.sqlite3")
+    index.catch_up()
+    for path in log_files(simulated):
+        shutil.copy(path, logs / path.name)  # another server's folder (other days)
+    report = index.catch_up()
+    assert report.votes == 3002 and index.count() == 3008
+    own = [p for p in log_files(logs) if not (simulated / p.name).exists()][0]
+    own.write_bytes(own.read_bytes().split(b"\n", 1)[1])  # rewritten under the same name, first vote gone
+    report = index.catch_up()
+    assert report.reread_files == 1 and index.count() == 3007
+    same_board(index, logs, BoardOptions(rounds=0))
+
+
+def test_identity_checks_follow_the_growing_word_list(tmp_path: Path):
+    logs = tmp_path / "logs"
+    record_votes(logs, 4, replies=("I am zeta-9, here to help", "hello"), clock=1_767_225_600.0)
+    index = VoteIndex(logs)
+    assert board_from_index(index, BoardOptions(rounds=0)).dropped.get("identity", 0) == 0
+    record_votes(logs, 2, replies=("hello", "hi"), models=("zeta-9", "alpha"), clock=1_767_312_000.0)  # a day later
+    board = board_from_index(index, BoardOptions(rounds=0))
+    assert board.dropped["identity"] == 4  # the earlier replies named a model that now plays
+    same_board(index, logs, BoardOptions(rounds=0))
+    extra = board_from_index(index, BoardOptions(rounds=0, extra_identity_words="hello"))
+    assert extra.dropped["identity"] == 4 + 2  # and the zeta-9 votes whose A side said hello
+    assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 4  # and back again
+
+
+def test_reindex_gives_the_same_rows(simulated: Path, tmp_path: Path):
+    index = VoteIndex(simulated, tmp_path / "index.sqlite3")
+    index.catch_up()
+    before = index.rows()
+    assert index.reindex().votes == 3002
+    pd.testing.assert_frame_equal(index.rows(), before)
+
+
+def test_two_writers_never_count_a_vote_twice(simulated: Path, tmp_path: Path):
+    path = tmp_path / "index.sqlite3"
+    indexes = [VoteIndex(simulated, path), VoteIndex(simulated, path)]  # separate connections, as two processes
+    errors: list[BaseException] = []
+
+    def run(index: VoteIndex) -> None:
+        try:
+            index.catch_up()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(ix,)) for ix in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and indexes[0].count() == 3002
+    assert not indexes[0].rows()[["file", "offset"]].duplicated().any()
+
+
+def test_exports_read_the_text_back_from_the_lines(tmp_path: Path):
+    logs = tmp_path / "logs"
+    record_votes(logs, 3, replies=("first side", "second side"))
+    index = VoteIndex(logs)
+    board = board_from_index(index, BoardOptions(rounds=0))
+    text = index.conversations(board.battles)
+    assert list(text["conversation_a"].map(lambda c: c[-1]["content"])) == ["first side"] * 3
+    assert "conversation_a" not in board.battles  # the index itself keeps no text
