@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson  # several times faster than json on long vote lines; gradio depends on it
 import pandas as pd
 
 from webui.leaderboard.battles import ROW_COLUMNS, conversation_columns, identity_leak, names_in, vote_row
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
-
-import orjson  # several times faster than json on long vote lines; gradio depends on it
 
 INDEX_NAME = "votes-index.sqlite3"
 SCHEMA_VERSION = 1
@@ -107,10 +106,25 @@ class VoteIndex:
     def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
         """Forget everything and index the logs from the start."""
         with self._lock:
+            generation = self._generation()
             self._db.executescript("DROP TABLE IF EXISTS votes; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS names;"
                                    "DROP TABLE IF EXISTS word_sets; DROP TABLE IF EXISTS meta;")
             self._migrate()
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
         return self.catch_up(model_names, extra_words)
+
+    def state(self) -> tuple[int, int]:
+        """(generation, last row id): the generation changes whenever indexed rows change or go
+        (a recheck, a file read again, a rebuild); between two equal generations rows only grow."""
+        with self._lock:
+            return self._generation(), int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
+
+    def _generation(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _bump_generation(self) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(self._generation() + 1),))
 
     def _migrate(self) -> None:
         self._db.executescript(_SCHEMA)
@@ -160,6 +174,7 @@ class VoteIndex:
             if offset <= size and _head(handle, min(offset, HEAD_BYTES)) == head:
                 return offset, bad
             self._db.execute("DELETE FROM votes WHERE file = ?", (name,))
+            self._bump_generation()
             report.reread_files += 1
         head = _head(handle, HEAD_BYTES)
         self._db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, 0, 0, 0)", (name, head))
@@ -205,17 +220,21 @@ class VoteIndex:
             grown = old <= set(words)  # only added words: a row that leaked still leaks
             check = sorted(set(words) - old) if grown else list(words)
             where = "word_set = ? AND leak = 0" if grown else "word_set = ?"
-            targets = self._db.execute(f"SELECT id, file, offset, length FROM votes WHERE {where} "
-                                       "ORDER BY file, offset", (old_id,)).fetchall()
-            updates = [(int(leak), current, row_id) for row_id, leak in self._leaks(targets, check)]
+            newest = int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
+            targets = self._db.execute(f"SELECT id, file, offset, length, leak FROM votes WHERE {where} AND id <= ? "
+                                       "ORDER BY file, offset", (old_id, newest)).fetchall()
+            before = {row_id: bool(leak) for row_id, _, _, _, leak in targets}
+            changed = [(int(leak), row_id) for row_id, leak in self._leaks(targets, check) if leak != before[row_id]]
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("UPDATE votes SET leak = ?, word_set = ? WHERE id = ?", updates)
-            self._db.execute("UPDATE votes SET word_set = ? WHERE word_set = ?", (current, old_id))
+            self._db.executemany("UPDATE votes SET leak = ? WHERE id = ?", changed)
+            self._db.execute("UPDATE votes SET word_set = ? WHERE word_set = ? AND id <= ?", (current, old_id, newest))
+            if changed:
+                self._bump_generation()
             self._db.execute("COMMIT")
-            rechecked += len(updates)
+            rechecked += len(targets)
         return rechecked
 
-    def _leaks(self, targets: list[tuple[int, str, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
+    def _leaks(self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
         """(row id, leaks?) for rows re-read from their lines. A line whose bytes hold none of the
         words' first letters-or-digits cannot name one (JSON keeps ASCII as it is), so only the
         lines that might are parsed."""
@@ -236,12 +255,14 @@ class VoteIndex:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def rows(self) -> pd.DataFrame:
-        """Every indexed battle vote in time order (as the logs are read: ties by file and line),
-        `ROW_COLUMNS` plus where each line is (`file`, `offset`, `length`)."""
-        columns = ("file", "offset", "length", *ROW_COLUMNS)
+    def rows(self, after_id: int = 0) -> pd.DataFrame:
+        """The indexed battle votes (those added after row `after_id`) in time order, as the logs
+        are read (ties by file and line): `ROW_COLUMNS`, the row `id`, and where each line is
+        (`file`, `offset`, `length`)."""
+        columns = ("id", "file", "offset", "length", *ROW_COLUMNS)
         with self._lock:
-            data = self._db.execute(f"SELECT {', '.join(columns)} FROM votes ORDER BY tstamp, file, offset").fetchall()
+            data = self._db.execute(f"SELECT {', '.join(columns)} FROM votes WHERE id > ? "
+                                    "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
         frame = pd.DataFrame.from_records(data, columns=list(columns))
         for column in _BOOL_COLUMNS:
             frame[column] = frame[column].astype(bool)
@@ -339,8 +360,8 @@ def _needles(words: Iterable[str]) -> list[bytes] | None:
     return out
 
 
-def _by_file(targets: list[tuple[int, str, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
+def _by_file(targets: list[tuple[int, str, int, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
     groups: dict[str, list[tuple[int, int, int]]] = {}
-    for row_id, name, offset, length in targets:
+    for row_id, name, offset, length, _ in targets:
         groups.setdefault(name, []).append((row_id, offset, length))
     yield from groups.items()

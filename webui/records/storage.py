@@ -282,6 +282,9 @@ class JsonlRecorder:
         self._writer = writer or AppendLog()
         self._reasons: collections.OrderedDict[str, dict[int, str]] = collections.OrderedDict()
         self._reasons_lock = threading.Lock()
+        # Called after each vote is durable (the leaderboard's index catches up): they must only
+        # signal, never block, and what they raise is logged, not passed on: the vote is recorded.
+        self.vote_listeners: list[Callable[[], None]] = []
 
     @classmethod
     def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> JsonlRecorder:
@@ -308,6 +311,11 @@ class JsonlRecorder:
         tstamp = self._clock()
         ctx = VoteContext(self._finish_reasons, self.identity_words, redact=not self.log_transcripts)
         self._write(vote_record(event, self.policy, tstamp, ctx), tstamp, durable=True, failure=VOTE_FAILED)
+        for listener in list(self.vote_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - see vote_listeners
+                log.exception("a vote listener failed")
 
     def session_key(self, session: str) -> str:
         return session_key(session, self.session_policy)

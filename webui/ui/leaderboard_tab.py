@@ -1,13 +1,11 @@
 """The Leaderboard tab: wiring only. `LeaderboardView` does the work (plain Python, tested without
-Gradio); the numbers come from `webui.leaderboard` over the battles read back from the logs.
+Gradio); the numbers come from `webui.leaderboard` over the vote index kept beside the logs.
 
-The tab refreshes on its own: a timer asks every few seconds whether the log files changed (a
-stat of each day file, no reading), so a vote shows up within one tick without the arena UI
-having to call anything. The board is computed once per change and shared by every open tab;
-category boards are computed on first request and kept until the logs change. A board that took
-long to build (a large log: bootstrap and style control over tens of thousands of battles) is
-rebuilt at most once per five build times, so that a busy arena never keeps the server busy
-rebuilding it; until then every tab is shown the previous one.
+The board is built off the request path (webui.leaderboard.live): a background thread catches
+the index up with the logs when the recorder says a vote was written (and every few seconds, for
+logs copied in), and rebuilds the board, shared by every open tab. Handlers only read the last
+board built, so opening the tab never waits for a build; a timer asks every few seconds whether a
+newer one exists. Category boards are computed on first request and kept for that board.
 """
 
 from __future__ import annotations
@@ -23,11 +21,14 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
-from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_logs, category_board, logs_signature
+from webui.leaderboard.battles import ROW_COLUMNS
+from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_battles, category_board
 from webui.leaderboard.board import my_votes as personal_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.live import POLL_S, LiveBoard
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
 from webui.ui.common import owner_of, progress_on
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from webui.services import Services
 
 REFRESH_EVERY_S = 5.0
-SLOW_BUILD_S = 1.0  # a build slower than this is not repeated within THROTTLE x its time
-THROTTLE = 5.0
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
 EXPORTS = {
@@ -52,59 +51,63 @@ EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bo
 
 
 class LeaderboardView:
-    """The board for one log directory, recomputed only when the files change."""
+    """The board of one log directory, kept current in the background by a `LiveBoard`: every
+    call answers at once with the last board built."""
 
-    def __init__(self, log_dir: Path, options: BoardOptions) -> None:
+    def __init__(self, log_dir: Path, options: BoardOptions, *, index_path: Path | None = None,
+                 poll_s: float = POLL_S) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
+        self.live = LiveBoard(VoteIndex(self.log_dir, index_path), options, poll_s=poll_s).start()
         self._lock = threading.Lock()
-        self._signature: tuple | None = None
-        self._board: Board | None = None
-        self._built_at = 0.0
-        self._build_s = 0.0
-        self._categories: dict[str, tuple[Rated, int]] = {}
+        self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
+        self._empty: Board | None = None
 
-    def board(self) -> tuple[Board, tuple]:
-        """The current board and the signature it was computed from (one computation at a time)."""
-        with self._lock:
-            signature = logs_signature(self.log_dir)
-            if self._board is None or (signature != self._signature and self._may_rebuild()):
-                started = time.perf_counter()
-                self._board = board_from_logs(self.log_dir, self.options)
-                self._build_s = time.perf_counter() - started
-                self._built_at = time.monotonic()
-                self._signature = signature
-                self._categories = {}
-            assert self._signature is not None  # set with the board
-            return self._board, self._signature
+    def close(self) -> None:
+        self.live.close()
 
-    def _may_rebuild(self) -> bool:
-        if self._build_s < SLOW_BUILD_S:
-            return True
-        return time.monotonic() - self._built_at >= THROTTLE * self._build_s
+    def board(self) -> tuple[Board, int]:
+        """The last board built and its version (0: none yet, an empty board while the first is built)."""
+        published = self.live.latest()
+        if published is not None:
+            return published.board, published.version
+        if self._empty is None:
+            self._empty = board_from_battles(pd.DataFrame(columns=[*ROW_COLUMNS, "drop_reason"]), self.options)
+        return self._empty, 0
 
-    def rated(self, category: str = ALL) -> tuple[Board, Rated, str, tuple]:
-        """The board, the tables of one category, a sentence about it, and the signature."""
-        board, signature = self.board()
+    def rated(self, category: str = ALL) -> tuple[Board, Rated, str, int]:
+        """The board, the tables of one category, a sentence about it, and the board's version."""
+        board, version = self.board()
+        summary = self._status(version) + board.summary()
         if not category or category == ALL:
-            return board, board.rated, board.summary(), signature
+            return board, board.rated, summary, version
         with self._lock:
-            if category not in self._categories:
-                self._categories[category] = category_board(board, category)
-            rated, n = self._categories[category]
-        return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + board.summary(), \
-            signature
+            key = (version, category)
+            if key not in self._categories:
+                self._categories = {k: v for k, v in self._categories.items() if k[0] == version}
+                self._categories[key] = category_board(board, category)
+            rated, n = self._categories[key]
+        return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary, version
+
+    def _status(self, version: int) -> str:
+        published = self.live.latest()
+        if published is None:
+            return "The leaderboard is being built from the vote logs; it appears here when it is ready. "
+        ago = max(0, round(time.time() - published.built_at))
+        trouble = f" (the latest update failed: {self.live.error}; showing the last good board)" \
+            if self.live.error else ""
+        return f"Updated {ago} s ago{trouble}. "
 
     def outputs(self, category: str = ALL) -> tuple:
         """Everything the tab shows: summary, table, style note, three figures, the drops table,
-        the categories table, pair counts, category choices, signature."""
-        board, rated, summary, signature = self.rated(category)
+        the categories table, pair counts, category choices, version."""
+        board, rated, summary, version = self.rated(category)
         return (summary, display_table(rated.table), style_note(rated), ratings_figure(rated.table),
                 win_fraction_figure(rated.win_fraction), history_figure(board.history), board.drops_table(),
-                board.categories, display_pairs(rated.pair_counts), category_choices(board), signature)
+                board.categories, display_pairs(rated.pair_counts), category_choices(board), version)
 
-    def changed_since(self, shown: tuple | None) -> bool:
-        return logs_signature(self.log_dir) != shown
+    def changed_since(self, shown: int | None) -> bool:
+        return self.board()[1] != shown
 
     def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
         """A sentence and a table from the votes of one browser session."""
@@ -129,10 +132,11 @@ class LeaderboardView:
         board, _ = self.board()
         name = EXPORTS[kind][0]
         path = Path(tempfile.mkdtemp(prefix="arena-export-")) / name
+        battles = pd.concat([board.battles, self.live.index.conversations(board.battles)], axis=1)
         if kind.startswith("pairs"):
-            frame = preference_pairs(board.battles[board.battles["drop_reason"].isna()])
+            frame = preference_pairs(battles[battles["drop_reason"].isna()])
         else:
-            frame = board.battles
+            frame = battles.drop(columns=["id", "file", "offset", "length"])
         return str(write_table(frame, path))
 
     def history_csv(self) -> str:
@@ -212,6 +216,9 @@ def build_leaderboard_tab(services: Services) -> None:
     """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
     settings = services.settings
     view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()))
+    listeners = getattr(services.recorder, "vote_listeners", None)
+    if listeners is not None:  # a vote reaches the board at once, not at the next poll
+        listeners.append(view.live.nudge)
     first = view.outputs()
 
     summary_md = gr.Markdown(first[0])
@@ -250,7 +257,7 @@ def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdo
     def on_refresh(chosen: str | None = ALL) -> list:
         return _with_choices(view.outputs(chosen or ALL))
 
-    def on_tick(current: tuple | None, chosen: str | None) -> Any:
+    def on_tick(current: int | None, chosen: str | None) -> Any:
         if not view.changed_since(current):
             return tuple(gr.skip() for _ in outputs)
         return _with_choices(view.outputs(chosen or ALL))

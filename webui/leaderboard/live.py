@@ -1,0 +1,139 @@
+"""The live board: the board of one log folder, rebuilt off the request path as votes arrive.
+
+A background thread owns the work: it brings the vote index up to date with the logs (after a
+`nudge` from the recorder, or every `poll_s` for logs copied in or written by another server),
+loads only the rows added since its last build (all of them only when indexed rows changed: a
+recheck of the identity words, a file rewritten, a rebuild), and builds the board. Readers
+(`latest`) get the last finished board at once, never waiting for a build; while the first one is
+being built they get None. A failed build is logged and kept as `error`; the previous board stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from webui.leaderboard.battles import drop_reasons
+from webui.leaderboard.board import Board, BoardOptions, board_from_battles
+from webui.leaderboard.index import VoteIndex
+
+log = logging.getLogger(__name__)
+
+POLL_S = 2.0  # how often logs are looked at without a nudge (copied-in files, other writers)
+
+
+@dataclass(frozen=True)
+class Published:
+    """One finished board and when it was made."""
+
+    board: Board
+    version: int  # 1 for the first board, one more per rebuild
+    built_at: float  # wall clock (time.time) when the build finished
+    build_s: float  # how long catching up and building took
+    votes: int  # battle votes in the index when it was built
+
+
+class LiveBoard:
+    """Keeps `latest()` current for one vote index and one set of board options."""
+
+    def __init__(self, index: VoteIndex, options: BoardOptions, *, poll_s: float = POLL_S,
+                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_battles) -> None:
+        self.index = index
+        self.options = options
+        self.poll_s = poll_s
+        self.error: str | None = None
+        self._build = build
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._done = threading.Condition()
+        self._requested = self._completed = 0
+        self._published: Published | None = None
+        self._rows: pd.DataFrame | None = None
+        self._state = (-1, 0)  # (index generation, last row id) of `_rows`
+        self._built: tuple[int, int, int] | None = None  # and the skipped lines, of the published board
+        self._thread = threading.Thread(target=self._run, name="live-board", daemon=True)
+
+    def start(self) -> LiveBoard:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        self.index.close()
+
+    def nudge(self) -> None:
+        """Something was written to the logs: look now rather than at the next poll."""
+        with self._done:
+            self._requested += 1
+        self._wake.set()
+
+    def latest(self) -> Published | None:
+        return self._published
+
+    def sync(self, timeout: float = 60.0) -> Published | None:
+        """Nudge and wait until the logs as they are now are in `latest()` (tests, the CLI)."""
+        self.nudge()
+        with self._done:
+            wanted = self._requested
+            self._done.wait_for(lambda: self._completed >= wanted or not self._thread.is_alive(), timeout)
+        return self._published
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            with self._done:
+                wanted = self._requested
+            try:
+                self._step()
+                self.error = None
+            except Exception as exc:  # noqa: BLE001 - keep serving the last board; say why
+                log.exception("the leaderboard could not be rebuilt")
+                self.error = f"{type(exc).__name__}: {exc}"
+            with self._done:
+                self._completed = max(self._completed, wanted)
+                self._done.notify_all()
+
+    def _step(self) -> None:
+        started = time.perf_counter()
+        self.index.catch_up(self.options.model_names, self.options.extra_identity_words)
+        state, skipped = self.index.state(), self.index.skipped_lines()
+        if self._published is not None and (*state, skipped) == self._built:
+            return
+        rows = self._load(state)
+        rows = rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped))
+        board = self._build(rows, self.options, skipped)
+        self._built = (*state, skipped)
+        version = self._published.version + 1 if self._published else 1
+        self._published = Published(board, version, time.time(), time.perf_counter() - started, len(rows))
+
+    def _load(self, state: tuple[int, int]) -> pd.DataFrame:
+        """All rows when indexed rows changed since the last load, else the last rows and the new."""
+        generation, _ = state
+        if self._rows is None or generation != self._state[0]:
+            rows = self.index.rows()
+        else:
+            new = self.index.rows(after_id=self._state[1])
+            rows = _append(self._rows, new)
+        self._rows, self._state = rows, (generation, int(rows["id"].max()) if len(rows) else 0)
+        return rows
+
+
+def _append(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """`rows` and `new` in the index's order (time, then file and line)."""
+    if new.empty:
+        return rows
+    if rows.empty:
+        return new
+    joined = pd.concat([rows, new], ignore_index=True)
+    if new["tstamp"].min() > rows["tstamp"].max():  # the usual case: new votes are the newest
+        return joined
+    return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)
