@@ -12,6 +12,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(MAKE) --no-print-directory lint
 	bash scripts/install-browser.sh
+	PYTHON_BASE=$(PY) bash scripts/install-arena-rank.sh
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
 
 install: $(VENV)/.installed
@@ -35,4 +36,4 @@ lint: $(VENV)/.installed-test
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .venv-vllm
+	rm -rf $(VENV) .venv-vllm .venv-arena-rank
