@@ -106,7 +106,7 @@ def test_loading_only_new_rows_builds_the_board_loading_all_would(recorder: Json
     live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL).start()
     live.sync()
     late = JsonlRecorder(recorder.log_dir, IdentityPolicy("none"), clock=lambda: 1_000_000_000.0)
-    for i in range(3):  # older than everything so far: the new rows go before the old ones
+    for _ in range(3):  # older than everything so far: the new rows go before the old ones
         recorder.vote(vote("rightvote", battle("beta", "gamma")))
         late.vote(vote("leftvote", battle("gamma", "alpha")))
         live.sync()
