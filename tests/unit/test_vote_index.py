@@ -159,6 +159,37 @@ def test_exports_read_the_text_back_from_the_lines(tmp_path: Path):
     record_votes(logs, 3, replies=("first side", "second side"))
     index = VoteIndex(logs)
     board = board_from_index(index, BoardOptions(rounds=0))
-    text = index.conversations(board.battles)
+    text = index.details(board.battles)
     assert list(text["conversation_a"].map(lambda c: c[-1]["content"])) == ["first side"] * 3
     assert "conversation_a" not in board.battles  # the index itself keeps no text
+
+
+def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(simulated: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    from webui.leaderboard import index as index_module
+
+    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    logs, path = tmp_path / "logs", tmp_path / "index.sqlite3"
+    shutil.copytree(simulated, logs)
+    index = VoteIndex(logs, path)
+    index.catch_up()
+
+    def check() -> None:
+        pd.testing.assert_frame_equal(index.rows(), index._fetch(0))  # noqa: SLF001 - straight from SQLite
+
+    check()
+    assert index.snapshot_path.exists()
+    record_votes(logs, 3)
+    index.catch_up()
+    check()  # the copy and the rows added since
+    index.catch_up(extra_words="remember")  # rows checked again: a new generation, the copy is stale
+    check()
+    index.reindex()
+    check()
+    index.close()
+    for leftover in tmp_path.glob("index.sqlite3*"):
+        if leftover != index.snapshot_path:
+            leftover.unlink()  # the database deleted, its columnar copy left behind
+    index = VoteIndex(logs, path)
+    index.catch_up()
+    check()

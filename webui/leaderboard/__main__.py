@@ -104,7 +104,7 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
               f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
         board = board_from_index(index, options, catch_up=False)
         if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines
-            text = index.conversations(board.battles)
+            text = index.details(board.battles)
             board.battles = pd.concat([board.battles, text], axis=1)
         return board
     finally:

@@ -30,6 +30,7 @@ import json
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,15 @@ from typing import Any
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 import pandas as pd
 
-from webui.leaderboard.battles import ROW_COLUMNS, conversation_columns, identity_leak, names_in, vote_row
+from webui.leaderboard import columns
+from webui.leaderboard.battles import (
+    CONVERSATION_COLUMNS,
+    ROW_COLUMNS,
+    conversation_columns,
+    identity_leak,
+    names_in,
+    vote_row,
+)
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
 
@@ -46,6 +55,10 @@ INDEX_NAME = "votes-index.sqlite3"
 SCHEMA_VERSION = 1
 HEAD_BYTES = 4096  # how much of a file's start identifies it
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
+SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writing it again
+# Loaded with every row (what the board needs); the rest only for exports (`details`).
+DETAIL_COLUMNS = ("battle_id", "question_id", "judge")
+LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
 _BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
 _TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
 
@@ -78,6 +91,7 @@ class VoteIndex:
     def __init__(self, log_dir: Path, path: Path | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.path = Path(path) if path is not None else self.log_dir / INDEX_NAME
+        self.snapshot_path = self.path.with_name(self.path.name + ".rows.npz")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
@@ -120,8 +134,11 @@ class VoteIndex:
             return self._generation(), int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
 
     def _generation(self) -> int:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        return int(self._meta("generation") or 0)
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
 
     def _bump_generation(self) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(self._generation() + 1),))
@@ -130,9 +147,13 @@ class VoteIndex:
         self._db.executescript(_SCHEMA)
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is not None and int(row[0]) != SCHEMA_VERSION:  # a cache: rebuild rather than convert
-            self._db.executescript("DROP TABLE votes; DROP TABLE files; DROP TABLE names; DROP TABLE word_sets;")
+            self._db.executescript("DROP TABLE votes; DROP TABLE files; DROP TABLE names; DROP TABLE word_sets;"
+                                   "DELETE FROM meta WHERE key = 'identity';")
             self._db.executescript(_SCHEMA)
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        # Names this index among others at the same path (a rebuild, a deleted file): the columnar
+        # copy of its rows is only valid for the index that wrote it.
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (uuid.uuid4().hex,))
 
     def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str) -> None:
         with path.open("rb") as handle:
@@ -257,16 +278,40 @@ class VoteIndex:
 
     def rows(self, after_id: int = 0) -> pd.DataFrame:
         """The indexed battle votes (those added after row `after_id`) in time order, as the logs
-        are read (ties by file and line): `ROW_COLUMNS`, the row `id`, and where each line is
-        (`file`, `offset`, `length`)."""
-        columns = ("id", "file", "offset", "length", *ROW_COLUMNS)
+        are read (ties by file and line): `LOADED_COLUMNS`. All rows come from the columnar copy
+        of the last load where it is still valid (same index, same generation) plus the rows
+        added since, and the copy is renewed once the rows added since are many."""
+        if after_id:
+            return self._fetch(after_id)
         with self._lock:
-            data = self._db.execute(f"SELECT {', '.join(columns)} FROM votes WHERE id > ? "
+            identity, generation = self._meta("identity") or "", self._generation()
+        base = self._snapshot(identity, generation)
+        frame = append_rows(base, self._fetch(int(base["id"].max()))) if base is not None and len(base) \
+            else self._fetch(0)
+        fresh = len(frame) - (len(base) if base is not None else 0)
+        if fresh >= max(SNAPSHOT_MIN_ROWS, len(frame) // 10):
+            try:
+                columns.save(frame, self.snapshot_path, {"identity": identity, "generation": generation})
+            except OSError:
+                pass  # only slower next time
+        return frame
+
+    def _fetch(self, after_id: int) -> pd.DataFrame:
+        with self._lock:
+            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE id > ? "
                                     "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
-        frame = pd.DataFrame.from_records(data, columns=list(columns))
+        frame = pd.DataFrame.from_records(data, columns=list(LOADED_COLUMNS))
         for column in _BOOL_COLUMNS:
             frame[column] = frame[column].astype(bool)
         return frame
+
+    def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
+        try:
+            frame, meta = columns.load(self.snapshot_path)
+        except (OSError, ValueError, KeyError):
+            return None
+        valid = meta.get("identity") == identity and meta.get("generation") == generation
+        return frame if valid and list(frame.columns) == list(LOADED_COLUMNS) else None
 
     def names(self) -> list[str]:
         """Every model name the indexed votes mention."""
@@ -283,9 +328,21 @@ class VoteIndex:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM votes").fetchone()[0])
 
-    def conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The conversation columns (`battles.CONVERSATION_COLUMNS`) of `rows`, read from their
-        own lines (for exports: the index keeps no text)."""
+    def details(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """What `rows` does not load, for exports: `DETAIL_COLUMNS` from the index and the
+        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line."""
+        ids = [int(i) for i in rows["id"]]
+        found: dict[int, tuple] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+                batch = ids[start:start + 500]
+                query = f"SELECT id, {', '.join(DETAIL_COLUMNS)} FROM votes WHERE id IN ({', '.join('?' * len(batch))})"
+                found.update((row[0], row[1:]) for row in self._db.execute(query, batch))
+        missing = (None,) * len(DETAIL_COLUMNS)
+        stored = pd.DataFrame([found.get(i, missing) for i in ids], columns=list(DETAIL_COLUMNS), index=rows.index)
+        return pd.concat([stored, self._conversations(rows)], axis=1)
+
+    def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
         found: dict[tuple[str, int], dict[str, Any]] = {}
         for name, group in rows.groupby("file", sort=False):
             with (self.log_dir / str(name)).open("rb") as handle:
@@ -294,7 +351,20 @@ class VoteIndex:
                     if record is not None:
                         found[(str(name), int(offset))] = conversation_columns(record)
         keys = zip(rows["file"], rows["offset"], strict=True)
-        return pd.DataFrame([found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index)
+        return pd.DataFrame([found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index,
+                            columns=list(CONVERSATION_COLUMNS))
+
+
+def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """`rows` and `new` in the index's order (time, then file and line)."""
+    if new.empty:
+        return rows
+    if rows.empty:
+        return new
+    joined = pd.concat([rows, new], ignore_index=True)
+    if new["tstamp"].min() > rows["tstamp"].max():  # the usual case: new votes are the newest
+        return joined
+    return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, board_from_battles
-from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.index import VoteIndex, append_rows
 
 log = logging.getLogger(__name__)
 
@@ -122,18 +122,6 @@ class LiveBoard:
             rows = self.index.rows()
         else:
             new = self.index.rows(after_id=self._state[1])
-            rows = _append(self._rows, new)
+            rows = append_rows(self._rows, new)
         self._rows, self._state = rows, (generation, int(rows["id"].max()) if len(rows) else 0)
         return rows
-
-
-def _append(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """`rows` and `new` in the index's order (time, then file and line)."""
-    if new.empty:
-        return rows
-    if rows.empty:
-        return new
-    joined = pd.concat([rows, new], ignore_index=True)
-    if new["tstamp"].min() > rows["tstamp"].max():  # the usual case: new votes are the newest
-        return joined
-    return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)

@@ -132,7 +132,7 @@ class LeaderboardView:
         board, _ = self.board()
         name = EXPORTS[kind][0]
         path = Path(tempfile.mkdtemp(prefix="arena-export-")) / name
-        battles = pd.concat([board.battles, self.live.index.conversations(board.battles)], axis=1)
+        battles = pd.concat([board.battles, self.live.index.details(board.battles)], axis=1)
         if kind.startswith("pairs"):
             frame = preference_pairs(battles[battles["drop_reason"].isna()])
         else:
