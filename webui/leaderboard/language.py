@@ -52,19 +52,54 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 # Letters (or marks) that only some Latin-script languages use; each one counts as a function word.
 _MARKS: dict[str, str] = {"Spanish": "ñ¿¡", "German": "ßäöü", "Portuguese": "ãõ", "French": "çèêëœ"}
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+# Keeps ASCII lower-case letters and blanks the rest: split() then gives _WORD's words of lower-case
+# ASCII text, without a match object per word.
+_ASCII_LETTERS = str.maketrans({c: chr(c) if "a" <= chr(c) <= "z" else " " for c in range(128)})
+# Each stop word once, with the languages that use it: one dictionary look-up per word, not eight.
+_LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
+for _lang, _words in _STOPWORDS.items():
+    for _w in _words:
+        _LANGUAGES_OF[_w] = (*_LANGUAGES_OF.get(_w, ()), _lang)
 
 
-def _script(ch: str) -> str | None:
+def _class_body(first: int, last: int, script: str) -> str:
+    """The code points of one range that count for its script, as a regex character class body (the
+    Latin range counts its letters only)."""
+    points = [c for c in range(first, last + 1) if script != "latin" or chr(c).isalpha()]
+    spans: list[list[int]] = []
+    for c in points:
+        if spans and spans[-1][1] == c - 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    return "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in spans)
+
+
+_CLASSES: dict[str, str] = {}
+for _first, _last, _name in _RANGES:
+    _CLASSES[_name] = _CLASSES.get(_name, "") + _class_body(_first, _last, _name)
+_RUNS = {script: re.compile(f"[{body}]+") for script, body in _CLASSES.items()}
+_ANY_SCRIPT = re.compile(f"[{''.join(_CLASSES.values())}]")
+
+
+def _script_of(ch: str) -> str:
     code = ord(ch)
-    for first, last, script in _RANGES:
-        if first <= code <= last:
-            return script if script != "latin" or ch.isalpha() else None
-    return None
+    return next(script for first, last, script in _RANGES if first <= code <= last)
 
 
 def scripts(text: str) -> Counter[str]:
-    """How many letters of each script the text holds."""
-    return Counter(s for s in map(_script, text) if s is not None)
+    """How many letters of each script the text holds (in order of first appearance)."""
+    counts: Counter[str] = Counter()
+    rest = text
+    # The regex engine counts, not a Python call per character: find the first letter of a script
+    # not yet counted, delete that script's runs and count what went. Removal keeps the order, so
+    # scripts come in the order of their first letters, as Counter.most_common's ties want.
+    while (found := _ANY_SCRIPT.search(rest)) is not None:
+        script = _script_of(found.group())
+        left = _RUNS[script].sub("", rest)
+        counts[script] = len(rest) - len(left)
+        rest = left
+    return counts
 
 
 def detect_language(text: str) -> str:
@@ -83,21 +118,30 @@ def detect_language(text: str) -> str:
     if script == "han":
         return "Chinese"
     if script == "cyrillic":
-        return "Ukrainian" if _UKRAINIAN & set(text.lower()) else "Russian"
+        lowered = text.lower()
+        return "Ukrainian" if any(ch in lowered for ch in _UKRAINIAN) else "Russian"
     if script == "arabic":
-        return "Persian" if _PERSIAN & set(text) else "Arabic"
+        return "Persian" if any(ch in text for ch in _PERSIAN) else "Arabic"
     if script == "latin":
         return _latin_language(text)
     return _SCRIPT_LANGUAGE.get(script, UNKNOWN)
 
 
 def _latin_language(text: str) -> str:
-    words = [w.lower() for w in _WORD.findall(text)]
+    lowered = text.lower()
+    ascii_text = text.isascii()
+    # ASCII lower-casing maps letters to letters one for one, so the words of the lowered text are
+    # the lowered words; otherwise ("İ" lowers to two characters) lower each word as found.
+    words = lowered.translate(_ASCII_LETTERS).split() if ascii_text else list(map(str.lower, _WORD.findall(text)))
     if sum(map(len, words)) < MIN_LETTERS:
         return UNKNOWN
-    lowered = text.lower()
-    hits = {lang: sum(1 for w in words if w in stop) + sum(lowered.count(ch) for ch in _MARKS.get(lang, ""))
-            for lang, stop in _STOPWORDS.items()}
+    hits = dict.fromkeys(_STOPWORDS, 0)
+    for languages, n in Counter(filter(None, map(_LANGUAGES_OF.get, words))).items():
+        for lang in languages:
+            hits[lang] += n
+    if not ascii_text:  # every mark is a non-ASCII letter
+        for lang, marks in _MARKS.items():
+            hits[lang] += sum(lowered.count(ch) for ch in marks)
     best = max(hits, key=hits.__getitem__)
     ordered = sorted(hits.values(), reverse=True)
     if ordered[0] < MIN_STOPWORDS or ordered[0] == ordered[1]:

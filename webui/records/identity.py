@@ -90,17 +90,70 @@ def first_token(word: str) -> str:
     return tokens[0] if tokens else ""
 
 
+_Variants = tuple[re.Pattern[str], ...]
+
+
 @functools.lru_cache(maxsize=32)
-def _matchers(words: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """(the first token of the word, its pattern) per word. A match starts with a whole run of
-    letters (or digits) equal to that token, so a set lookup of the text's tokens decides which
-    patterns can match at all: one tokenising pass instead of every pattern over every reply."""
+def _matchers(words: tuple[str, ...]) -> tuple[tuple[str, _Variants, _Variants], ...]:
+    """(the first token of the word, its patterns for ASCII text, for any text) per word (see
+    `_variants`). A match starts with a whole run of letters (or digits) equal to that token, so
+    whether the text has that token decides which words can match at all."""
     out = []
     for word in words:
         pattern, token = word_pattern(word), first_token(word)
         if pattern and token:
-            out.append((token, re.compile(pattern, re.IGNORECASE)))
+            out.append((token, *_variants(pattern)))
     return tuple(out)
+
+
+def _variants(pattern: str) -> tuple[_Variants, _Variants]:
+    """(for ASCII text, for any text): patterns whose matches together are exactly `pattern`'s.
+    Why: led by a lookbehind, `pattern` is tried at every position (30x slower); a pattern led by a
+    case-sensitive literal is scanned for fast. So each variant takes its first character as one
+    of: the first letter in lower case, in upper case, or any non-ASCII character (a case-blind
+    ASCII letter matches nothing else), then a lookbehind checks that the letter matches it and that
+    no letter or digit precedes it. The non-ASCII variant cannot match ASCII text."""
+    before = rf"(?<![{_LETTER}0-9])"
+    first = pattern[len(before):len(before) + 1]
+    if not pattern.startswith(before) or not (first.isascii() and first.isalnum()):
+        single = (re.compile(pattern, re.IGNORECASE),)
+        return single, single
+    rest = rf"(?<={before}{first}){pattern[len(before) + 1:]}"
+    leads = dict.fromkeys((first.lower(), first.upper(), r"[\x80-\U0010ffff]"))
+    compiled = tuple(re.compile(rf"(?-i:{lead}){rest}", re.IGNORECASE) for lead in leads)
+    return compiled[:-1], compiled
+
+
+def _leftmost(variants: _Variants, reply: str) -> str | None:
+    """The first match in `reply` of the pattern that `variants` split up: the leftmost of theirs
+    (no two of them can start at one place)."""
+    found = [m for m in (p.search(reply) for p in variants) if m]
+    return min(found, key=lambda m: m.start()).group(0) if found else None
+
+
+_ACCENTED = re.compile("[\u00c0-\u024f]")  # the non-ASCII letters of _TOKEN
+# Byte tables that keep ASCII lower-case letters (or digits) and blank everything else: a split
+# then yields _TOKEN's maximal runs of that kind, without a regex match object per token.
+_LETTERS_ONLY = bytes(c if 0x61 <= c <= 0x7A else 0x20 for c in range(256))
+_DIGITS_ONLY = bytes(c if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
+
+
+@functools.lru_cache(maxsize=32)
+def _ascii_firsts(words: tuple[str, ...]) -> frozenset[bytes]:
+    return frozenset(m[0].encode("ascii") for m in _matchers(words) if m[0].isascii())
+
+
+def _tokens_of(lowered: str, words: tuple[str, ...]) -> set[str]:
+    """The first tokens of `words` among `_TOKEN`'s tokens of `lowered` (or, for text with accented
+    letters, all those tokens). Without accented letters every non-ASCII character only separates
+    runs, as the "?" it encodes to does, so the byte tables give the very same runs."""
+    if not lowered.isascii() and _ACCENTED.search(lowered):
+        return set(_TOKEN.findall(lowered))
+    raw = lowered.encode("ascii", "replace")
+    firsts = _ascii_firsts(words)
+    found = firsts.intersection(raw.translate(_LETTERS_ONLY).split())
+    found |= firsts.intersection(raw.translate(_DIGITS_ONLY).split())
+    return {token.decode("ascii") for token in found}
 
 
 def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
@@ -109,10 +162,14 @@ def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
     texts = [r for r in replies if r]
     if not texts:
         return None
-    tokens = set(_TOKEN.findall("\n".join(texts).lower()))
-    candidates = [pattern for first, pattern in _matchers(tuple(words)) if first in tokens]
+    key = tuple(words)
+    tokens = _tokens_of("\n".join(texts).lower(), key)
+    if not tokens:
+        return None
+    candidates = [(ascii_only, every) for first, ascii_only, every in _matchers(key) if first in tokens]
     for reply in texts:
-        found = [m.group(0) for m in (p.search(reply) for p in candidates) if m]
+        variants = [ascii_only if reply.isascii() else every for ascii_only, every in candidates]
+        found = [m for m in (_leftmost(v, reply) for v in variants) if m]
         if found:
             return max(found, key=len)  # the whole name rather than its family
     return None
