@@ -64,8 +64,8 @@ def test_a_crash_between_the_log_and_the_index_loses_nothing(tmp_path: Path, mon
         raise KeyboardInterrupt("killed mid-write")
 
     reopened = VoteIndex(logs)
-    original = VoteIndex._add
-    monkeypatch.setattr(VoteIndex, "_add", lambda self, *a, **k: (original(self, *a, **k), die()))
+    original = VoteIndex._commit
+    monkeypatch.setattr(VoteIndex, "_commit", lambda self, *a, **k: (original(self, *a, **k), die()))
     with pytest.raises(KeyboardInterrupt):
         reopened.catch_up()  # rows inserted, then killed before the commit
     assert reopened.count() == 5
@@ -124,6 +124,20 @@ def test_identity_checks_follow_the_growing_word_list(tmp_path: Path):
     extra = board_from_index(index, BoardOptions(rounds=0, extra_identity_words="hello"))
     assert extra.dropped["identity"] == 4 + 2  # and the zeta-9 votes whose A side said hello
     assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 4  # and back again
+
+
+def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    from webui.leaderboard import index as index_module
+    from webui.leaderboard import ingest
+
+    alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
+    alone.catch_up()
+    monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)  # many chunks in flight at once
+    pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
+    assert pooled.catch_up().votes == 3002
+    pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
 
 
 def test_reindex_gives_the_same_rows(simulated: Path, tmp_path: Path):

@@ -25,42 +25,40 @@ docs/leaderboard.md says why SQLite and not DuckDB.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-import orjson  # several times faster than json on long vote lines; gradio depends on it
 import pandas as pd
 
 from webui.leaderboard import columns
-from webui.leaderboard.battles import (
-    CONVERSATION_COLUMNS,
-    ROW_COLUMNS,
-    conversation_columns,
-    identity_leak,
-    names_in,
-    vote_row,
-)
+from webui.leaderboard.battles import CONVERSATION_COLUMNS, ROW_COLUMNS, conversation_columns, identity_leak
+from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
 
 INDEX_NAME = "votes-index.sqlite3"
 SCHEMA_VERSION = 1
 HEAD_BYTES = 4096  # how much of a file's start identifies it
-CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
+PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker processes
+MAX_WORKERS = 4
+PIPELINE_DEPTH = 4  # chunks read ahead of the one being committed
 SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writing it again
 # Loaded with every row (what the board needs); the rest only for exports (`details`).
 DETAIL_COLUMNS = ("battle_id", "question_id", "judge")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
 _BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
-_TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -111,11 +109,23 @@ class VoteIndex:
         word list of the registry's `model_names`, every name seen, and `extra_words`."""
         report = CatchUpReport()
         with self._lock:
-            for path in log_files(self.log_dir):
-                report.files += 1
-                self._catch_up_file(path, report, model_names, extra_words)
+            paths = log_files(self.log_dir)
+            with _pool_for(self._unread_bytes(paths)) as pool:
+                for path in paths:
+                    report.files += 1
+                    self._catch_up_file(path, report, model_names, extra_words, pool)
             report.rechecked = self._recheck(self._words(model_names, extra_words))
         return report
+
+    def _unread_bytes(self, paths: list[Path]) -> int:
+        done = dict(self._db.execute("SELECT name, offset FROM files").fetchall())
+        total = 0
+        for path in paths:
+            try:
+                total += max(0, path.stat().st_size - done.get(path.name, 0))
+            except OSError:
+                continue
+        return total
 
     def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
         """Forget everything and index the logs from the start."""
@@ -155,36 +165,63 @@ class VoteIndex:
         # copy of its rows is only valid for the index that wrote it.
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (uuid.uuid4().hex,))
 
-    def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str) -> None:
+    def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str,
+                       pool: Executor | None) -> None:
+        """Read ahead (in `pool` when given) and commit each chunk in order with the file's new
+        offset, provided nobody else moved that offset meanwhile (then start again from theirs)."""
         with path.open("rb") as handle:
             while True:
-                self._db.execute("BEGIN IMMEDIATE")  # one writer at a time, across processes too
-                try:
-                    done = self._index_chunk(path.name, handle, report, model_names, extra)
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                if done:
+                with self._transaction():
+                    offset, _ = self._file_position(path.name, handle, report)
+                    known = [n for (n,) in self._db.execute("SELECT name FROM names")]
+                if self._pipeline(path.name, handle, offset, known, model_names, extra, pool, report):
                     return
 
-    def _index_chunk(self, name: str, handle: Any, report: CatchUpReport, model_names: Sequence[str],
-                     extra: str) -> bool:
-        """Index the next chunk of one file inside the caller's transaction; True at its end."""
-        offset, bad = self._file_position(name, handle, report)
-        handle.seek(offset)
-        data = handle.read(CHUNK_BYTES)
-        at_end = len(data) < CHUNK_BYTES
-        if not at_end and b"\n" not in data:  # one line longer than a chunk: take it whole
-            rest = _read_line_rest(handle)
-            data, at_end = data + rest, b"\n" not in rest
-        end = data.rfind(b"\n") + 1
-        records, new_bad = _parse_lines(data[:end], offset)
-        self._add(name, records, model_names, extra, report)
-        torn = int(at_end and bool(data[end:].strip()))
+    def _pipeline(self, name: str, handle: BinaryIO, offset: int, known: list[str], model_names: Sequence[str],
+                  extra: str, pool: Executor | None, report: CatchUpReport) -> bool:
+        """True when the file's end was reached, False when another writer got in the way."""
+        pending: collections.deque[Future[Chunk]] = collections.deque()
+        at_end = False
+        while pending or not at_end:
+            while not at_end and len(pending) < PIPELINE_DEPTH:
+                data, at_end = read_chunk(handle, offset)
+                pending.append(_submit(pool, data, offset, at_end, known, model_names, extra))
+                offset += data.rfind(b"\n") + 1
+                at_end = at_end or b"\n" not in data
+            chunk = pending.popleft().result()
+            known = sorted(set(known) | chunk.names)
+            with self._transaction():
+                if not self._commit(name, chunk, report):
+                    for future in pending:
+                        future.cancel()
+                    return False
+        return True
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")  # one writer at a time, across processes too
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _commit(self, name: str, chunk: Chunk, report: CatchUpReport) -> bool:
+        """Add one chunk's rows and move the file's offset past it, if it still starts there."""
+        stored = self._db.execute("SELECT offset, bad FROM files WHERE name = ?", (name,)).fetchone()
+        if stored is None or stored[0] != chunk.start:
+            return False
+        self._db.executemany("INSERT OR IGNORE INTO names VALUES (?)", [(n,) for n in chunk.names])
+        word_set = self._word_set_id(chunk.words)
+        self._db.executemany(f"INSERT INTO votes (file, offset, length, word_set, {', '.join(ROW_COLUMNS)}) "
+                             f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})",
+                             [(name, offset, length, word_set if checked else None, *values)
+                              for offset, length, checked, *values in chunk.rows])
         self._db.execute("UPDATE files SET offset = ?, bad = ?, torn = ? WHERE name = ?",
-                         (offset + end, bad + new_bad, torn, name))
-        return at_end
+                         (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name))
+        report.votes += len(chunk.rows)
+        return True
 
     def _file_position(self, name: str, handle: Any, report: CatchUpReport) -> tuple[int, int]:
         """(offset, bad lines so far) of a file, starting it again if it is not the file indexed."""
@@ -200,26 +237,6 @@ class VoteIndex:
         head = _head(handle, HEAD_BYTES)
         self._db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, 0, 0, 0)", (name, head))
         return 0, 0
-
-    def _add(self, name: str, records: list[tuple[int, int, dict[str, Any]]], model_names: Sequence[str],
-             extra: str, report: CatchUpReport) -> None:
-        seen = set().union(*(names_in(r) for _, _, r in records)) if records else set()
-        if seen:
-            self._db.executemany("INSERT OR IGNORE INTO names VALUES (?)", [(n,) for n in seen])
-        words = self._words(model_names, extra)
-        word_set = self._word_set_id(words)
-        rows = []
-        for offset, length, record in records:
-            row = vote_row(record)
-            if row is None:
-                continue
-            checked = not row["redacted"] and row["base_reason"] is None
-            if checked:
-                row["leak"] = identity_leak(record, words)
-            rows.append((name, offset, length, word_set if checked else None, *_sql_values(row)))
-        self._db.executemany(f"INSERT INTO votes (file, offset, length, word_set, {', '.join(ROW_COLUMNS)}) "
-                             f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})", rows)
-        report.votes += len(rows)
 
     def _words(self, model_names: Sequence[str], extra: str) -> tuple[str, ...]:
         seen = sorted(n for (n,) in self._db.execute("SELECT name FROM names"))
@@ -271,7 +288,7 @@ class VoteIndex:
                     if needles is not None and not any(n in line.lower() for n in needles):
                         yield row_id, False
                         continue
-                    record = _parse(line)
+                    record = parse(line)
                     yield row_id, bool(record is not None and identity_leak(record, words))
 
     # --- reading ---------------------------------------------------------------------------
@@ -347,7 +364,7 @@ class VoteIndex:
         for name, group in rows.groupby("file", sort=False):
             with (self.log_dir / str(name)).open("rb") as handle:
                 for offset, length in zip(group["offset"], group["length"], strict=True):
-                    record = _parse(os.pread(handle.fileno(), int(length), int(offset)))
+                    record = parse(os.pread(handle.fileno(), int(length), int(offset)))
                     if record is not None:
                         found[(str(name), int(offset))] = conversation_columns(record)
         keys = zip(rows["file"], rows["offset"], strict=True)
@@ -367,55 +384,29 @@ def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:  # stricter than json (NaN, lone surrogates, huge ints): ask json too
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return None
-    return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
+def _submit(pool: Executor | None, data: bytes, offset: int, at_end: bool, known: list[str],
+            model_names: Sequence[str], extra: str) -> Future[Chunk]:
+    if pool is not None:
+        return pool.submit(derive, data, offset, at_end, known, tuple(model_names), extra)
+    future: Future[Chunk] = Future()
+    future.set_result(derive(data, offset, at_end, known, model_names, extra))
+    return future
 
 
-def _parse_lines(data: bytes, base: int) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:
-    """(offset, length, record) per whole line of `data` (which starts at file offset `base`),
-    and how many lines were not records."""
-    records, bad, position = [], 0, 0
-    for raw in data.split(b"\n")[:-1]:
-        start, position = position, position + len(raw) + 1
-        if not raw.strip():
-            continue
-        record = _parse(raw)
-        if record is None:
-            bad += 1
-        else:
-            records.append((base + start, len(raw), record))
-    return records, bad
-
-
-def _read_line_rest(handle: Any) -> bytes:
-    out = []
-    while chunk := handle.read(CHUNK_BYTES):
-        out.append(chunk)
-        if b"\n" in chunk:
-            break
-    return b"".join(out)
+@contextlib.contextmanager
+def _pool_for(unread: int) -> Iterator[Executor | None]:
+    """Worker processes for a long catch-up on a machine with cores to spare, else None."""
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if unread < PARALLEL_MIN_BYTES or workers < 2:
+        yield None
+        return
+    # spawn: the caller may be a thread of a server (fork would copy its locks mid-use)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
 
 
 def _head(handle: Any, size: int) -> str:
     return hashlib.sha256(os.pread(handle.fileno(), size, 0)).hexdigest() + f":{size}"
-
-
-def _sql_values(row: dict[str, Any]) -> list[Any]:
-    """Row values SQLite stores: text columns that are not text (a malformed log) as JSON."""
-    out = []
-    for column in ROW_COLUMNS:
-        value = row[column]
-        if column in _TEXT_COLUMNS and value is not None and not isinstance(value, str):
-            value = json.dumps(value, default=str)
-        out.append(value)
-    return out
 
 
 def _needles(words: Iterable[str]) -> list[bytes] | None:
