@@ -207,3 +207,13 @@ def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(simulated: Path, t
     index = VoteIndex(logs, path)
     index.catch_up()
     check()
+
+
+def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: Path):
+    from webui.leaderboard.battles import names_in
+
+    record = {"type": "leftvote", "models": ["Model A", "Model B"],
+              "states": [{"model_name": "alpha"}, {"model_name": "beta"}]}
+    assert names_in(record) == {"alpha", "beta"}
+    named = {"type": "leftvote", "models": ["<h3>Model A: gamma</h3>", "delta"], "states": [{}, {}]}
+    assert names_in(named) == {"gamma", "delta"}  # a heading some FastChat versions wrapped names in

@@ -136,11 +136,12 @@ def conversation_columns(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def names_in(record: dict[str, Any]) -> set[str]:
-    """Every model name a vote record mentions, as the identity words take them."""
+    """Every model name a vote record mentions, as the identity words take them: not the
+    placeholders of anonymous battles ("Model A" would make every reply that says "model a" a leak)."""
     states, models = record.get("states"), record.get("models")
     found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
-    found |= set(models) if isinstance(models, list) else set()
-    return {n for n in found if isinstance(n, str) and n}
+    found |= {public_name(m) for m in models if isinstance(m, str)} if isinstance(models, list) else set()
+    return {n for n in found if isinstance(n, str) and n not in ANONYMOUS_NAMES}
 
 
 def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
