@@ -148,17 +148,20 @@ def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
 
 def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None) -> Rated:
     """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`."""
-    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles)
+    coded = ratings.encode(used) if not used.empty else None
+    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles,
+                                coded=coded)
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
         counts = style.loc[used.index] if style is not None else _stored_style(used)
-        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked)
+        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked, coded)
         table = table.merge(styled, on="model", how="left")
     order = list(table["model"])
+    g = coded.grouped() if coded is not None else None
     return Rated(table, coefficients,
-                 ratings.win_fraction(used, order) if order else pd.DataFrame(),
-                 ratings.pair_counts(used, order) if order else pd.DataFrame())
+                 ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
+                 ratings.pair_counts(used, order, g) if order else pd.DataFrame())
 
 
 def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
