@@ -171,6 +171,45 @@ def fit_bt(outcomes: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models
     return theta
 
 
+def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_models: int,
+                ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
+                start: np.ndarray | None = None) -> np.ndarray:
+    """`fit_bt` for each row of `weights` (rounds x outcomes) at once: the same Newton steps with
+    the same backtracking, as arrays over the rounds (one row of strengths per round)."""
+    rounds, k = weights.shape
+    design = np.zeros((k, n_models))
+    np.add.at(design, (np.arange(k), outcomes[:, 0]), 1.0)
+    np.add.at(design, (np.arange(k), outcomes[:, 1]), -1.0)
+    theta = np.zeros((rounds, n_models)) if start is None else np.tile(start, (rounds, 1))
+    objective = _bt_objectives(theta, design, score, weights, ridge)
+    active = np.arange(rounds)
+    for _ in range(max_iter):
+        if not len(active) or not n_models:
+            break
+        t, w = theta[active], weights[active]
+        p = 1.0 / (1.0 + np.exp(-(t @ design.T)))
+        grad = (w * (score - p)) @ design - ridge * t
+        hess = np.matmul((w * p * (1.0 - p))[:, None, :] * design.T, design) + ridge * np.eye(n_models)
+        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        size, candidate = np.ones(len(active)), t + step
+        new = _bt_objectives(candidate, design, score, w, ridge)
+        while (bad := (new < objective[active] - 1e-12) & (size >= 1e-6)).any():
+            size[bad] /= 2
+            candidate[bad] = t[bad] + size[bad, None] * step[bad]
+            new[bad] = _bt_objectives(candidate[bad], design, score, w[bad], ridge)
+        theta[active], objective[active] = candidate, new
+        active = active[np.max(np.abs(size[:, None] * step), axis=1) >= tol]
+    return theta
+
+
+def _bt_objectives(theta: np.ndarray, design: np.ndarray, score: np.ndarray, weights: np.ndarray,
+                   ridge: float) -> np.ndarray:
+    """`_bt_objective` of each row of `theta` with the weights of the same row."""
+    diff = theta @ design.T
+    log_p, log_q = -np.logaddexp(0.0, -diff), -np.logaddexp(0.0, diff)
+    return np.sum(weights * (score * log_p + (1.0 - score) * log_q), axis=1) - 0.5 * ridge * np.sum(theta ** 2, axis=1)
+
+
 def _bt_objective(theta: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, weight: np.ndarray,
                   ridge: float) -> float:
     diff = theta[a] - theta[b]
@@ -224,13 +263,16 @@ def bootstrap_grouped(g: Grouped, rounds: int, seed: int = 0, scale: float = SCA
     rng = np.random.default_rng(seed)
     total = int(weight.sum())
     draws = rng.multinomial(total, weight / total, size=rounds) if total else np.zeros((rounds, 0))
-    rows = []
-    for w in draws.astype(float):
-        theta = _centred(fit_bt(outcomes, score, w, len(models)), models, reference)
-        rating = _to_scale(theta, scale, base, init)
-        present = np.bincount(outcomes[:, 0], w, len(models)) + np.bincount(outcomes[:, 1], w, len(models)) > 0
-        rows.append(np.where(present, rating, np.nan))  # no battle in this round: no information
-    return pd.DataFrame(rows, columns=models)
+    draws = draws.astype(float)
+    theta = fit_bt_many(outcomes, score, draws, len(models))
+    if reference:
+        index = [models.index(m) for m in reference if m in models]
+        theta = theta - theta[:, index].mean(axis=1, keepdims=True) if index else theta
+    rating = _to_scale(theta, scale, base, init)
+    involved = np.zeros((len(outcomes), len(models)))
+    involved[np.arange(len(outcomes)), outcomes[:, 0]] = involved[np.arange(len(outcomes)), outcomes[:, 1]] = 1.0
+    present = draws @ involved > 0
+    return pd.DataFrame(np.where(present, rating, np.nan), columns=models)  # no battle in a round: no information
 
 
 def intervals(samples: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:

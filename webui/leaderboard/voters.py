@@ -24,7 +24,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import fit_bt, model_codes, models_of, scores
+from webui.leaderboard.ratings import Coded, Grouped, encode, fit_bt, fit_bt_many
 
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked
@@ -35,6 +35,12 @@ def utc_day(tstamp: float) -> str:
     return dt.datetime.fromtimestamp(float(tstamp), tz=dt.timezone.utc).strftime("%Y-%m-%d")
 
 
+def utc_day_number(tstamps: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 UTC of each timestamp: the same days as `utc_day`, as integers
+    (POSIX time has no leap seconds, so a UTC day is always 86,400 of them)."""
+    return np.floor(np.asarray(tstamps, dtype=float) / 86400.0).astype(np.int64)
+
+
 def over_daily_cap(battles: pd.DataFrame, eligible: pd.Series, cap: int) -> pd.Series:
     """Which eligible battles come after the voter's first `cap` eligible ones of the same UTC
     day (in time order). cap 0: none."""
@@ -42,63 +48,77 @@ def over_daily_cap(battles: pd.DataFrame, eligible: pd.Series, cap: int) -> pd.S
     if cap <= 0 or battles.empty:
         return out
     pool = battles[eligible & (battles["voter"] != "")].sort_values("tstamp", kind="stable")
-    days = pool["tstamp"].map(utc_day)
-    nth = pool.groupby([pool["voter"], days]).cumcount()
-    out.loc[nth.index[nth >= cap]] = True
+    voter, _ = pd.factorize(pool["voter"])
+    nth = pd.Series(np.zeros(len(pool)), index=pool.index).groupby(
+        [voter, utc_day_number(pool["tstamp"].to_numpy(float))]).cumcount()
+    out.loc[nth.index[nth.to_numpy() >= cap]] = True
     return out
 
 
 def voter_agreement(battles: pd.DataFrame, min_votes: int = MIN_VOTES, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per voter with at least `min_votes` decisive votes: how often they picked the
-    favourite of everyone else's ratings, against how often an honest voter would."""
+    favourite of everyone else's ratings, against how often an honest voter would. Voters and
+    models are integer codes; each voter's fit starts from everyone's (a few Newton steps)."""
     if battles.empty:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    voters = battles["voter"].to_numpy(dtype=object)
-    decisive = battles["winner"].isin(["model_a", "model_b"]).to_numpy() & (voters != "")
-    totals = pd.Series(voters[voters != ""]).value_counts()
-    counts = pd.Series(voters[decisive]).value_counts()
-    candidates = [v for v, n in counts.items() if n >= min_votes]
+    voter, names = pd.factorize(battles["voter"].fillna(""))
+    names = np.asarray(names, dtype=object)
+    voter = np.where(names[voter] == "", -1, voter) if len(names) else voter  # "" is no voter
+    coded = encode(battles)
+    decisive = (coded.score != 0.5) & (voter >= 0)
+    totals, counts = np.bincount(voter[voter >= 0], minlength=len(names)), np.bincount(voter[decisive],
+                                                                                        minlength=len(names))
+    candidates = [int(v) for v in pd.Series(counts).sort_values(ascending=False, kind="stable").index
+                  if counts[v] >= min_votes]
     if not candidates:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    models = models_of(battles)
-    a, b = model_codes(battles, models)
-    outcomes, score, inverse = _unique_outcomes(a, b, scores(battles))
-    everyone = np.bincount(inverse, minlength=len(score)).astype(float)
-    rows = []
-    for voter in candidates:
-        mine = voters == voter
-        others = everyone - np.bincount(inverse[mine], minlength=len(score))
-        theta = fit_bt(outcomes, score, others, len(models))
-        played = (np.bincount(outcomes[:, 0], others, len(models)) + np.bincount(outcomes[:, 1], others, len(models))) > 0
-        rows.append(_check(voter, theta, played, a[mine & decisive], b[mine & decisive],
-                           battles["winner"].to_numpy()[mine & decisive]))
-    table = pd.DataFrame([r for r in rows if r is not None], columns=list(VOTER_COLUMNS[:-1]))
+    g = coded.grouped()
+    lookup = np.zeros(len(coded.models) ** 2 * 3, dtype=np.int64)
+    lookup[np.flatnonzero(np.bincount(coded.keys(), minlength=len(lookup)))] = np.arange(len(g.score))
+    rows = _checks(candidates, names, voter, lookup[coded.keys()], g, coded, decisive)
+    table = pd.DataFrame([{**r, "votes": int(totals[v])} for v, r in rows if r is not None],
+                         columns=list(VOTER_COLUMNS[:-1]))
     if table.empty:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    table["votes"] = table["voter"].map(totals).astype(int)
     table["flagged"] = table["p_value"] * len(table) < alpha
     return table.sort_values("z").reset_index(drop=True)[list(VOTER_COLUMNS)]
 
 
-def _unique_outcomes(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (a, b, score) rows, their scores, and which one each battle is."""
-    rows = np.column_stack([a, b, np.round(s * 2)]).astype(np.int64)
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
-    return unique[:, :2], unique[:, 2] / 2.0, inverse.ravel()
+def _checks(candidates: list[int], names: np.ndarray, voter: np.ndarray, outcome: np.ndarray, g: Grouped,
+            coded: Coded, decisive: np.ndarray, chunk: int = 256) -> list[tuple[int, dict | None]]:
+    """`_check` of each candidate voter, whose battles are a slice of the battles sorted by voter;
+    the leave-one-voter-out fits run `chunk` voters at a time, each from everyone's fit."""
+    n = len(g.models)
+    order = np.argsort(voter, kind="stable")
+    ends = np.searchsorted(voter[order], np.arange(len(names) + 1), side="left")
+    everyone = fit_bt(g.outcomes, g.score, g.weight, n)
+    rows = []
+    for first in range(0, len(candidates), chunk):
+        group = candidates[first:first + chunk]
+        others = np.stack([g.weight - np.bincount(outcome[order[ends[v]:ends[v + 1]]], minlength=len(g.score))
+                           for v in group])
+        thetas = fit_bt_many(g.outcomes, g.score, others, n, start=everyone)
+        for v, theta, w in zip(group, thetas, others, strict=True):
+            played = (np.bincount(g.outcomes[:, 0], w, n) + np.bincount(g.outcomes[:, 1], w, n)) > 0
+            mine = order[ends[v]:ends[v + 1]]
+            votes = mine[decisive[mine]]
+            rows.append((v, _check(str(names[v]), theta, played, coded.a[votes], coded.b[votes],
+                                   coded.score[votes] == 1.0)))
+    return rows
 
 
 def _check(voter: str, theta: np.ndarray, played: np.ndarray, a: np.ndarray, b: np.ndarray,
-           winner: np.ndarray) -> dict | None:
+           a_won: np.ndarray) -> dict | None:
     """Agreement of one voter's decisive votes with the favourites of everyone else's ratings
     (only battles between models the others have rated)."""
     known = played[a] & played[b]
     if not known.any():
         return None
-    a, b, winner = a[known], b[known], winner[known]
+    a, b, a_won = a[known], b[known], a_won[known]
     p_a = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
     favourite_a = p_a >= 0.5
     q = np.where(favourite_a, p_a, 1.0 - p_a)
-    agreed = int(((winner == "model_a") == favourite_a).sum())
+    agreed = int((a_won == favourite_a).sum())
     expected, variance = float(q.sum()), float((q * (1.0 - q)).sum())
     z = (agreed - expected) / math.sqrt(variance) if variance > 0 else 0.0
     return {"voter": voter, "votes": 0, "decisive": int(known.sum()), "agreed": agreed, "expected": expected,
