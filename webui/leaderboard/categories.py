@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import encode
+from webui.leaderboard.ratings import Coded, encode
 
 ALL = "all"
 MULTI_TURN = "multi-turn"
@@ -67,10 +67,10 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
     return masks
 
 
-def category_counts(battles: pd.DataFrame) -> pd.DataFrame:
-    """Battles per category, and the number of models they involve."""
+def category_counts(battles: pd.DataFrame, coded: Coded | None = None) -> pd.DataFrame:
+    """Battles per category, and the number of models they involve. (`coded`: the battles, encoded.)"""
     rows = []
-    coded = encode(battles)
+    coded = coded or encode(battles)
     for name, mask in category_masks(battles).items():
         chosen = mask.to_numpy(bool) if len(mask) else np.zeros(0, dtype=bool)
         played = np.bincount(coded.a[chosen], minlength=len(coded.models)) + np.bincount(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import Grouped, bt_ratings, encode, grouped_keys
+from webui.leaderboard.ratings import Coded, Grouped, bt_ratings, encode, grouped_keys
 
 HISTORY_COLUMNS = ("battles", "tstamp", "model", "rating")
 DEFAULT_POINTS = 20
@@ -27,12 +27,13 @@ def cut_points(total: int, points: int = DEFAULT_POINTS) -> list[int]:
 
 
 def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS,
-                      reference: list[str] | None = None) -> pd.DataFrame:
+                      reference: list[str] | None = None, coded: Coded | None = None) -> pd.DataFrame:
     """Long table: one row per (cut point, model seen so far) with the rating at that point. With
     `reference` (the table's ranked models), each fit puts their mean at 1000 as the table does,
-    and only they are listed: a preliminary model's line would only squash the others'."""
+    and only they are listed: a preliminary model's line would only squash the others'. (`coded`:
+    the battles, encoded.)"""
     order = np.argsort(battles["tstamp"].to_numpy(float), kind="stable")
-    coded = encode(battles.iloc[order])
+    coded = (coded or encode(battles)).take(order)
     stamps = battles["tstamp"].to_numpy(float)[order]
     keys, size = coded.keys(), 3 * len(coded.models) ** 2
     counts, done, rows = np.zeros(size, dtype=np.int64), 0, []

@@ -70,6 +70,10 @@ class Coded:
         """Each battle's (a, b, score) outcome as one integer, ordered as (a, b, score) sort."""
         return (self.a * len(self.models) + self.b) * 3 + np.rint(self.score * 2).astype(np.int64)
 
+    def take(self, rows: np.ndarray) -> Coded:
+        """These battles' `rows` (indices or a mask), in that order."""
+        return Coded(self.models, self.a[rows], self.b[rows], self.score[rows])
+
     def grouped(self, upto: int | None = None) -> Grouped:
         """The distinct outcomes of the battles (the first `upto` of them) and their counts."""
         keys = self.keys() if upto is None else self.keys()[:upto]
@@ -126,9 +130,9 @@ def elo_of(coded: Coded, order: np.ndarray | None, k: float = ELO_K, scale: floa
     a, b, s = (coded.a, coded.b, coded.score) if order is None else (coded.a[order], coded.b[order], coded.score[order])
     rating = [init] * len(coded.models)
     for i, j, score in zip(a.tolist(), b.tolist(), s.tolist(), strict=True):
-        change = k * (score - 1.0 / (1.0 + base ** ((rating[j] - rating[i]) / scale)))
-        rating[i] += change
-        rating[j] -= change
+        old_i, old_j = rating[i], rating[j]
+        change = k * (score - 1.0 / (1.0 + base ** ((old_j - old_i) / scale)))
+        rating[i], rating[j] = old_i + change, old_j - change
     return pd.Series(rating, index=coded.models, name="elo", dtype=float)
 
 
@@ -175,7 +179,9 @@ def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_
                 ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
                 start: np.ndarray | None = None) -> np.ndarray:
     """`fit_bt` for each row of `weights` (rounds x outcomes) at once: the same Newton steps with
-    the same backtracking, as arrays over the rounds (one row of strengths per round)."""
+    the same backtracking, as arrays over the rounds (one row of strengths per round). A step
+    counts as no worse within the objective's rounding (relative 1e-12), so that rounds already
+    at the optimum do not halve their step twenty times over noise."""
     rounds, k = weights.shape
     design = np.zeros((k, n_models))
     np.add.at(design, (np.arange(k), outcomes[:, 0]), 1.0)
@@ -193,7 +199,8 @@ def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_
         step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
         size, candidate = np.ones(len(active)), t + step
         new = _bt_objectives(candidate, design, score, w, ridge)
-        while (bad := (new < objective[active] - 1e-12) & (size >= 1e-6)).any():
+        slack = 1e-12 * (1.0 + np.abs(objective[active]))
+        while (bad := (new < objective[active] - slack) & (size >= 1e-6)).any():
             size[bad] /= 2
             candidate[bad] = t[bad] + size[bad, None] * step[bad]
             new[bad] = _bt_objectives(candidate[bad], design, score, w[bad], ridge)
@@ -205,9 +212,8 @@ def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_
 def _bt_objectives(theta: np.ndarray, design: np.ndarray, score: np.ndarray, weights: np.ndarray,
                    ridge: float) -> np.ndarray:
     """`_bt_objective` of each row of `theta` with the weights of the same row."""
-    diff = theta @ design.T
-    log_p, log_q = -np.logaddexp(0.0, -diff), -np.logaddexp(0.0, diff)
-    return np.sum(weights * (score * log_p + (1.0 - score) * log_q), axis=1) - 0.5 * ridge * np.sum(theta ** 2, axis=1)
+    diff = theta @ design.T  # s log p + (1 - s) log(1 - p) = s diff - log(1 + e^diff)
+    return np.sum(weights * (score * diff - np.logaddexp(0.0, diff)), axis=1) - 0.5 * ridge * np.sum(theta ** 2, axis=1)
 
 
 def _bt_objective(theta: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, weight: np.ndarray,

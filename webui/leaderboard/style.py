@@ -121,22 +121,32 @@ def _derivatives(z, params, a, b, score, x, weight, n_models, ridge) -> tuple[np
     """Gradient and negative Hessian of the objective at `params`, whose logits are `z`."""
     p = 1.0 / (1.0 + np.exp(-z))
     r, w = weight * (score - p), weight * p * (1.0 - p)
-    grad = np.concatenate([np.bincount(a, r, n_models) - np.bincount(b, r, n_models), x.T @ r])
+    grad = np.concatenate([_by_model(np.bincount(a * n_models + b, r, n_models * n_models), n_models), x.T @ r])
     grad[:n_models] -= ridge * params[:n_models]
     grad[n_models:] -= BETA_RIDGE * params[n_models:]
     return grad, _gram(a, b, x, w, n_models, ridge, BETA_RIDGE)
 
 
+def _by_model(per_pair: np.ndarray, n_models: int) -> np.ndarray:
+    """From sums over the battles of each (a, b) pair (flat, a * n + b; trailing axes kept): the
+    sum over each model's battles as A minus the sum over its battles as B."""
+    square = per_pair.reshape(n_models, n_models, *per_pair.shape[1:])
+    return square.sum(axis=1) - square.sum(axis=0)
+
+
 def _gram(a: np.ndarray, b: np.ndarray, x: np.ndarray, w: np.ndarray, n_models: int, ridge: float = 0.0,
           beta_ridge: float = 0.0) -> np.ndarray:
     """sum_i w_i v_i v_i^T with v_i = (e_a - e_b, x_i), the battle's design row, plus the ridges
-    on the diagonal: with w = p(1 - p) the negative Hessian, with w = (s - p)^2 the sandwich's meat."""
-    k = x.shape[1]
-    pairs = np.bincount(a * n_models + b, w, n_models * n_models).reshape(n_models, n_models)
-    block = np.diag(np.bincount(a, w, n_models) + np.bincount(b, w, n_models) + ridge) - pairs - pairs.T
-    cross = np.column_stack([np.bincount(a, w * x[:, j], n_models) - np.bincount(b, w * x[:, j], n_models)
-                             for j in range(k)]) if k else np.zeros((n_models, 0))
-    inner = (x * w[:, None]).T @ x + beta_ridge * np.eye(k)
+    on the diagonal: with w = p(1 - p) the negative Hessian, with w = (s - p)^2 the sandwich's meat.
+    The model blocks come from sums per (a, b) pair: one pass over the battles per column."""
+    k, cells = x.shape[1], n_models * n_models
+    pair = a * n_models + b
+    pairs = np.bincount(pair, w, cells).reshape(n_models, n_models)
+    block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
+    weighted = x * w[:, None]
+    cross = _by_model(np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]), n_models) \
+        if k else np.zeros((n_models, 0))
+    inner = weighted.T @ x + beta_ridge * np.eye(k)
     return np.block([[block, cross], [cross.T, inner]])
 
 

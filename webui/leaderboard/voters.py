@@ -18,13 +18,12 @@ sincere minority taste from sabotage, which is why flagged votes are left out on
 from __future__ import annotations
 
 import datetime as dt
-import math
 from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import Coded, Grouped, encode, fit_bt, fit_bt_many
+from webui.leaderboard.ratings import Coded, encode, fit_bt, fit_bt_many
 
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked
@@ -72,54 +71,58 @@ def voter_agreement(battles: pd.DataFrame, min_votes: int = MIN_VOTES, alpha: fl
                   if counts[v] >= min_votes]
     if not candidates:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    g = coded.grouped()
-    lookup = np.zeros(len(coded.models) ** 2 * 3, dtype=np.int64)
-    lookup[np.flatnonzero(np.bincount(coded.keys(), minlength=len(lookup)))] = np.arange(len(g.score))
-    rows = _checks(candidates, names, voter, lookup[coded.keys()], g, coded, decisive)
-    table = pd.DataFrame([{**r, "votes": int(totals[v])} for v, r in rows if r is not None],
-                         columns=list(VOTER_COLUMNS[:-1]))
+    thetas, played = _leave_one_out(candidates, voter, coded)
+    table = _agreement(np.array(candidates), voter, coded, decisive, thetas, played)
+    table["voter"] = [str(names[v]) for v in table["voter"]]
+    table["votes"] = totals[table["votes"].to_numpy(int)] if len(table) else []
     if table.empty:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
     table["flagged"] = table["p_value"] * len(table) < alpha
     return table.sort_values("z").reset_index(drop=True)[list(VOTER_COLUMNS)]
 
 
-def _checks(candidates: list[int], names: np.ndarray, voter: np.ndarray, outcome: np.ndarray, g: Grouped,
-            coded: Coded, decisive: np.ndarray, chunk: int = 256) -> list[tuple[int, dict | None]]:
-    """`_check` of each candidate voter, whose battles are a slice of the battles sorted by voter;
-    the leave-one-voter-out fits run `chunk` voters at a time, each from everyone's fit."""
-    n = len(g.models)
-    order = np.argsort(voter, kind="stable")
-    ends = np.searchsorted(voter[order], np.arange(len(names) + 1), side="left")
+def _leave_one_out(candidates: list[int], voter: np.ndarray, coded: Coded,
+                   chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate voter (rows): the strengths fitted on everyone else's battles, and which
+    models those battles involve. The fits run `chunk` voters at a time, from everyone's fit."""
+    g = coded.grouped()
+    n, k = len(g.models), len(g.score)
+    lookup = np.zeros(3 * n * n, dtype=np.int64)
+    lookup[np.flatnonzero(np.bincount(coded.keys(), minlength=len(lookup)))] = np.arange(k)
+    row = np.full(voter.max() + 1, -1)
+    row[candidates] = np.arange(len(candidates))
+    mine = np.where(voter >= 0, row[np.maximum(voter, 0)], -1)
+    own = np.bincount(mine[mine >= 0] * k + lookup[coded.keys()][mine >= 0],
+                      minlength=len(candidates) * k).reshape(len(candidates), k)
+    others = g.weight - own
+    involved = np.zeros((k, n))
+    involved[np.arange(k), g.outcomes[:, 0]] = involved[np.arange(k), g.outcomes[:, 1]] = 1.0
     everyone = fit_bt(g.outcomes, g.score, g.weight, n)
-    rows = []
-    for first in range(0, len(candidates), chunk):
-        group = candidates[first:first + chunk]
-        others = np.stack([g.weight - np.bincount(outcome[order[ends[v]:ends[v + 1]]], minlength=len(g.score))
-                           for v in group])
-        thetas = fit_bt_many(g.outcomes, g.score, others, n, start=everyone)
-        for v, theta, w in zip(group, thetas, others, strict=True):
-            played = (np.bincount(g.outcomes[:, 0], w, n) + np.bincount(g.outcomes[:, 1], w, n)) > 0
-            mine = order[ends[v]:ends[v + 1]]
-            votes = mine[decisive[mine]]
-            rows.append((v, _check(str(names[v]), theta, played, coded.a[votes], coded.b[votes],
-                                   coded.score[votes] == 1.0)))
-    return rows
+    thetas = np.concatenate([fit_bt_many(g.outcomes, g.score, others[i:i + chunk], n, start=everyone)
+                             for i in range(0, len(candidates), chunk)])
+    return thetas, others @ involved > 0
 
 
-def _check(voter: str, theta: np.ndarray, played: np.ndarray, a: np.ndarray, b: np.ndarray,
-           a_won: np.ndarray) -> dict | None:
-    """Agreement of one voter's decisive votes with the favourites of everyone else's ratings
-    (only battles between models the others have rated)."""
-    known = played[a] & played[b]
-    if not known.any():
-        return None
-    a, b, a_won = a[known], b[known], a_won[known]
-    p_a = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+def _agreement(candidates: np.ndarray, voter: np.ndarray, coded: Coded, decisive: np.ndarray,
+               thetas: np.ndarray, played: np.ndarray) -> pd.DataFrame:
+    """Agreement of each candidate's decisive votes with the favourites of everyone else's
+    ratings (only battles between models the others have rated). Columns VOTER_COLUMNS but
+    flagged, with voter and votes holding the voter's code."""
+    row = np.full(voter.max() + 1, -1)
+    row[candidates] = np.arange(len(candidates))
+    mine = np.where(decisive, row[np.maximum(voter, 0)], -1)
+    take = np.flatnonzero(mine >= 0)
+    c, a, b = mine[take], coded.a[take], coded.b[take]
+    known = played[c, a] & played[c, b]
+    c, a, b, a_won = c[known], a[known], b[known], coded.score[take][known] == 1.0
+    p_a = 1.0 / (1.0 + np.exp(thetas[c, b] - thetas[c, a]))
     favourite_a = p_a >= 0.5
     q = np.where(favourite_a, p_a, 1.0 - p_a)
-    agreed = int((a_won == favourite_a).sum())
-    expected, variance = float(q.sum()), float((q * (1.0 - q)).sum())
-    z = (agreed - expected) / math.sqrt(variance) if variance > 0 else 0.0
-    return {"voter": voter, "votes": 0, "decisive": int(known.sum()), "agreed": agreed, "expected": expected,
-            "z": z, "p_value": NormalDist().cdf(z)}
+    size = len(candidates)
+    counted = np.bincount(c, minlength=size)
+    agreed = np.bincount(c, a_won == favourite_a, size).astype(np.int64)
+    expected, variance = np.bincount(c, q, size), np.bincount(c, q * (1.0 - q), size)
+    z = np.divide(agreed - expected, np.sqrt(variance), out=np.zeros(size), where=variance > 0)
+    table = pd.DataFrame({"voter": candidates, "votes": candidates, "decisive": counted, "agreed": agreed,
+                          "expected": expected, "z": z, "p_value": [NormalDist().cdf(v) for v in z]})
+    return table[counted > 0].reset_index(drop=True)
