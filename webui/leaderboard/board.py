@@ -146,19 +146,24 @@ def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
                    drop_stopped=options.drop_stopped)
 
 
-def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None) -> Rated:
-    """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`."""
-    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles)
+def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None,
+         coded: ratings.Coded | None = None) -> Rated:
+    """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`
+    (`coded`: the same, encoded)."""
+    coded = coded or (ratings.encode(used) if not used.empty else None)
+    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles,
+                                coded=coded)
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
         counts = style.loc[used.index] if style is not None else _stored_style(used)
-        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked)
+        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked, coded)
         table = table.merge(styled, on="model", how="left")
     order = list(table["model"])
+    g = coded.grouped() if coded is not None else None
     return Rated(table, coefficients,
-                 ratings.win_fraction(used, order) if order else pd.DataFrame(),
-                 ratings.pair_counts(used, order) if order else pd.DataFrame())
+                 ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
+                 ratings.pair_counts(used, order, g) if order else pd.DataFrame())
 
 
 def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
@@ -193,20 +198,21 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
     dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
     if not options.include_named:
         dropped[NAMED] = int(named.sum())
-    rated = rate(used, options, style)
+    coded = ratings.encode(used)  # the model names, read once for every table below
+    rated = rate(used, options, style, coded)
     return Board(
         battles=all_battles, counted=used, rated=rated, options=options,
         votes_read=len(all_battles), skipped_lines=skipped_lines, dropped=dropped, voters=voters,
-        history=_history(used, rated.table, options),
-        categories=category_counts(used),
+        history=_history(used, rated.table, options, coded),
+        categories=category_counts(used, coded),
     )
 
 
-def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions) -> pd.DataFrame:
+def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, coded: ratings.Coded) -> pd.DataFrame:
     if not options.history_points or used.empty:
         return pd.DataFrame(columns=["battles", "tstamp", "model", "rating"])
     ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
-    return ratings_over_time(used, options.history_points, reference=ranked or None)
+    return ratings_over_time(used, options.history_points, reference=ranked or None, coded=coded)
 
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:

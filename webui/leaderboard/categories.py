@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
+
+from webui.leaderboard.ratings import Coded, encode
 
 ALL = "all"
 MULTI_TURN = "multi-turn"
@@ -46,11 +49,14 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
     if battles.empty:
         return {name: pd.Series(dtype=bool) for name in (ALL, MULTI_TURN, LONG_PROMPT, CODING)}
     masks = {ALL: pd.Series(True, index=battles.index)}
-    languages = battles["language"].fillna("unknown").value_counts()
+    codes, names = pd.factorize(battles["language"].fillna("unknown"))
+    languages = pd.Series(np.bincount(codes, minlength=len(names)), index=[str(n) for n in names])
+    languages = languages.sort_values(ascending=False, kind="stable")
     known = [lang for lang in languages.index if lang != "unknown"] + (["unknown"] if "unknown" in languages else [])
+    position = {name: i for i, name in enumerate(str(n) for n in names)}
     for lang in known:
         if languages[lang] >= MIN_LANGUAGE_BATTLES:
-            masks[LANGUAGE_PREFIX + lang] = battles["language"].fillna("unknown") == lang
+            masks[LANGUAGE_PREFIX + lang] = pd.Series(codes == position[lang], index=battles.index)
     masks[MULTI_TURN] = battles["turn"].astype(int) > 1
     if "coding" in battles:  # rows of the vote index: the flags were computed when the vote was read
         masks[LONG_PROMPT], masks[CODING] = battles["long_prompt"].astype(bool), battles["coding"].astype(bool)
@@ -61,11 +67,13 @@ def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:
     return masks
 
 
-def category_counts(battles: pd.DataFrame) -> pd.DataFrame:
-    """Battles per category, and the number of models they involve."""
+def category_counts(battles: pd.DataFrame, coded: Coded | None = None) -> pd.DataFrame:
+    """Battles per category, and the number of models they involve. (`coded`: the battles, encoded.)"""
     rows = []
+    coded = coded or encode(battles)
     for name, mask in category_masks(battles).items():
-        subset = battles[mask] if len(mask) else battles
-        models = set(subset["model_a"]).union(subset["model_b"]) if len(subset) else set()
-        rows.append({"category": name, "battles": int(mask.sum()) if len(mask) else 0, "models": len(models)})
+        chosen = mask.to_numpy(bool) if len(mask) else np.zeros(0, dtype=bool)
+        played = np.bincount(coded.a[chosen], minlength=len(coded.models)) + np.bincount(
+            coded.b[chosen], minlength=len(coded.models))
+        rows.append({"category": name, "battles": int(chosen.sum()), "models": int((played > 0).sum())})
     return pd.DataFrame(rows, columns=["category", "battles", "models"])

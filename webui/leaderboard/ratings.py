@@ -20,6 +20,7 @@ cannot bound, and they take no rank. docs/leaderboard.md says why.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -37,50 +38,119 @@ TABLE_COLUMNS = ("rank", "model", "rating", "lower", "upper", "elo", "battles", 
 
 def scores(battles: pd.DataFrame) -> np.ndarray:
     """Model A's score per battle: 1 win, 0 loss, 0.5 for either kind of tie."""
-    winner = battles["winner"].to_numpy()
-    return np.where(winner == "model_a", 1.0, np.where(winner == "model_b", 0.0, 0.5))
+    winner = battles["winner"]
+    won, lost = winner.eq("model_a").to_numpy(bool, na_value=False), winner.eq("model_b").to_numpy(bool, na_value=False)
+    return np.where(won, 1.0, np.where(lost, 0.0, 0.5))
 
 
 def models_of(battles: pd.DataFrame) -> list[str]:
-    names = pd.concat([battles["model_a"], battles["model_b"]], ignore_index=True)
-    return sorted(str(m) for m in pd.unique(names.to_numpy(dtype=object)))
+    return encode(battles).models
 
 
 def model_codes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Each battle's two models as indices into `models`."""
-    index = pd.Index(models)
-    return (index.get_indexer(battles["model_a"].to_numpy(dtype=object)),
-            index.get_indexer(battles["model_b"].to_numpy(dtype=object)))
+    coded = encode(battles)
+    if coded.models == models:
+        return coded.a, coded.b
+    index = pd.Index(models).get_indexer(coded.models)
+    return index[coded.a], index[coded.b]
+
+
+@dataclass(frozen=True)
+class Coded:
+    """A battles frame as numbers: the models (sorted), each battle's two as indices into them,
+    and model A's score. Everything below works on these; strings are read once."""
+
+    models: list[str]
+    a: np.ndarray
+    b: np.ndarray
+    score: np.ndarray
+
+    def keys(self) -> np.ndarray:
+        """Each battle's (a, b, score) outcome as one integer, ordered as (a, b, score) sort."""
+        return (self.a * len(self.models) + self.b) * 3 + np.rint(self.score * 2).astype(np.int64)
+
+    def take(self, rows: np.ndarray) -> Coded:
+        """These battles' `rows` (indices or a mask), in that order."""
+        return Coded(self.models, self.a[rows], self.b[rows], self.score[rows])
+
+    def grouped(self, upto: int | None = None) -> Grouped:
+        """The distinct outcomes of the battles (the first `upto` of them) and their counts."""
+        keys = self.keys() if upto is None else self.keys()[:upto]
+        return grouped_keys(np.bincount(keys, minlength=3 * len(self.models) ** 2), self.models)
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """Distinct (a, b, score) outcomes, in (a, b, score) order, and how often each occurred: the
+    unit the bootstrap resamples."""
+
+    models: list[str]
+    outcomes: np.ndarray  # (k, 2) model indices
+    score: np.ndarray
+    weight: np.ndarray
+
+
+def encode(battles: pd.DataFrame) -> Coded:
+    n = len(battles)
+    both = pd.concat([battles["model_a"], battles["model_b"]], ignore_index=True)
+    codes, uniques = pd.factorize(both, use_na_sentinel=False)
+    names = [str(u) for u in uniques]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    position = np.empty(len(names), dtype=np.int64)
+    position[order] = np.arange(len(names))
+    codes = position[codes] if len(names) else codes.astype(np.int64)
+    return Coded([names[i] for i in order], codes[:n], codes[n:], scores(battles))
+
+
+def grouped_keys(counts: np.ndarray, models: list[str]) -> Grouped:
+    """`Grouped` from counts per outcome key (`Coded.keys`)."""
+    n = len(models)
+    keys = np.flatnonzero(counts)
+    pair, half = np.divmod(keys, 3)
+    return Grouped(models, np.column_stack([pair // n, pair % n]).astype(np.int64) if n else np.zeros((0, 2), np.int64),
+                   half / 2.0, counts[keys].astype(float))
 
 
 def online_elo(battles: pd.DataFrame, k: float = ELO_K, scale: float = SCALE, base: float = BASE,
                init: float = INIT) -> pd.Series:
     """Elo updated battle by battle in time order. Depends on the order, which is why the
     leaderboard ranks by Bradley-Terry and shows Elo only alongside."""
-    ordered = battles.sort_values("tstamp", kind="stable") if "tstamp" in battles else battles
-    rating = dict.fromkeys(models_of(battles), init)
-    for a, b, s in zip(ordered["model_a"], ordered["model_b"], scores(ordered), strict=True):
-        expected = 1.0 / (1.0 + base ** ((rating[b] - rating[a]) / scale))
-        rating[a] += k * (s - expected)
-        rating[b] -= k * (s - expected)
-    return pd.Series(rating, name="elo", dtype=float)
+    return elo_of(encode(battles), _time_order(battles), k, scale, base, init)
+
+
+def _time_order(battles: pd.DataFrame) -> np.ndarray | None:
+    return np.argsort(battles["tstamp"].to_numpy(float), kind="stable") if "tstamp" in battles else None
+
+
+def elo_of(coded: Coded, order: np.ndarray | None, k: float = ELO_K, scale: float = SCALE, base: float = BASE,
+           init: float = INIT) -> pd.Series:
+    """`online_elo` of coded battles taken in `order`. Sequential by nature: a plain loop over
+    Python numbers (about half a second per million battles)."""
+    a, b, s = (coded.a, coded.b, coded.score) if order is None else (coded.a[order], coded.b[order], coded.score[order])
+    rating = [init] * len(coded.models)
+    for i, j, score in zip(a.tolist(), b.tolist(), s.tolist(), strict=True):
+        old_i, old_j = rating[i], rating[j]
+        change = k * (score - 1.0 / (1.0 + base ** ((old_j - old_i) / scale)))
+        rating[i], rating[j] = old_i + change, old_j - change
+    return pd.Series(rating, index=coded.models, name="elo", dtype=float)
 
 
 def grouped_outcomes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Unique (a, b, score) outcomes and how often each occurred: the unit the bootstrap resamples."""
     a, b = model_codes(battles, models)
-    frame = pd.DataFrame({"a": a, "b": b, "s": scores(battles)})
-    counts = frame.groupby(["a", "b", "s"], sort=True).size().reset_index(name="n")
-    outcomes = counts[["a", "b"]].to_numpy(dtype=np.int64)
-    return outcomes, counts["s"].to_numpy(dtype=float), counts["n"].to_numpy(dtype=float)
+    g = Coded(models, a, b, scores(battles)).grouped()
+    return g.outcomes, g.score, g.weight
 
 
 def fit_bt(outcomes: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models: int,
-           ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+           ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
+           start: np.ndarray | None = None) -> np.ndarray:
     """Log-odds strengths maximising sum w * [s log p + (1 - s) log(1 - p)] - ridge/2 |theta|^2,
     p = sigmoid(theta_a - theta_b). Newton steps with backtracking (plain Newton can overshoot
-    when one model dominates); the objective is strictly concave, so this finds the optimum."""
-    theta = np.zeros(n_models)
+    when one model dominates); the objective is strictly concave, so this finds the optimum.
+    `start` (a fit on nearly the same data) saves most of the steps."""
+    theta = np.zeros(n_models) if start is None else start.copy()
     a, b = outcomes[:, 0], outcomes[:, 1]
     objective = _bt_objective(theta, a, b, score, weight, ridge)
     for _ in range(max_iter):
@@ -103,6 +173,47 @@ def fit_bt(outcomes: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models
         if np.max(np.abs(size * step)) < tol:
             break
     return theta
+
+
+def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_models: int,
+                ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
+                start: np.ndarray | None = None) -> np.ndarray:
+    """`fit_bt` for each row of `weights` (rounds x outcomes) at once: the same Newton steps with
+    the same backtracking, as arrays over the rounds (one row of strengths per round). A step
+    counts as no worse within the objective's rounding (relative 1e-12), so that rounds already
+    at the optimum do not halve their step twenty times over noise."""
+    rounds, k = weights.shape
+    design = np.zeros((k, n_models))
+    np.add.at(design, (np.arange(k), outcomes[:, 0]), 1.0)
+    np.add.at(design, (np.arange(k), outcomes[:, 1]), -1.0)
+    theta = np.zeros((rounds, n_models)) if start is None else np.tile(start, (rounds, 1))
+    objective = _bt_objectives(theta, design, score, weights, ridge)
+    active = np.arange(rounds)
+    for _ in range(max_iter):
+        if not len(active) or not n_models:
+            break
+        t, w = theta[active], weights[active]
+        p = 1.0 / (1.0 + np.exp(-(t @ design.T)))
+        grad = (w * (score - p)) @ design - ridge * t
+        hess = np.matmul((w * p * (1.0 - p))[:, None, :] * design.T, design) + ridge * np.eye(n_models)
+        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        size, candidate = np.ones(len(active)), t + step
+        new = _bt_objectives(candidate, design, score, w, ridge)
+        slack = 1e-12 * (1.0 + np.abs(objective[active]))
+        while (bad := (new < objective[active] - slack) & (size >= 1e-6)).any():
+            size[bad] /= 2
+            candidate[bad] = t[bad] + size[bad, None] * step[bad]
+            new[bad] = _bt_objectives(candidate[bad], design, score, w[bad], ridge)
+        theta[active], objective[active] = candidate, new
+        active = active[np.max(np.abs(size[:, None] * step), axis=1) >= tol]
+    return theta
+
+
+def _bt_objectives(theta: np.ndarray, design: np.ndarray, score: np.ndarray, weights: np.ndarray,
+                   ridge: float) -> np.ndarray:
+    """`_bt_objective` of each row of `theta` with the weights of the same row."""
+    diff = theta @ design.T  # s log p + (1 - s) log(1 - p) = s diff - log(1 + e^diff)
+    return np.sum(weights * (score * diff - np.logaddexp(0.0, diff)), axis=1) - 0.5 * ridge * np.sum(theta ** 2, axis=1)
 
 
 def _bt_objective(theta: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, weight: np.ndarray,
@@ -131,30 +242,43 @@ def bradley_terry(battles: pd.DataFrame, scale: float = SCALE, base: float = BAS
                   reference: list[str] | None = None) -> pd.Series:
     """Maximum-likelihood Bradley-Terry ratings on the Elo scale, mean `init` (over `reference`
     when given, else over all models)."""
-    models = models_of(battles)
-    if not models:
+    return bt_ratings(encode(battles).grouped(), scale, base, init, reference)
+
+
+def bt_ratings(g: Grouped, scale: float = SCALE, base: float = BASE, init: float = INIT,
+               reference: list[str] | None = None) -> pd.Series:
+    """`bradley_terry` of grouped outcomes."""
+    if not g.models:
         return pd.Series(dtype=float, name="rating")
-    outcomes, score, weight = grouped_outcomes(battles, models)
-    theta = _centred(fit_bt(outcomes, score, weight, len(models)), models, reference)
-    return pd.Series(_to_scale(theta, scale, base, init), index=models, name="rating")
+    theta = _centred(fit_bt(g.outcomes, g.score, g.weight, len(g.models)), g.models, reference)
+    return pd.Series(_to_scale(theta, scale, base, init), index=g.models, name="rating")
 
 
 def bootstrap_bt(battles: pd.DataFrame, rounds: int, seed: int = 0, scale: float = SCALE, base: float = BASE,
                  init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
     """Ratings refitted on `rounds` resamples of the battles (drawn with replacement): one row per
     round; NaN for a model with no battle in that round."""
-    models = models_of(battles)
-    outcomes, score, weight = grouped_outcomes(battles, models)
+    return bootstrap_grouped(encode(battles).grouped(), rounds, seed, scale, base, init, reference)
+
+
+def bootstrap_grouped(g: Grouped, rounds: int, seed: int = 0, scale: float = SCALE, base: float = BASE,
+                      init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+    """`bootstrap_bt` of grouped outcomes: each round draws the battles' outcome counts at once
+    (a multinomial over the distinct outcomes), so its cost does not grow with the battles."""
+    models, outcomes, score, weight = g.models, g.outcomes, g.score, g.weight
     rng = np.random.default_rng(seed)
     total = int(weight.sum())
     draws = rng.multinomial(total, weight / total, size=rounds) if total else np.zeros((rounds, 0))
-    rows = []
-    for w in draws.astype(float):
-        theta = _centred(fit_bt(outcomes, score, w, len(models)), models, reference)
-        rating = _to_scale(theta, scale, base, init)
-        present = np.bincount(outcomes[:, 0], w, len(models)) + np.bincount(outcomes[:, 1], w, len(models)) > 0
-        rows.append(np.where(present, rating, np.nan))  # no battle in this round: no information
-    return pd.DataFrame(rows, columns=models)
+    draws = draws.astype(float)
+    theta = fit_bt_many(outcomes, score, draws, len(models))
+    if reference:
+        index = [models.index(m) for m in reference if m in models]
+        theta = theta - theta[:, index].mean(axis=1, keepdims=True) if index else theta
+    rating = _to_scale(theta, scale, base, init)
+    involved = np.zeros((len(outcomes), len(models)))
+    involved[np.arange(len(outcomes)), outcomes[:, 0]] = involved[np.arange(len(outcomes)), outcomes[:, 1]] = 1.0
+    present = draws @ involved > 0
+    return pd.DataFrame(np.where(present, rating, np.nan), columns=models)  # no battle in a round: no information
 
 
 def intervals(samples: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
@@ -171,8 +295,13 @@ def likelihood_intervals(battles: pd.DataFrame, which: list[str], level: float =
     lost, or won, every battle). Holding the others ignores their uncertainty, which for a model
     with a handful of battles is small beside its own (and lets one unbounded model not unbound
     every other one through the mean)."""
-    models = models_of(battles)
-    outcomes, score, weight = grouped_outcomes(battles, models)
+    return likelihood_grouped(encode(battles).grouped(), which, level, scale, base, init, reference)
+
+
+def likelihood_grouped(g: Grouped, which: list[str], level: float = 0.95, scale: float = SCALE,
+                       base: float = BASE, init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+    """`likelihood_intervals` of grouped outcomes."""
+    models, outcomes, score, weight = g.models, g.outcomes, g.score, g.weight
     raw = fit_bt(outcomes, score, weight, len(models))
     a, b = outcomes[:, 0], outcomes[:, 1]
     best = _bt_objective(raw, a, b, score, weight, RIDGE)
@@ -215,60 +344,71 @@ def ranks(lower: pd.Series, upper: pd.Series) -> pd.Series:
 
 def record_counts(battles: pd.DataFrame) -> pd.DataFrame:
     """Battles, wins, ties and losses per model."""
-    s = scores(battles)
-    sides = pd.concat([
-        pd.DataFrame({"model": battles["model_a"].to_numpy(), "score": s}),
-        pd.DataFrame({"model": battles["model_b"].to_numpy(), "score": 1.0 - s}),
-    ])
-    grouped = sides.groupby("model")["score"]
-    return pd.DataFrame({
-        "battles": grouped.size(),
-        "wins": grouped.apply(lambda x: int((x == 1.0).sum())),
-        "ties": grouped.apply(lambda x: int((x == 0.5).sum())),
-        "losses": grouped.apply(lambda x: int((x == 0.0).sum())),
-    })
+    return grouped_records(encode(battles).grouped())
 
 
-def pair_counts(battles: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
-    """Symmetric matrix: how many battles each pair of models fought."""
-    models = order or models_of(battles)
-    table = pd.crosstab(battles["model_a"], battles["model_b"]).reindex(index=models, columns=models, fill_value=0)
-    return (table + table.T).astype(int)
+def grouped_records(g: Grouped) -> pd.DataFrame:
+    """`record_counts` of grouped outcomes."""
+    n, a, b, s, w = len(g.models), g.outcomes[:, 0], g.outcomes[:, 1], g.score, g.weight
+
+    def count(value: float) -> np.ndarray:  # battles in which the model scored `value`
+        return (np.bincount(a, w * (s == value), n) + np.bincount(b, w * (s == 1.0 - value), n)).astype(np.int64)
+
+    return pd.DataFrame({"battles": (np.bincount(a, w, n) + np.bincount(b, w, n)).astype(np.int64),
+                         "wins": count(1.0), "ties": count(0.5), "losses": count(0.0)},
+                        index=pd.Index(g.models, name="model"))
 
 
-def win_fraction(battles: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
+def _pair_matrix(g: Grouped, values: np.ndarray) -> np.ndarray:
+    """Sum of `values` per (a, b) pair of the outcomes: an n x n matrix, a in rows."""
+    n = len(g.models)
+    return np.bincount(g.outcomes[:, 0] * n + g.outcomes[:, 1], values, n * n).reshape(n, n)
+
+
+def pair_counts(battles: pd.DataFrame, order: list[str] | None = None, g: Grouped | None = None) -> pd.DataFrame:
+    """Symmetric matrix: how many battles each pair of models fought. (`g`: the battles, grouped.)"""
+    g = g or encode(battles).grouped()
+    counts = _pair_matrix(g, g.weight)
+    table = pd.DataFrame((counts + counts.T).astype(np.int64), index=pd.Index(g.models, name="model_a"),
+                         columns=pd.Index(g.models, name="model_b"))
+    models = order or g.models
+    return table.reindex(index=models, columns=models, fill_value=0)
+
+
+def win_fraction(battles: pd.DataFrame, order: list[str] | None = None, g: Grouped | None = None) -> pd.DataFrame:
     """Row model's share of points against the column model (ties half), over all their battles,
-    whichever side each was on. NaN where two models never met."""
-    models = order or models_of(battles)
-    s = scores(battles)
-    points = pd.concat([
-        pd.DataFrame({"row": battles["model_a"].to_numpy(), "col": battles["model_b"].to_numpy(), "p": s}),
-        pd.DataFrame({"row": battles["model_b"].to_numpy(), "col": battles["model_a"].to_numpy(), "p": 1.0 - s}),
-    ])
-    table = points.pivot_table(index="row", columns="col", values="p", aggfunc="mean")
+    whichever side each was on. NaN where two models never met. (`g`: the battles, grouped.)"""
+    g = g or encode(battles).grouped()
+    counts, points = _pair_matrix(g, g.weight), _pair_matrix(g, g.weight * g.score)
+    met = counts + counts.T
+    share = np.divide(points + (counts - points).T, met, out=np.full(met.shape, np.nan), where=met > 0)
+    table = pd.DataFrame(share, index=pd.Index(g.models, name="row"), columns=pd.Index(g.models, name="col"))
+    models = order or g.models
     return table.reindex(index=models, columns=models).astype(float)
 
 
 def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: float = ELO_K,
-                min_battles: int = 0) -> pd.DataFrame:
+                min_battles: int = 0, coded: Coded | None = None) -> pd.DataFrame:
     """The table: one row per model, ranked models first, then the preliminary ones (fewer than
     `min_battles` battles: likelihood-ratio interval, no rank). Without bootstrap rounds the
-    interval is the point."""
+    interval is the point. (`coded`: the battles, encoded.)"""
     columns = list(TABLE_COLUMNS)
     if battles.empty:
         return pd.DataFrame(columns=columns)
-    counts = record_counts(battles)
-    preliminary = counts["battles"].reindex(models_of(battles)) < min_battles
+    coded = coded or encode(battles)
+    g = coded.grouped()
+    counts = grouped_records(g)
+    preliminary = counts["battles"] < min_battles
     few = list(preliminary[preliminary].index)
     reference = list(preliminary[~preliminary].index) or None  # the scale's mean: the established models
-    rating = bradley_terry(battles, reference=reference)
+    rating = bt_ratings(g, reference=reference)
     if rounds > 0:
-        bounds = intervals(bootstrap_bt(battles, rounds, seed, reference=reference))
+        bounds = intervals(bootstrap_grouped(g, rounds, seed, reference=reference))
         if few:
-            bounds.loc[few] = likelihood_intervals(battles, few, reference=reference)
+            bounds.loc[few] = likelihood_grouped(g, few, reference=reference)
     else:
         bounds = pd.DataFrame({"lower": rating, "upper": rating})
-    table = pd.concat([rating, bounds, online_elo(battles, k=k), counts], axis=1)
+    table = pd.concat([rating, bounds, elo_of(coded, _time_order(battles), k=k), counts], axis=1)
     table["preliminary"] = preliminary
     ranked = table[~table["preliminary"]]
     table["rank"] = ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")

@@ -18,13 +18,12 @@ sincere minority taste from sabotage, which is why flagged votes are left out on
 from __future__ import annotations
 
 import datetime as dt
-import math
 from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import fit_bt, model_codes, models_of, scores
+from webui.leaderboard.ratings import Coded, encode, fit_bt, fit_bt_many
 
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked
@@ -35,6 +34,12 @@ def utc_day(tstamp: float) -> str:
     return dt.datetime.fromtimestamp(float(tstamp), tz=dt.timezone.utc).strftime("%Y-%m-%d")
 
 
+def utc_day_number(tstamps: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 UTC of each timestamp: the same days as `utc_day`, as integers
+    (POSIX time has no leap seconds, so a UTC day is always 86,400 of them)."""
+    return np.floor(np.asarray(tstamps, dtype=float) / 86400.0).astype(np.int64)
+
+
 def over_daily_cap(battles: pd.DataFrame, eligible: pd.Series, cap: int) -> pd.Series:
     """Which eligible battles come after the voter's first `cap` eligible ones of the same UTC
     day (in time order). cap 0: none."""
@@ -42,64 +47,82 @@ def over_daily_cap(battles: pd.DataFrame, eligible: pd.Series, cap: int) -> pd.S
     if cap <= 0 or battles.empty:
         return out
     pool = battles[eligible & (battles["voter"] != "")].sort_values("tstamp", kind="stable")
-    days = pool["tstamp"].map(utc_day)
-    nth = pool.groupby([pool["voter"], days]).cumcount()
-    out.loc[nth.index[nth >= cap]] = True
+    voter, _ = pd.factorize(pool["voter"])
+    nth = pd.Series(np.zeros(len(pool)), index=pool.index).groupby(
+        [voter, utc_day_number(pool["tstamp"].to_numpy(float))]).cumcount()
+    out.loc[nth.index[nth.to_numpy() >= cap]] = True
     return out
 
 
 def voter_agreement(battles: pd.DataFrame, min_votes: int = MIN_VOTES, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per voter with at least `min_votes` decisive votes: how often they picked the
-    favourite of everyone else's ratings, against how often an honest voter would."""
+    favourite of everyone else's ratings, against how often an honest voter would. Voters and
+    models are integer codes; each voter's fit starts from everyone's (a few Newton steps)."""
     if battles.empty:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    voters = battles["voter"].to_numpy(dtype=object)
-    decisive = battles["winner"].isin(["model_a", "model_b"]).to_numpy() & (voters != "")
-    totals = pd.Series(voters[voters != ""]).value_counts()
-    counts = pd.Series(voters[decisive]).value_counts()
-    candidates = [v for v, n in counts.items() if n >= min_votes]
+    voter, names = pd.factorize(battles["voter"].fillna(""))
+    names = np.asarray(names, dtype=object)
+    voter = np.where(names[voter] == "", -1, voter) if len(names) else voter  # "" is no voter
+    coded = encode(battles)
+    decisive = (coded.score != 0.5) & (voter >= 0)
+    totals, counts = np.bincount(voter[voter >= 0], minlength=len(names)), np.bincount(voter[decisive],
+                                                                                        minlength=len(names))
+    candidates = [int(v) for v in pd.Series(counts).sort_values(ascending=False, kind="stable").index
+                  if counts[v] >= min_votes]
     if not candidates:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    models = models_of(battles)
-    a, b = model_codes(battles, models)
-    outcomes, score, inverse = _unique_outcomes(a, b, scores(battles))
-    everyone = np.bincount(inverse, minlength=len(score)).astype(float)
-    rows = []
-    for voter in candidates:
-        mine = voters == voter
-        others = everyone - np.bincount(inverse[mine], minlength=len(score))
-        theta = fit_bt(outcomes, score, others, len(models))
-        played = (np.bincount(outcomes[:, 0], others, len(models)) + np.bincount(outcomes[:, 1], others, len(models))) > 0
-        rows.append(_check(voter, theta, played, a[mine & decisive], b[mine & decisive],
-                           battles["winner"].to_numpy()[mine & decisive]))
-    table = pd.DataFrame([r for r in rows if r is not None], columns=list(VOTER_COLUMNS[:-1]))
+    thetas, played = _leave_one_out(candidates, voter, coded)
+    table = _agreement(np.array(candidates), voter, coded, decisive, thetas, played)
+    table["voter"] = [str(names[v]) for v in table["voter"]]
+    table["votes"] = totals[table["votes"].to_numpy(int)] if len(table) else []
     if table.empty:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
-    table["votes"] = table["voter"].map(totals).astype(int)
     table["flagged"] = table["p_value"] * len(table) < alpha
     return table.sort_values("z").reset_index(drop=True)[list(VOTER_COLUMNS)]
 
 
-def _unique_outcomes(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (a, b, score) rows, their scores, and which one each battle is."""
-    rows = np.column_stack([a, b, np.round(s * 2)]).astype(np.int64)
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
-    return unique[:, :2], unique[:, 2] / 2.0, inverse.ravel()
+def _leave_one_out(candidates: list[int], voter: np.ndarray, coded: Coded,
+                   chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate voter (rows): the strengths fitted on everyone else's battles, and which
+    models those battles involve. The fits run `chunk` voters at a time, from everyone's fit."""
+    g = coded.grouped()
+    n, k = len(g.models), len(g.score)
+    lookup = np.zeros(3 * n * n, dtype=np.int64)
+    lookup[np.flatnonzero(np.bincount(coded.keys(), minlength=len(lookup)))] = np.arange(k)
+    row = np.full(voter.max() + 1, -1)
+    row[candidates] = np.arange(len(candidates))
+    mine = np.where(voter >= 0, row[np.maximum(voter, 0)], -1)
+    own = np.bincount(mine[mine >= 0] * k + lookup[coded.keys()][mine >= 0],
+                      minlength=len(candidates) * k).reshape(len(candidates), k)
+    others = g.weight - own
+    involved = np.zeros((k, n))
+    involved[np.arange(k), g.outcomes[:, 0]] = involved[np.arange(k), g.outcomes[:, 1]] = 1.0
+    everyone = fit_bt(g.outcomes, g.score, g.weight, n)
+    thetas = np.concatenate([fit_bt_many(g.outcomes, g.score, others[i:i + chunk], n, start=everyone)
+                             for i in range(0, len(candidates), chunk)])
+    return thetas, others @ involved > 0
 
 
-def _check(voter: str, theta: np.ndarray, played: np.ndarray, a: np.ndarray, b: np.ndarray,
-           winner: np.ndarray) -> dict | None:
-    """Agreement of one voter's decisive votes with the favourites of everyone else's ratings
-    (only battles between models the others have rated)."""
-    known = played[a] & played[b]
-    if not known.any():
-        return None
-    a, b, winner = a[known], b[known], winner[known]
-    p_a = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+def _agreement(candidates: np.ndarray, voter: np.ndarray, coded: Coded, decisive: np.ndarray,
+               thetas: np.ndarray, played: np.ndarray) -> pd.DataFrame:
+    """Agreement of each candidate's decisive votes with the favourites of everyone else's
+    ratings (only battles between models the others have rated). Columns VOTER_COLUMNS but
+    flagged, with voter and votes holding the voter's code."""
+    row = np.full(voter.max() + 1, -1)
+    row[candidates] = np.arange(len(candidates))
+    mine = np.where(decisive, row[np.maximum(voter, 0)], -1)
+    take = np.flatnonzero(mine >= 0)
+    c, a, b = mine[take], coded.a[take], coded.b[take]
+    known = played[c, a] & played[c, b]
+    c, a, b, a_won = c[known], a[known], b[known], coded.score[take][known] == 1.0
+    p_a = 1.0 / (1.0 + np.exp(thetas[c, b] - thetas[c, a]))
     favourite_a = p_a >= 0.5
     q = np.where(favourite_a, p_a, 1.0 - p_a)
-    agreed = int(((winner == "model_a") == favourite_a).sum())
-    expected, variance = float(q.sum()), float((q * (1.0 - q)).sum())
-    z = (agreed - expected) / math.sqrt(variance) if variance > 0 else 0.0
-    return {"voter": voter, "votes": 0, "decisive": int(known.sum()), "agreed": agreed, "expected": expected,
-            "z": z, "p_value": NormalDist().cdf(z)}
+    size = len(candidates)
+    counted = np.bincount(c, minlength=size)
+    agreed = np.bincount(c, a_won == favourite_a, size).astype(np.int64)
+    expected, variance = np.bincount(c, q, size), np.bincount(c, q * (1.0 - q), size)
+    z = np.divide(agreed - expected, np.sqrt(variance), out=np.zeros(size), where=variance > 0)
+    table = pd.DataFrame({"voter": candidates, "votes": candidates, "decisive": counted, "agreed": agreed,
+                          "expected": expected, "z": z, "p_value": [NormalDist().cdf(v) for v in z]})
+    return table[counted > 0].reset_index(drop=True)
