@@ -217,3 +217,15 @@ def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: 
     assert names_in(record) == {"alpha", "beta"}
     named = {"type": "leftvote", "models": ["<h3>Model A: gamma</h3>", "delta"], "states": [{}, {}]}
     assert names_in(named) == {"gamma", "delta"}  # a heading some FastChat versions wrapped names in
+
+
+def test_a_rebuild_by_another_process_is_noticed(tmp_path: Path):
+    logs = tmp_path / "logs"
+    record_votes(logs, 4)
+    first, second = VoteIndex(logs), VoteIndex(logs)  # as the app and the command line
+    first.catch_up()
+    assert second.reindex().votes == 4
+    record_votes(logs, 2)
+    first.catch_up()  # its memory of what it had read belongs to the index before the rebuild
+    assert first.count() == 6 and second.catch_up().votes == 0
+    assert not first.rows()[["file", "offset"]].duplicated().any()

@@ -227,11 +227,15 @@ def category_board(board: Board, category: str) -> tuple[Rated, int]:
 def my_votes(board: Board, session_key: str) -> pd.DataFrame:
     """A personal board from the battle votes one browser session cast (every valid one, named
     or anonymous, whatever the other filters say: it is one person's own preferences)."""
-    columns = ["model", "rating", "battles", "wins", "ties", "losses"]
     if not session_key or board.battles.empty:
-        return pd.DataFrame(columns=columns)
-    mine = board.battles[(board.battles["session"] == session_key)
-                         & ~board.battles["drop_reason"].isin(["invalid", "same_model"])]
+        return session_board(board.battles.iloc[0:0])
+    return session_board(board.battles[board.battles["session"] == session_key])
+
+
+def session_board(mine: pd.DataFrame) -> pd.DataFrame:
+    """The personal board of one session's battle votes (drop reasons set)."""
+    columns = ["model", "rating", "battles", "wins", "ties", "losses"]
+    mine = mine[~mine["drop_reason"].isin(["invalid", "same_model"])] if len(mine) else mine
     if mine.empty:
         return pd.DataFrame(columns=columns)
     table = ratings.leaderboard(mine.reset_index(drop=True), rounds=0)

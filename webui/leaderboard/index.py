@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS word_sets (id INTEGER PRIMARY KEY, words TEXT UNIQUE 
 CREATE TABLE IF NOT EXISTS votes (
     id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL,
     word_set INTEGER, {", ".join(ROW_COLUMNS)});
+CREATE INDEX IF NOT EXISTS votes_session ON votes (session);
 """
 
 
@@ -92,6 +93,10 @@ class VoteIndex:
         self.snapshot_path = self.path.with_name(self.path.name + ".rows.npz")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        # Files this object has read to the end, by (size, mtime, inode) then: looked at again
+        # only once that changes, so a catch-up with nothing new costs a stat per file.
+        self._unchanged: dict[str, tuple[int, int, int] | None] = {}
+        self._identity: str | None = None
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
@@ -110,12 +115,26 @@ class VoteIndex:
         report = CatchUpReport()
         with self._lock:
             paths = log_files(self.log_dir)
+            report.files = len(paths)
+            identity = self._meta("identity")
+            if identity != self._identity:  # rebuilt (here or by another process): look at everything
+                self._unchanged, self._identity = {}, identity
+            paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
             with _pool_for(self._unread_bytes(paths)) as pool:
                 for path in paths:
-                    report.files += 1
+                    before = self._stat(path)
                     self._catch_up_file(path, report, model_names, extra_words, pool)
+                    self._unchanged[path.name] = before  # read to its end as it stood then
             report.rechecked = self._recheck(self._words(model_names, extra_words))
         return report
+
+    @staticmethod
+    def _stat(path: Path) -> tuple[int, int, int] | None:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
+        return info.st_size, info.st_mtime_ns, info.st_ino
 
     def _unread_bytes(self, paths: list[Path]) -> int:
         done = dict(self._db.execute("SELECT name, offset FROM files").fetchall())
@@ -317,10 +336,7 @@ class VoteIndex:
         with self._lock:
             data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE id > ? "
                                     "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
-        frame = pd.DataFrame.from_records(data, columns=list(LOADED_COLUMNS))
-        for column in _BOOL_COLUMNS:
-            frame[column] = frame[column].astype(bool)
-        return frame
+        return _frame(data)
 
     def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
         try:
@@ -329,6 +345,13 @@ class VoteIndex:
             return None
         valid = meta.get("identity") == identity and meta.get("generation") == generation
         return frame if valid and list(frame.columns) == list(LOADED_COLUMNS) else None
+
+    def session_rows(self, session: str) -> pd.DataFrame:
+        """The rows of one session's votes (`LOADED_COLUMNS`), in time order."""
+        with self._lock:
+            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE session = ? "
+                                    "ORDER BY tstamp, file, offset", (session,)).fetchall()
+        return _frame(data)
 
     def names(self) -> list[str]:
         """Every model name the indexed votes mention."""
@@ -370,6 +393,13 @@ class VoteIndex:
         keys = zip(rows["file"], rows["offset"], strict=True)
         return pd.DataFrame([found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index,
                             columns=list(CONVERSATION_COLUMNS))
+
+
+def _frame(data: list[tuple]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(data, columns=list(LOADED_COLUMNS))
+    for column in _BOOL_COLUMNS:
+        frame[column] = frame[column].astype(bool)
+    return frame
 
 
 def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -21,9 +21,8 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
-from webui.leaderboard.battles import ROW_COLUMNS
-from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_battles, category_board
-from webui.leaderboard.board import my_votes as personal_board
+from webui.leaderboard.battles import ROW_COLUMNS, drop_reasons
+from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_battles, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
@@ -110,9 +109,15 @@ class LeaderboardView:
         return self.board()[1] != shown
 
     def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
-        """A sentence and a table from the votes of one browser session."""
-        board, _ = self.board()
-        table = personal_board(board, session_key)
+        """A sentence and a table from the votes of one browser session, the one just cast
+        included: the index is caught up (a stat per file and the new lines) and asked for the
+        session's rows alone, without waiting for the board."""
+        table = session_board(pd.DataFrame(columns=[*ROW_COLUMNS, "drop_reason"]))
+        if session_key:
+            index = self.live.index
+            index.catch_up(self.options.model_names, self.options.extra_identity_words)
+            rows = index.session_rows(session_key)
+            table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
         if not session_key:
             return "This server does not keep a session key with votes (ip_logging is none).", table
         if table.empty:
