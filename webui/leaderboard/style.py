@@ -43,7 +43,6 @@ STYLE_COLUMNS = ("model", "style_rating", "style_lower", "style_upper", "style_r
 _HEADER = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 _BOLD = re.compile(r"\*\*[^*\n]+?\*\*|__[^_\n]+?__")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S", re.MULTILINE)
-_WORDS = re.compile(r"\S+")
 # A ridge on the style coefficients: negligible beside the data's curvature (about n/5 for n battles)
 # wherever style varies within models, but where style and a model cannot be told apart (only one
 # model ever writes headers) it leaves the effect with the model, as the raw ratings do, rather
@@ -54,8 +53,11 @@ BETA_RIDGE = 1.0
 def reply_style(messages: list[dict[str, str]]) -> tuple[int, int, int, int]:
     """(words, headers, bold spans, list items) over the assistant messages of one conversation."""
     text = "\n".join(m.get("content", "") for m in messages if m.get("role") == "assistant")
-    return (len(_WORDS.findall(text)), len(_HEADER.findall(text)), len(_BOLD.findall(text)),
-            len(_LIST.findall(text)))
+    # str.split() and the regex's \S+ agree on what whitespace is (both ask Unicode); the marks'
+    # patterns run only where their characters occur: most replies have no markdown at all.
+    headers = len(_HEADER.findall(text)) if "#" in text else 0
+    bold = len(_BOLD.findall(text)) if "**" in text or "__" in text else 0
+    return len(text.split()), headers, bold, len(_LIST.findall(text))
 
 
 def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
