@@ -52,11 +52,9 @@ def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = N
     hygiene = hygiene or Hygiene()
     rows = []
     for record in records:
-        row = vote_row(record)
+        row = vote_row(record, hygiene.identity_words)
         if row is None:
             continue
-        if not row["redacted"] and row["base_reason"] is None:
-            row["leak"] = identity_leak(record, hygiene.identity_words)
         rows.append({**row, **conversation_columns(record)})
     frame = pd.DataFrame(rows, columns=[c for c in BATTLE_COLUMNS if c != "drop_reason"])
     frame["drop_reason"] = drop_reasons(frame, hygiene.drop_stopped)
@@ -81,21 +79,28 @@ def counted(battles: pd.DataFrame, include_named: bool = False) -> pd.DataFrame:
     return battles[keep].reset_index(drop=True)
 
 
-def vote_row(record: dict[str, Any]) -> dict[str, Any] | None:
+def vote_row(record: dict[str, Any], identity_words: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The `ROW_COLUMNS` of one battle vote record (None: not a battle vote, or not shaped like
-    one). `leak` is the write-time check of a redacted vote, else False until checked."""
+    one). `leak`: the write-time check of a redacted vote; else, for a vote no other reason drops,
+    whether a reply names one of `identity_words` (False when they are not given)."""
     if record.get("type") not in WINNERS:
         return None
-    states = record.get("states")
-    models = record.get("models")
+    states, models = record.get("states"), record.get("models")
     if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    models = [public_name(m) for m in models]
+    convs = [_openai_messages(s) for s in states]
+    row = _row(record, states, [public_name(m) for m in models], convs)
+    if identity_words is not None and not row["redacted"] and row["base_reason"] is None:
+        replies = [m["content"] for c in convs for m in c if m["role"] == "assistant"]
+        row["leak"] = leaked_identity(replies, identity_words)
+    return row
+
+
+def _row(record: dict[str, Any], states: list[dict], models: list, convs: list[list[dict[str, str]]]) -> dict[str, Any]:
     anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
-    convs = [_openai_messages(s) for s in states]
     prompts = [m["content"] for m in convs[0] if m["role"] == "user"]
     ip = record.get("ip") or ""
     reasons = [r for s in states for r in s.get("finish_reasons", [])]

@@ -16,11 +16,12 @@ from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.leaderboard.battles import ROW_COLUMNS, identity_leak, names_in, vote_row
+from webui.leaderboard.battles import ROW_COLUMNS, names_in, vote_row
 from webui.records.identity import identity_words
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
 _TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
+_TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in _TEXT_COLUMNS)
 
 
 @dataclass
@@ -57,13 +58,10 @@ def derive(data: bytes, start: int, at_end: bool, known_names: Sequence[str], mo
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
     for offset, length, record in records:
-        row = vote_row(record)
-        if row is None:
-            continue
-        checked = not row["redacted"] and row["base_reason"] is None
-        if checked:
-            row["leak"] = identity_leak(record, words)
-        rows.append((offset, length, checked, *sql_values(row)))
+        row = vote_row(record, words)
+        if row is not None:
+            checked = not row["redacted"] and row["base_reason"] is None
+            rows.append((offset, length, checked, *sql_values(row)))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
 
 
@@ -97,10 +95,9 @@ def parse_lines(data: bytes, base: int) -> tuple[list[tuple[int, int, dict[str, 
 
 def sql_values(row: dict[str, Any]) -> list[Any]:
     """Row values SQLite stores: text columns that are not text (a malformed log) as JSON."""
-    out = []
-    for column in ROW_COLUMNS:
-        value = row[column]
-        if column in _TEXT_COLUMNS and value is not None and not isinstance(value, str):
-            value = json.dumps(value, default=str)
-        out.append(value)
+    out = [row[column] for column in ROW_COLUMNS]
+    for position in _TEXT_POSITIONS:
+        value = out[position]
+        if value is not None and not isinstance(value, str):
+            out[position] = json.dumps(value, default=str)
     return out
