@@ -227,7 +227,7 @@ def category_board(board: Board, category: str) -> tuple[Rated, int]:
 def my_votes(board: Board, session_key: str) -> pd.DataFrame:
     """A personal board from the battle votes one browser session cast (every valid one, named
     or anonymous, whatever the other filters say: it is one person's own preferences)."""
-    if not session_key or board.battles.empty:
+    if not session_key or board.battles.empty or "session" not in board.battles:  # the index's: session_rows
         return session_board(board.battles.iloc[0:0])
     return session_board(board.battles[board.battles["session"] == session_key])
 

@@ -55,8 +55,9 @@ PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker process
 MAX_WORKERS = 4
 PIPELINE_DEPTH = 4  # chunks read ahead of the one being committed
 SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writing it again
-# Loaded with every row (what the board needs); the rest only for exports (`details`).
-DETAIL_COLUMNS = ("battle_id", "question_id", "judge")
+# Loaded with every row (what the board needs); the rest only for exports (`details`) and, for a
+# session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
+DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
 _BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
 
@@ -349,9 +350,9 @@ class VoteIndex:
     def session_rows(self, session: str) -> pd.DataFrame:
         """The rows of one session's votes (`LOADED_COLUMNS`), in time order."""
         with self._lock:
-            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE session = ? "
+            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)}, session FROM votes WHERE session = ? "
                                     "ORDER BY tstamp, file, offset", (session,)).fetchall()
-        return _frame(data)
+        return _frame(data, session=True)
 
     def names(self) -> list[str]:
         """Every model name the indexed votes mention."""
@@ -395,8 +396,8 @@ class VoteIndex:
                             columns=list(CONVERSATION_COLUMNS))
 
 
-def _frame(data: list[tuple]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(data, columns=list(LOADED_COLUMNS))
+def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(data, columns=[*LOADED_COLUMNS, *(("session",) if session else ())])
     for column in _BOOL_COLUMNS:
         frame[column] = frame[column].astype(bool)
     return frame
