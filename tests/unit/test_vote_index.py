@@ -229,3 +229,17 @@ def test_a_rebuild_by_another_process_is_noticed(tmp_path: Path):
     first.catch_up()  # its memory of what it had read belongs to the index before the rebuild
     assert first.count() == 6 and second.catch_up().votes == 0
     assert not first.rows()[["file", "offset"]].duplicated().any()
+
+
+def test_building_a_board_leaves_the_rows_it_was_given_alone(simulated: Path, tmp_path: Path):
+    from webui.leaderboard.battles import drop_reasons
+    from webui.leaderboard.board import board_from_battles
+
+    index = VoteIndex(simulated, tmp_path / "index.sqlite3")
+    index.catch_up()
+    rows = index.rows()
+    rows["drop_reason"] = drop_reasons(rows, True)
+    before = rows.copy()
+    board = board_from_battles(rows, BoardOptions(rounds=0, votes_per_day=5))
+    assert board.dropped["over_daily_cap"] > 0  # the board marked rows...
+    pd.testing.assert_frame_equal(rows, before)  # ...in its own copy: a live board reuses its rows

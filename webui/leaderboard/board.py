@@ -179,7 +179,7 @@ def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_li
 
 def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
     """The board of a battles table (`battles_frame`, or the vote index's rows), drop reasons set."""
-    all_battles = all_battles.copy()
+    all_battles = all_battles.copy(deep=False)  # copy-on-write: only the columns changed here are copied
     eligible = all_battles["drop_reason"].isna()
     named = eligible & ~all_battles["anony"].astype(bool)
     if not options.include_named:
