@@ -6,6 +6,8 @@ loads only the rows added since its last build (all of them only when indexed ro
 recheck of the identity words, a file rewritten, a rebuild), and builds the board. Readers
 (`latest`) get the last finished board at once, never waiting for a build; while the first one is
 being built they get None. A failed build is logged and kept as `error`; the previous board stays.
+After a rebuild the thread rests as long as the build took (up to MAX_REST_S), so a stream of
+votes costs the server at most about half a core however large the board.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from webui.leaderboard.index import VoteIndex, append_rows
 log = logging.getLogger(__name__)
 
 POLL_S = 2.0  # how often logs are looked at without a nudge (copied-in files, other writers)
+REST_PER_BUILD = 1.0  # seconds of rest after a rebuild, per second it took
+MAX_REST_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,9 @@ class LiveBoard:
             self._wake.clear()
             with self._done:
                 wanted = self._requested
+            built_s = 0.0
             try:
-                self._step()
+                built_s = self._step()
                 self.error = None
             except Exception as exc:  # noqa: BLE001 - keep serving the last board; say why
                 log.exception("the leaderboard could not be rebuilt")
@@ -101,19 +106,24 @@ class LiveBoard:
             with self._done:
                 self._completed = max(self._completed, wanted)
                 self._done.notify_all()
+            # Rest as long as the build took (at most MAX_REST_S): under a stream of votes the board
+            # takes at most half a core, and a vote still shows within two builds and a rest.
+            self._stop.wait(min(built_s * REST_PER_BUILD, MAX_REST_S))
 
-    def _step(self) -> None:
+    def _step(self) -> float:
+        """Catch up and rebuild if anything changed; how long a rebuild took (0: none needed)."""
         started = time.perf_counter()
         self.index.catch_up(self.options.model_names, self.options.extra_identity_words)
         state, skipped = self.index.state(), self.index.skipped_lines()
         if self._published is not None and (*state, skipped) == self._built:
-            return
+            return 0.0
         rows = self._load(state)
         rows = rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped))
         board = self._build(rows, self.options, skipped)
         self._built = (*state, skipped)
         version = self._published.version + 1 if self._published else 1
         self._published = Published(board, version, time.time(), time.perf_counter() - started, len(rows))
+        return self._published.build_s
 
     def _load(self, state: tuple[int, int]) -> pd.DataFrame:
         """All rows when indexed rows changed since the last load, else the last rows and the new."""
