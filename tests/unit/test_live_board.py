@@ -116,3 +116,12 @@ def test_loading_only_new_rows_builds_the_board_loading_all_would(recorder: Json
     pd.testing.assert_frame_equal(ours.battles.reset_index(drop=True), full.battles.reset_index(drop=True))
     pd.testing.assert_frame_equal(ours.table, full.table)
     live.close()
+
+
+def test_an_index_that_cannot_be_kept_beside_the_logs_goes_elsewhere(recorder: JsonlRecorder, tmp_path: Path):
+    from webui.ui.leaderboard_tab import open_index
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the index's folder would be")
+    index = open_index(recorder.log_dir, blocked / "index.sqlite3")
+    assert index.path.parent != blocked and index.catch_up().votes == 6

@@ -10,7 +10,9 @@ newer one exists. Category boards are computed on first request and kept for tha
 
 from __future__ import annotations
 
+import logging
 import math
+import sqlite3
 import tempfile
 import threading
 import time
@@ -26,13 +28,15 @@ from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_battl
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
-from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.index import INDEX_NAME, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
 from webui.ui.common import owner_of, progress_on
 
 if TYPE_CHECKING:
     from webui.services import Services
+
+log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
@@ -57,7 +61,7 @@ class LeaderboardView:
                  poll_s: float = POLL_S) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
-        self.live = LiveBoard(VoteIndex(self.log_dir, index_path), options, poll_s=poll_s).start()
+        self.live = LiveBoard(open_index(self.log_dir, index_path), options, poll_s=poll_s).start()
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
@@ -149,6 +153,18 @@ class LeaderboardView:
         path = Path(tempfile.mkdtemp(prefix="arena-export-")) / "ratings_over_time.csv"
         wide(board.history).to_csv(path, index=False)
         return str(path)
+
+
+def open_index(log_dir: Path, path: Path | None = None) -> VoteIndex:
+    """The vote index beside the logs, or, where it cannot be written there (a read-only folder),
+    one in a temporary folder: the board is then rebuilt from the logs at each start."""
+    try:
+        return VoteIndex(log_dir, path)
+    except (OSError, sqlite3.Error) as exc:
+        fallback = Path(tempfile.mkdtemp(prefix="arena-index-")) / INDEX_NAME
+        log.warning("the vote index cannot be kept at %s (%s); using %s", path or Path(log_dir) / INDEX_NAME, exc,
+                    fallback)
+        return VoteIndex(log_dir, fallback)
 
 
 def _interval(lower: float, upper: float) -> str:
