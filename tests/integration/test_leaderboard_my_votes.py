@@ -4,6 +4,7 @@ hash of the session, never the session's secret; the new views answer through th
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,17 @@ def vote(client: Client, button: str) -> None:
     client.predict(api_name="/battle_new_round")
 
 
+def board_summary(client: Client, expected: str, timeout: float = 30.0) -> str:
+    """The tab's summary once it says `expected`: the board is rebuilt in the background after a
+    vote (within seconds, not at once), and the tab shows the last board built meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        summary = client.predict(api_name="/leaderboard_refresh")[0]
+        if expected in summary or time.monotonic() > deadline:
+            return summary
+        time.sleep(0.2)
+
+
 def battles_in(table: dict) -> int:
     column = table["headers"].index("battles")
     return sum(int(row[column]) for row in table["data"])
@@ -56,7 +68,7 @@ def test_each_session_sees_only_its_own_votes(app):
         vote(bob, "b")
         alice_note, alice_table = alice.predict(api_name="/leaderboard_my_votes")
         bob_note, bob_table = bob.predict(api_name="/leaderboard_my_votes")
-        summary = alice.predict(api_name="/leaderboard_refresh")[0]
+        summary = board_summary(alice, "Based on 3 battles")
         coding = alice.predict("coding", api_name="/leaderboard_category")[0]
     finally:
         alice.close()
