@@ -114,15 +114,13 @@ def _index(index: Any) -> dict[str, Any]:
 
 
 def _board(index: Any) -> dict[str, Any]:
-    from webui.leaderboard.battles import drop_reasons
-    from webui.leaderboard.board import BoardOptions, board_from_battles
+    from webui.leaderboard.board import BoardOptions, board_from_rows
 
     started = time.perf_counter()
     index.catch_up()
     rows = index.rows()
     loaded = time.perf_counter()
-    rows["drop_reason"] = drop_reasons(rows, True)
-    board = board_from_battles(rows, BoardOptions(), index.skipped_lines())
+    board = board_from_rows(rows, BoardOptions(), index.skipped_lines())
     done = time.perf_counter()
     return {"wall_s": done - started, "load_s": loaded - started, "build_s": done - loaded, "models": len(board.table)}
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, vote
-from webui.leaderboard.board import Board, BoardOptions, board_from_battles, board_from_index
+from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
 from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.live import LiveBoard
 from webui.records.privacy import IdentityPolicy
@@ -46,7 +46,7 @@ def test_readers_get_the_last_board_while_a_build_runs(recorder: JsonlRecorder):
     def slow_build(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
         building.set()
         assert gate.wait(60)
-        return board_from_battles(rows, options, skipped)
+        return board_from_rows(rows, options, skipped)
 
     live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=slow_build).start()
     first = live.sync()
@@ -89,7 +89,7 @@ def test_a_failed_build_keeps_the_last_board_and_says_why(recorder: JsonlRecorde
     def flaky(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
         if fail.is_set():
             raise MemoryError("out of memory")
-        return board_from_battles(rows, options, skipped)
+        return board_from_rows(rows, options, skipped)
 
     live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=flaky).start()
     first = live.sync()

@@ -243,3 +243,30 @@ def test_building_a_board_leaves_the_rows_it_was_given_alone(simulated: Path, tm
     board = board_from_battles(rows, BoardOptions(rounds=0, votes_per_day=5))
     assert board.dropped["over_daily_cap"] > 0  # the board marked rows...
     pd.testing.assert_frame_equal(rows, before)  # ...in its own copy: a live board reuses its rows
+
+
+def test_readers_do_not_wait_for_a_long_catch_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    logs = tmp_path / "logs"
+    record_votes(logs, 3)
+    index = VoteIndex(logs)
+    index.catch_up()
+    record_votes(logs, 2)
+    inside, release = threading.Event(), threading.Event()
+    original = VoteIndex._catch_up_file
+
+    def slow(self, *args, **kwargs):
+        inside.set()
+        assert release.wait(60)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(VoteIndex, "_catch_up_file", slow)
+    writer = threading.Thread(target=index.catch_up)
+    writer.start()
+    try:
+        assert inside.wait(30)  # a catch-up holds the index (as a cold one does for minutes)
+        assert index.count() == 3 and len(index.session_rows("")) == 3  # readers answer meanwhile
+        assert index.catch_up(wait_s=0.1).votes == 0  # and a bounded catch-up gives up
+    finally:
+        release.set()
+        writer.join(60)
+    assert index.count() == 5

@@ -23,7 +23,7 @@ from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.style import style_table
 from webui.leaderboard.voters import over_daily_cap, voter_agreement
 from webui.records.identity import identity_words
-from webui.records.storage import ReadReport, log_files, read_logs
+from webui.records.storage import ReadReport, read_logs
 
 NAMED = "named (not anonymous)"
 DROP_MEANINGS = {
@@ -247,22 +247,14 @@ def board_from_logs(log_dir: Path, options: BoardOptions) -> Board:
     return build_board(report.records, options, report.torn_last_lines + report.bad_lines)
 
 
-def logs_signature(log_dir: Path) -> tuple[tuple[str, int, int], ...]:
-    """Cheap fingerprint of the log files (name, size, mtime): recompute only when it changes."""
-    out = []
-    for path in log_files(Path(log_dir)):
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        out.append((path.name, info.st_size, info.st_mtime_ns))
-    return tuple(out)
-
-
 def board_from_index(index: VoteIndex, options: BoardOptions, *, catch_up: bool = True) -> Board:
     """The board of a vote index (brought up to date with the logs first, unless told not to)."""
     if catch_up:
         index.catch_up(options.model_names, options.extra_identity_words)
-    rows = index.rows()
-    rows["drop_reason"] = drop_reasons(rows, options.drop_stopped)
-    return board_from_battles(rows, options, index.skipped_lines())
+    return board_from_rows(index.rows(), options, index.skipped_lines())
+
+
+def board_from_rows(rows: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
+    """The board of vote index rows (`VoteIndex.rows`), their drop reasons set by `options`."""
+    return board_from_battles(rows.assign(drop_reason=drop_reasons(rows, options.drop_stopped)), options,
+                              skipped_lines)

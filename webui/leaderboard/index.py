@@ -85,8 +85,9 @@ class CatchUpReport:
 
 
 class VoteIndex:
-    """The index of one log folder. Thread-safe (one connection under a lock); several processes
-    may open the same file."""
+    """The index of one log folder. Thread-safe: writing (catching up, rebuilding) holds one
+    connection and its lock; reading has a connection of its own, so that a reader never waits
+    for a long catch-up (WAL: it sees what was committed). Several processes may open one file."""
 
     def __init__(self, log_dir: Path, path: Path | None = None) -> None:
         self.log_dir = Path(log_dir)
@@ -103,18 +104,30 @@ class VoteIndex:
         self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
         with self._lock:
             self._migrate()
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             self._db.close()
+            self._reader.close()
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._read_lock:
+            yield self._reader
 
     # --- writing ---------------------------------------------------------------------------
 
-    def catch_up(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
+    def catch_up(self, model_names: Sequence[str] = (), extra_words: str = "", *,
+                 wait_s: float | None = None) -> CatchUpReport:
         """Index what the logs hold beyond what was read, then bring every identity check to the
-        word list of the registry's `model_names`, every name seen, and `extra_words`."""
+        word list of the registry's `model_names`, every name seen, and `extra_words`. With
+        `wait_s`, give up (doing nothing) if another catch-up holds the index longer than that."""
         report = CatchUpReport()
-        with self._lock:
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            return report
+        try:
             paths = log_files(self.log_dir)
             report.files = len(paths)
             identity = self._meta("identity")
@@ -127,6 +140,8 @@ class VoteIndex:
                     self._catch_up_file(path, report, model_names, extra_words, pool)
                     self._unchanged[path.name] = before  # read to its end as it stood then
             report.rechecked = self._recheck(self._words(model_names, extra_words))
+        finally:
+            self._lock.release()
         return report
 
     @staticmethod
@@ -160,14 +175,14 @@ class VoteIndex:
     def state(self) -> tuple[int, int]:
         """(generation, last row id): the generation changes whenever indexed rows change or go
         (a recheck, a file read again, a rebuild); between two equal generations rows only grow."""
-        with self._lock:
-            return self._generation(), int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
+        with self._read() as db:
+            return self._generation(db), int(db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
 
-    def _generation(self) -> int:
-        return int(self._meta("generation") or 0)
+    def _generation(self, db: sqlite3.Connection | None = None) -> int:
+        return int(self._meta("generation", db) or 0)
 
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    def _meta(self, key: str, db: sqlite3.Connection | None = None) -> str | None:
+        row = (db or self._db).execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
     def _bump_generation(self) -> None:
@@ -320,8 +335,8 @@ class VoteIndex:
         added since, and the copy is renewed once the rows added since are many."""
         if after_id:
             return self._fetch(after_id)
-        with self._lock:
-            identity, generation = self._meta("identity") or "", self._generation()
+        with self._read() as db:
+            identity, generation = self._meta("identity", db) or "", self._generation(db)
         base = self._snapshot(identity, generation)
         frame = append_rows(base, self._fetch(int(base["id"].max()))) if base is not None and len(base) \
             else self._fetch(0)
@@ -334,9 +349,9 @@ class VoteIndex:
         return frame
 
     def _fetch(self, after_id: int) -> pd.DataFrame:
-        with self._lock:
-            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE id > ? "
-                                    "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
+        with self._read() as db:
+            data = db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE id > ? "
+                              "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
         return _frame(data)
 
     def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
@@ -349,36 +364,36 @@ class VoteIndex:
 
     def session_rows(self, session: str) -> pd.DataFrame:
         """The rows of one session's votes (`LOADED_COLUMNS`), in time order."""
-        with self._lock:
-            data = self._db.execute(f"SELECT {', '.join(LOADED_COLUMNS)}, session FROM votes WHERE session = ? "
-                                    "ORDER BY tstamp, file, offset", (session,)).fetchall()
+        with self._read() as db:
+            data = db.execute(f"SELECT {', '.join(LOADED_COLUMNS)}, session FROM votes WHERE session = ? "
+                              "ORDER BY tstamp, file, offset", (session,)).fetchall()
         return _frame(data, session=True)
 
     def names(self) -> list[str]:
         """Every model name the indexed votes mention."""
-        with self._lock:
-            return sorted(n for (n,) in self._db.execute("SELECT name FROM names"))
+        with self._read() as db:
+            return sorted(n for (n,) in db.execute("SELECT name FROM names"))
 
     def skipped_lines(self) -> int:
         """Lines left out: not JSON objects with a type, or a torn last line."""
-        with self._lock:
-            bad, torn = self._db.execute("SELECT coalesce(sum(bad), 0), coalesce(sum(torn), 0) FROM files").fetchone()
+        with self._read() as db:
+            bad, torn = db.execute("SELECT coalesce(sum(bad), 0), coalesce(sum(torn), 0) FROM files").fetchone()
         return int(bad) + int(torn)
 
     def count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM votes").fetchone()[0])
+        with self._read() as db:
+            return int(db.execute("SELECT count(*) FROM votes").fetchone()[0])
 
     def details(self, rows: pd.DataFrame) -> pd.DataFrame:
         """What `rows` does not load, for exports: `DETAIL_COLUMNS` from the index and the
         conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line."""
         ids = [int(i) for i in rows["id"]]
         found: dict[int, tuple] = {}
-        with self._lock:
+        with self._read() as db:
             for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
                 batch = ids[start:start + 500]
                 query = f"SELECT id, {', '.join(DETAIL_COLUMNS)} FROM votes WHERE id IN ({', '.join('?' * len(batch))})"
-                found.update((row[0], row[1:]) for row in self._db.execute(query, batch))
+                found.update((row[0], row[1:]) for row in db.execute(query, batch))
         missing = (None,) * len(DETAIL_COLUMNS)
         stored = pd.DataFrame([found.get(i, missing) for i in ids], columns=list(DETAIL_COLUMNS), index=rows.index)
         return pd.concat([stored, self._conversations(rows)], axis=1)

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from webui.leaderboard.battles import drop_reasons
-from webui.leaderboard.board import Board, BoardOptions, board_from_battles
+from webui.leaderboard.board import Board, BoardOptions, board_from_rows
 from webui.leaderboard.index import VoteIndex, append_rows
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ class LiveBoard:
     """Keeps `latest()` current for one vote index and one set of board options."""
 
     def __init__(self, index: VoteIndex, options: BoardOptions, *, poll_s: float = POLL_S,
-                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_battles) -> None:
+                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows) -> None:
         self.index = index
         self.options = options
         self.poll_s = poll_s
@@ -118,7 +117,6 @@ class LiveBoard:
         if self._published is not None and (*state, skipped) == self._built:
             return 0.0
         rows = self._load(state)
-        rows = rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped))
         board = self._build(rows, self.options, skipped)
         self._built = (*state, skipped)
         version = self._published.version + 1 if self._published else 1

@@ -23,13 +23,13 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
-from webui.leaderboard.battles import ROW_COLUMNS, drop_reasons
-from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_battles, category_board, session_board
+from webui.leaderboard.battles import drop_reasons
+from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
-from webui.leaderboard.index import INDEX_NAME, VoteIndex
-from webui.leaderboard.live import POLL_S, LiveBoard
+from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
+from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
 from webui.ui.common import owner_of, progress_on
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
+MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
 EXPORTS = {
@@ -71,17 +72,20 @@ class LeaderboardView:
 
     def board(self) -> tuple[Board, int]:
         """The last board built and its version (0: none yet, an empty board while the first is built)."""
-        published = self.live.latest()
+        return self._board(self.live.latest())
+
+    def _board(self, published: Published | None) -> tuple[Board, int]:
         if published is not None:
             return published.board, published.version
         if self._empty is None:
-            self._empty = board_from_battles(pd.DataFrame(columns=[*ROW_COLUMNS, "drop_reason"]), self.options)
+            self._empty = board_from_rows(pd.DataFrame(columns=list(LOADED_COLUMNS)), self.options)
         return self._empty, 0
 
     def rated(self, category: str = ALL) -> tuple[Board, Rated, str, int]:
         """The board, the tables of one category, a sentence about it, and the board's version."""
-        board, version = self.board()
-        summary = self._status(version) + board.summary()
+        published = self.live.latest()  # once: the sentence must be about the board shown
+        board, version = self._board(published)
+        summary = self._status(published) + board.summary()
         if not category or category == ALL:
             return board, board.rated, summary, version
         with self._lock:
@@ -92,8 +96,7 @@ class LeaderboardView:
             rated, n = self._categories[key]
         return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary, version
 
-    def _status(self, version: int) -> str:
-        published = self.live.latest()
+    def _status(self, published: Published | None) -> str:
         if published is None:
             return "The leaderboard is being built from the vote logs; it appears here when it is ready. "
         ago = max(0, round(time.time() - published.built_at))
@@ -114,16 +117,16 @@ class LeaderboardView:
 
     def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
         """A sentence and a table from the votes of one browser session, the one just cast
-        included: the index is caught up (a stat per file and the new lines) and asked for the
-        session's rows alone, without waiting for the board."""
-        table = session_board(pd.DataFrame(columns=[*ROW_COLUMNS, "drop_reason"]))
-        if session_key:
-            index = self.live.index
-            index.catch_up(self.options.model_names, self.options.extra_identity_words)
-            rows = index.session_rows(session_key)
-            table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
+        included: the index is caught up (a stat per file and the new lines; given up after a
+        moment if a long catch-up holds it) and asked for the session's rows alone, without
+        waiting for the board."""
         if not session_key:
-            return "This server does not keep a session key with votes (ip_logging is none).", table
+            return ("This server does not keep a session key with votes (ip_logging is none).",
+                    session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
+        index = self.live.index
+        index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
+        rows = index.session_rows(session_key)
+        table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
         if table.empty:
             return "You have not voted in a battle in this browser session yet.", table
         n = int(table["battles"].sum()) // 2
