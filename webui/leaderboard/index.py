@@ -369,11 +369,6 @@ class VoteIndex:
                               "ORDER BY tstamp, file, offset", (session,)).fetchall()
         return _frame(data, session=True)
 
-    def names(self) -> list[str]:
-        """Every model name the indexed votes mention."""
-        with self._read() as db:
-            return sorted(n for (n,) in db.execute("SELECT name FROM names"))
-
     def skipped_lines(self) -> int:
         """Lines left out: not JSON objects with a type, or a torn last line."""
         with self._read() as db:
