@@ -70,6 +70,6 @@ def demo_registry():
 
     registry = build_registry(Settings())
     registry.start()
-    assert registry.wait_idle(900), "demo models did not finish loading"
+    assert registry.wait_idle(480), "demo models did not finish loading"  # under the 600 s test timeout
     yield registry
     registry.close()
