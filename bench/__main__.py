@@ -83,7 +83,7 @@ def _run_one(name: str, ctx: Any) -> dict[str, Any]:
     started, load = time.perf_counter(), load_average()
     try:
         section = MODULES[name].run(ctx)
-    except Exception as exc:  # noqa: BLE001 - one broken section must not lose the others
+    except Exception as exc:  # one broken section must not lose the others
         traceback.print_exc()
         section = {"failed": f"{type(exc).__name__}: {exc}"}
     section["_run"] = {"seconds": round(time.perf_counter() - started, 1), "load_average_before": load,

@@ -84,7 +84,7 @@ class BenchContext:
             server.start()
             try:
                 self.launch = server.wait(self.config.server_timeout_s)
-            except Exception as exc:  # noqa: BLE001 - the in-process paths can still be measured
+            except Exception as exc:  # the in-process paths can still be measured
                 server.stop()
                 self._server_error = f"not available: the server did not start: {exc}"
                 raise PathUnavailable(self._server_error) from exc
@@ -104,7 +104,7 @@ class BenchContext:
                 self._gradio = exc
             except GradioUnavailable as exc:
                 self._gradio = PathUnavailable(f"not available: {exc}")
-            except Exception as exc:  # noqa: BLE001 - no UI at all (e.g. not landed yet)
+            except Exception as exc:  # no UI at all (e.g. not landed yet)
                 self._gradio = PathUnavailable(f"not available: {type(exc).__name__}: {exc}")
         if isinstance(self._gradio, PathUnavailable):
             raise self._gradio

@@ -69,7 +69,7 @@ class GradioDriver:
                 now = time.perf_counter() - start
                 for pane, index in zip(panes, where, strict=True):
                     _observe(pane, _reply(outputs[index]), now)
-        except Exception as exc:  # noqa: BLE001 - a refusal (gr.Error) ends the call without a reply
+        except Exception as exc:  # a refusal (gr.Error) ends the call without a reply
             raise RuntimeError(f"the UI refused: {exc}") from None
         return time.perf_counter() - start, panes
 
@@ -79,7 +79,7 @@ class GradioDriver:
             total, (pane,) = self.turn(DIRECT, [request.model], request)
         except GradioUnavailable:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failed request is a figure (errors), not a crash
+        except Exception as exc:  # a failed request is a figure (errors), not a crash
             return Sample("gradio", request.model, 0.0, error=f"{type(exc).__name__}: {exc}")
         return Sample("gradio", request.model, total, pane.ttft_s, pane.tokens, "ui-stats", pane.chunk_times,
                       pane.text, error=pane.error, server_ttft_s=pane.server_ttft_s)

@@ -107,7 +107,7 @@ def in_fresh_thread(fn: Callable[[], T]) -> T:
     def target() -> None:
         try:
             box.append((True, fn()))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+        except BaseException as exc:  # re-raised in the caller
             box.append((False, exc))
 
     thread = threading.Thread(target=target, name="bench-raw", daemon=True)

@@ -103,7 +103,7 @@ class Visitors:
                 visit(self.url)
                 with self.lock:
                     self.soak.visits += 1
-            except Exception as exc:  # noqa: BLE001 - counted and reported, the soak goes on
+            except Exception as exc:  # counted and reported, the soak goes on
                 with self.lock:
                     self.soak.errors.append(f"{type(exc).__name__}: {exc}"[:300])
 

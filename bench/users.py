@@ -84,7 +84,7 @@ def _level(users: int, make_runner: Callable[[], Runner], request: Request, time
         barrier.wait()
         try:
             samples[i] = runners[i](request)
-        except Exception as exc:  # noqa: BLE001 - one user's failure is a figure, not a crash
+        except Exception as exc:  # one user's failure is a figure, not a crash
             samples[i] = Sample("?", request.model, 0.0, error=f"{type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=chat, args=(i,), name=f"bench-user-{i}", daemon=True) for i in range(users)]

@@ -122,7 +122,7 @@ def run_in_thread(work: Callable[[], None], handoff: Handoff, name: str) -> thre
     def run() -> None:
         try:
             work()
-        except BaseException as exc:  # noqa: BLE001 - every failure must reach the consumer
+        except BaseException as exc:  # every failure must reach the consumer
             handoff.fail(exc)
         finally:
             handoff.close()

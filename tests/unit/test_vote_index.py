@@ -156,7 +156,7 @@ def test_two_writers_never_count_a_vote_twice(simulated: Path, tmp_path: Path):
     def run(index: VoteIndex) -> None:
         try:
             index.catch_up()
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(ix,)) for ix in indexes]

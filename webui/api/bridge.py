@@ -77,7 +77,7 @@ class EventPump:
     def _run(self) -> None:
         try:
             events = self._start(self.cancel)
-        except BaseException as exc:  # noqa: BLE001 - every failure goes to the handler
+        except BaseException as exc:  # every failure goes to the handler
             self._put(_Raised(exc))
             return
         self._put(_STARTED)
@@ -87,7 +87,7 @@ class EventPump:
                     self._put(event)
                     if self.cancel.is_set() or isinstance(event, Finished):
                         break
-        except Exception as exc:  # noqa: BLE001 - a backend bug must not hang the client
+        except Exception as exc:  # a backend bug must not hang the client
             log.exception("stream failed")
             self._put(_Raised(exc))
         finally:

@@ -38,7 +38,7 @@ class OpenAIErrors:
         answer = _Answer(send)
         try:
             await self.app(scope, receive, answer.send)
-        except Exception:  # noqa: BLE001 - the client gets a fixed sentence, the log gets the rest
+        except Exception:  # the client gets a fixed sentence, the log gets the rest
             log.exception("%s %s failed", scope.get("method"), path)
             if not answer.started:
                 await answer.replace(500, None)

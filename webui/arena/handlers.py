@@ -344,5 +344,5 @@ class Handlers:
             self.services.recorder.chat(event)
         except RecordError as exc:
             log.error("transcript not recorded: %s", exc)
-        except Exception:  # noqa: BLE001 - a broken recorder must not break the chat
+        except Exception:  # a broken recorder must not break the chat
             log.exception("transcript not recorded")

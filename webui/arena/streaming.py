@@ -55,7 +55,7 @@ class PaneStreams:
             stream = job.open(self.cancel)
             for event in stream:
                 self._handoff.put(PaneEvent(job.pane, event=event))
-        except Exception as exc:  # noqa: BLE001 - reported to the consumer, which shows a generic message
+        except Exception as exc:  # reported to the consumer, which shows a generic message
             self._handoff.put(PaneEvent(job.pane, error=exc))
         finally:
             close = getattr(stream, "close", None)
@@ -106,6 +106,6 @@ class PaneStreams:
                 log.error("%s did not end within %.0f s of a stop", thread.name, self.join_timeout_s)
         try:
             return self._handoff.ready()
-        except BaseException:  # noqa: BLE001 - only a thread killed by BaseException gets here
+        except BaseException:  # only a thread killed by BaseException gets here
             log.exception("a pane stream ended abnormally")
             return []

@@ -107,7 +107,7 @@ class _Upstream:
             self._report(RemoteError(f"{self._url} timed out ({type(exc).__name__})"), health=True)
         except (httpx.HTTPError, OSError) as exc:
             self._report(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}"), health=True)
-        except Exception as exc:  # noqa: BLE001 - e.g. a malformed chunk; must reach the consumer
+        except Exception as exc:  # e.g. a malformed chunk; must reach the consumer
             self._report(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}"), health=False)
         finally:
             self._slots.release()

@@ -236,7 +236,7 @@ class Registry:
                 weights = self._loader_for(spec.backend)(spec, self.settings)
                 # Build every variant's backend now, so that template errors show up as a failure.
                 backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
-            except Exception as exc:  # noqa: BLE001 - any failure becomes the model's status
+            except Exception as exc:  # any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
                 self._failed(slot, _short_reason(exc), retry=not isinstance(exc, ConfigError))
                 return
@@ -357,7 +357,7 @@ class Registry:
         if weights is not None:
             try:
                 weights.close()
-            except Exception:  # noqa: BLE001 - freeing must not stop the others from being freed
+            except Exception:  # freeing must not stop the others from being freed
                 log.exception("closing %s failed", self._owner(slot.key).name)
 
     def _owner(self, key: tuple[str, ...]) -> ModelSpec:
@@ -382,7 +382,7 @@ class Registry:
                 for listener in self._listeners:
                     try:
                         listener(status)
-                    except Exception:  # noqa: BLE001 - a broken listener must not break loading
+                    except Exception:  # a broken listener must not break loading
                         log.exception("status listener failed")
 
 
@@ -393,7 +393,7 @@ def _health(backend: Any) -> str | None:
         return None
     try:
         return check()
-    except Exception as exc:  # noqa: BLE001 - a failing health check is itself a problem
+    except Exception as exc:  # a failing health check is itself a problem
         return _short_reason(exc)
 
 

@@ -165,7 +165,7 @@ class TransformersBackend(Backend):
                 tail = stops.flush()
                 if tail:
                     yield TextDelta(tail)
-        except Exception as exc:  # noqa: BLE001 - the generate thread failed; reported as the finish
+        except Exception as exc:  # the generate thread failed; reported as the finish
             reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
         if reason is None:
             if cancel.is_set():

@@ -99,7 +99,7 @@ class LiveBoard:
             try:
                 built_s = self._step()
                 self.error = None
-            except Exception as exc:  # noqa: BLE001 - keep serving the last board; say why
+            except Exception as exc:  # keep serving the last board; say why
                 log.exception("the leaderboard could not be rebuilt")
                 self.error = f"{type(exc).__name__}: {exc}"
             with self._done:

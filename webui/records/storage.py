@@ -314,7 +314,7 @@ class JsonlRecorder:
         for listener in list(self.vote_listeners):
             try:
                 listener()
-            except Exception:  # noqa: BLE001 - see vote_listeners
+            except Exception:  # see vote_listeners
                 log.exception("a vote listener failed")
 
     def session_key(self, session: str) -> str:

@@ -20,7 +20,7 @@ def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
     from webui.access import auth
-    from webui.server import security, sessions
+    from webui.server import reaper, security, sessions
     from webui.ui import build_ui
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
@@ -47,7 +47,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.blocks = blocks  # for the share link
     mounted = gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
                                   **auth.gradio_auth_kwargs(services.settings))
-    sessions.expire_idle_sessions(mounted, blocks, book, services.settings)
+    reaper.expire_idle_sessions(mounted, blocks, book, services.settings)
     return mounted
 
 

@@ -29,7 +29,7 @@ def start_hub_sync(repo_id: str, log_dir: Path, every_min: float, *, token: str 
         def push_to_hub(self) -> Any:
             try:
                 return super().push_to_hub()
-            except Exception as exc:  # noqa: BLE001 - the next round retries
+            except Exception as exc:  # the next round retries
                 log.warning("could not push the logs to the Hub dataset %s (%s); they stay in %s and the "
                             "next push retries", repo_id, _one_line(exc), log_dir)
                 return None
@@ -38,7 +38,7 @@ def start_hub_sync(repo_id: str, log_dir: Path, every_min: float, *, token: str 
         scheduler = SoftScheduler(repo_id=repo_id, repo_type="dataset", folder_path=log_dir, path_in_repo="logs",
                                   every=every_min, private=True, token=token, allow_patterns=LOG_PATTERNS,
                                   hf_api=hf_api)
-    except Exception as exc:  # noqa: BLE001 - offline, bad token, no such namespace ...
+    except Exception as exc:  # offline, bad token, no such namespace ...
         log.error("Hub sync is off: could not reach the dataset %s on the Hugging Face Hub (%s). The logs are "
                   "still written to %s. Check internet access and HF_TOKEN (it needs write access).",
                   repo_id, _one_line(exc), log_dir)

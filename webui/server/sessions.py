@@ -1,53 +1,28 @@
-"""Browser sessions: who owns a Gradio session, and how long the server keeps one.
+"""Who owns a Gradio session: a signed secret in an HttpOnly cookie, bound to each session hash
+on first use and required on every later request that names it (docs/deploy.md, "Sessions").
 
-Ownership (issue 13 item 2). Gradio names a session by a `session_hash` that the *client* picks
-and that shows in access-log lines; Gradio itself trusts whoever sends it, so anybody who learns
-one could vote in that battle, read its conversation, send turns and take its event stream. Here
-a session belongs to a secret the server issued:
-
-* the page (`GET /`) and Gradio's config (`GET /config`, gradio_client's first request) set a
-  random, signed secret in an HttpOnly cookie when the request carries no valid one (twice: a
-  `SameSite=None; Secure; Partitioned` cookie for the page inside a Space's iframe, and a
-  `SameSite=Lax` one for plain http, as Gradio does for its own login cookie);
-* the first request that names a session hash binds it to the request's secret; every later one
-  that names it (the queue/join and cancel bodies, the queue/data and deep_link query strings, the
-  heartbeat and stream paths, ...) must carry the same secret, or it is refused with 403 and a
-  message before Gradio sees it. A request that names a session and carries no valid secret is
-  refused too, so a script without cookies cannot claim a session nobody can then protect.
-
-Nothing the client sends or the logs show lets anyone derive the secret: it is 192 random bits,
-signed with a key that lives only in this process (a restart invalidates every cookie, as it
-ends every session anyway), and never logged.
-
-Lifetime (issue 13 item 6e). Gradio keeps, for every session, a copy of each component's config
-(365 KiB for this page, measured with tracemalloc as sessions are created) until 10,000 sessions
-exist, whether or not the browser comes back; its own clean-up only empties `gr.State` values. `expire_idle_sessions` removes a session unused
-for `Settings.session_idle_min` minutes (an open tab's status timer uses it every 2 s; a session
-with an event still queued or running is kept), and its binding with it.
+Gradio trusts whoever sends a session hash, which the client picks and access logs show; here the
+first request binds the hash to its secret, and a request without that secret is refused with 403
+before Gradio sees it. The secret is random, signed with a key that lives only in this process, and
+never logged. How long a session is kept: webui.server.reaper.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import datetime
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from webui.config import Settings
 from webui.server.security import send_json
-
-log = logging.getLogger(__name__)
 
 COOKIE = "arena-session"  # SameSite=None; Secure; Partitioned: sent from inside an iframe over https
 COOKIE_LAX = "arena-session-lax"  # SameSite=Lax: sent over plain http, where a Secure cookie is not kept
@@ -247,78 +222,3 @@ def bind_sessions(app: Any) -> SessionBook:
     app.add_middleware(BindSessions, book=book, issuer=SecretIssuer())
     app.state.sessions = book
     return book
-
-
-# ---- idle sessions ---------------------------------------------------------------------------
-class SessionReaper:
-    """Removes sessions unused for `idle_s`: Gradio's per-session state and the binding."""
-
-    def __init__(self, blocks: Any, book: SessionBook, idle_s: float) -> None:
-        self.blocks = blocks
-        self.book = book
-        self.idle_s = idle_s
-        book.on_evict = self.drop
-
-    def sweep(self) -> int:
-        """One pass; returns how many sessions were removed."""
-        busy = {h for h, ids in self.blocks._queue.pending_event_ids_session.items() if ids}
-        removed = 0
-        for session_hash in self.book.idle(self.idle_s):
-            if session_hash in busy:
-                self.book.touch(session_hash)  # a long reply is use
-                continue
-            self.drop(session_hash)
-            removed += 1
-        # sessions nobody bound (gradio_api/call events are sessions of their own)
-        holder = self.blocks.state_holder
-        cutoff = datetime.datetime.now() - datetime.timedelta(seconds=self.idle_s)
-        for session_hash, last in list(holder.time_last_used.items()):
-            if last < cutoff and session_hash not in busy and session_hash not in self.book:
-                self.drop(session_hash)
-                removed += 1
-        return removed
-
-    def drop(self, session_hash: str) -> None:
-        holder = self.blocks.state_holder
-        holder.delete_state(session_hash)  # runs gr.State delete callbacks
-        with holder.lock:
-            holder.session_data.pop(session_hash, None)
-            holder.time_last_used.pop(session_hash, None)
-        queue = self.blocks._queue
-        if not queue.pending_event_ids_session.get(session_hash):
-            queue.pending_event_ids_session.pop(session_hash, None)
-            queue.pending_messages_per_session.pop(session_hash, None)
-        self.book.forget(session_hash)
-
-    async def run(self, every_s: float) -> None:
-        while True:
-            await asyncio.sleep(every_s)
-            try:
-                removed = self.sweep()
-            except Exception:  # noqa: BLE001 - a failed sweep must not end the loop
-                log.exception("session sweep failed")
-                continue
-            if removed:
-                log.debug("removed %d idle sessions", removed)
-
-
-def expire_idle_sessions(app: Any, blocks: Any, book: SessionBook, settings: Settings) -> SessionReaper:
-    """Run a `SessionReaper` for as long as the app is being served (wraps the app's lifespan, as
-    `gr.mount_gradio_app` does)."""
-    idle_s = settings.session_idle_min * 60
-    reaper = SessionReaper(blocks, book, idle_s)
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with inner(a) as state:
-            task = asyncio.create_task(reaper.run(every_s=min(60.0, max(0.5, idle_s / 4))))
-            try:
-                yield state
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    app.router.lifespan_context = lifespan
-    return reaper

@@ -45,7 +45,7 @@ def open_share_link(blocks: Any, host: str, port: int, tunnel: Tunnel | None = N
     local = f"http://{local_target(host)}:{port}"
     try:
         address = tunnel(local_target(host), port, blocks.share_token, None, None)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes one clear message
+    except Exception as exc:  # any failure becomes one clear message
         log.debug("share tunnel failed", exc_info=True)
         raise ShareError(explain_failure(exc, local)) from exc
     url = urlunparse(("https", *urlparse(address)[1:]))

@@ -72,7 +72,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         def stream(*args: Any, **kwargs: Any) -> Any:
             try:
                 yield from fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - translated, never shown raw
+            except Exception as exc:  # translated, never shown raw
                 raise translate(exc) from None
         return stream
 
@@ -80,7 +80,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - translated, never shown raw
+        except Exception as exc:  # translated, never shown raw
             raise translate(exc) from None
     return call
 
