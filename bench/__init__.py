@@ -1,4 +1,4 @@
-"""Benchmarks for Pairwise Arena (issue 7): `python -m bench` (or `make bench`).
+"""Benchmarks for Pairwise Arena: `python -m bench` (or `make bench`).
 
 Kept apart from the test suite on purpose: tests assert behaviour and must pass on any machine;
 these numbers depend on the machine, so they are measured, printed and recorded, never asserted.

@@ -1,4 +1,4 @@
-"""The vote index and the board at scale (issue 19): `python -m bench.votes`.
+"""The vote index and the board at scale: `python -m bench.votes`.
 
     python -m bench.votes                              # 20k, 200k and 1M simulated votes (~15 min)
     python -m bench.votes --sizes 20000 --old-tree DIR # also the code before the index, checked out in DIR

@@ -1,6 +1,5 @@
-"""Requests that once crashed the API or leaked its insides (issue 13, items 3 and 4), against the
-real app (UI mounted, size limit in front) on the tiny model and a stand-in upstream server whose
-failures name internal paths.
+"""Requests that once crashed the API or leaked its insides, against the real app (UI mounted, size
+limit in front) on the tiny model and a stand-in upstream server whose failures name internal paths.
 
 Every answer here goes through `checked_http_client`, which validates it against the openai
 package's types: every bad request must be a 4xx OpenAI error object naming the parameter.

@@ -1,4 +1,4 @@
-"""Issue 13 item 6b: the server's own access log (uvicorn's, on stdout) keeps client addresses and
+"""The server's own access log (uvicorn's, on stdout) keeps client addresses and
 session hashes the way the JSON Lines logs do (`--ip-logging`), not raw.
 
 The server is built by `webui.server.app.build_server`, the function `serve()` runs, on a free

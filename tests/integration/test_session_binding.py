@@ -1,4 +1,4 @@
-"""Issue 13 item 2: a Gradio session belongs to the browser the server gave a secret to, not to
+"""A Gradio session belongs to the browser the server gave a secret to, not to
 whoever knows its session hash (the client picks it, and it shows in access logs).
 
 The owner is a gradio_client `Client` (it takes the cookie from its first request, as a script

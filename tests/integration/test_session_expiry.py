@@ -1,5 +1,5 @@
-"""Issue 13 item 6e: Gradio keeps a copy of every component's config for each session (365 KiB
-here, measured on creation) for as long as the process lives; the app removes sessions idle for
+"""Gradio keeps a copy of every component's config for each session (docs/deploy.md, "Sessions")
+for as long as the process lives; the app removes sessions idle for
 `--session-idle-min` (and their binding to a browser secret), so memory comes back at idle.
 A session still in use stays."""
 

@@ -115,7 +115,7 @@ def test_battles_keep_fastchat_winner_names():
 def test_hygiene_drops_identity_errors_and_stopped_replies():
     words = identity_words(["SmolLM2-135M-Instruct", "tiny-a"], "acme")
     assert {"smollm2-135m-instruct", "smollm2", "tiny-a", "acme", "llama"} <= set(words)
-    assert "tiny" not in words  # an English word is no family name on its own (issue 15); "tiny-a" still is
+    assert "tiny" not in words  # an English word is no family name on its own; "tiny-a" still is
     rows = [
         record("leftvote", replies=("I am SmolLM2, made by you", "ok")),
         record("leftvote", replies=("ok", "Built by ACME labs")),

@@ -1,4 +1,4 @@
-"""The five defects of issue 15, each on a small hand-made log whose right answer is known."""
+"""Five defects the board once had, each on a small hand-made log whose right answer is known."""
 
 from __future__ import annotations
 

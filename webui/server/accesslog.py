@@ -1,5 +1,5 @@
 """The server's own access log (uvicorn's, on stdout) keeps what the JSON Lines logs keep
-(issue 13 item 6b, docs/logging.md):
+(docs/logging.md):
 
 * the client address as `--ip-logging` says: `h:` + the keyed hash under the same key as the
   records (hash, the default), the address itself (raw), or `-` (none); the port goes in every

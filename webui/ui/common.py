@@ -47,11 +47,8 @@ LATEX: list[dict[str, str | bool]] = [
 
 def progress_on(sink: gr.Component) -> dict[str, Any]:
     """Event options: no progress shown, and the event's loading status kept on `sink` (an invisible
-    component) rather than on its outputs. The page updates the loading status of every progress
-    target any event ever had, each time any event changes state (for every streamed update), and
-    for a target without a value it walks the target's whole subtree, copying each drawn
-    component's properties: a gr.Tabs output (the page load's) made that the whole page, 50-150 ms
-    of the browser's time per streamed update on the 2-core machine."""
+    component), never on its outputs: the page walks every progress target's subtree for every
+    streamed update (docs/ui.md, "Streaming")."""
     return {"show_progress": "hidden", "show_progress_on": [sink]}
 
 
@@ -108,25 +105,11 @@ def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
 
 
 class Delta:
-    """One event run's updates, made cheap for Gradio to send. Values are compared as plain data; a
-    session (gr.State) by identity, since it is changed in place and the State keeps the same
-    object. Gradio pops "value" out of the update dicts it is given, so it gets copies and the
-    originals stay here for the comparison.
-
-    What an update costs Gradio (6.31) decides the form of each output:
-
-    * an update dict, `gr.skip()` included (an empty update), makes it build a new component and
-      its whole config, JSON schemas included, for the session: 2.6 ms for a chat on this 2-core
-      machine, 0.3 ms for a button; with every output of a tab, most of the server's work per
-      streamed update;
-    * a bare value only goes through the component's postprocess, and is sent as a diff against
-      what went last: nothing, when it did not change.
-
-    So an output whose properties (label, interactive, ...) did not change goes as its bare value
-    when it changed; an unchanged one goes bare too when it is in `bare` (the chats, the prompts and
-    the buttons, whose updates carry their text as the value: the page cannot change them itself),
-    and is left out (`gr.skip()`) otherwise: the message box and the notice, which the page changes
-    itself (a bare value would put back what the server sent last over what the person typed)."""
+    """One event run's updates, made cheap for Gradio to send: an output whose properties did not
+    change goes as its bare value (Gradio diffs those; an update dict rebuilds the component), an
+    unchanged one outside `bare` as `gr.skip()` (the page changes those itself). Values compare as
+    plain data, a session (gr.State, changed in place) by identity; Gradio pops "value" out of the
+    dicts it is given, so it gets copies. Why each form: docs/ui.md, "Streaming"."""
 
     def __init__(self) -> None:
         self.last: list[Any] | None = None
