@@ -5,12 +5,10 @@ transformers, which must not decide ours; a process is also the only thing that 
 for sure, with all the memory it holds. The server listens on 127.0.0.1 on a free port and serves
 one model; the app talks to it over HTTP (webui.engine.vllm).
 
-No orphans: the server runs in a process group of its own, which `stop()` signals as a whole
-(SIGTERM, then SIGKILL after a grace period); the server is told to die with the app
-(PR_SET_PDEATHSIG, set by a two-line launcher before it becomes the server) in case the app is
-killed outright; and an `atexit` hook stops whatever is
-still running when the interpreter exits. vLLM's own worker processes watch their parent and exit
-with it.
+No orphans: the server runs under webui.engine.vllm_supervisor, the leader of a process group of
+its own, which `stop()` signals as a whole (SIGTERM, then SIGKILL after a grace period); the
+supervisor ends the whole group when the app dies in any way (PR_SET_PDEATHSIG); and an `atexit`
+hook stops whatever is still running when the interpreter exits.
 """
 
 from __future__ import annotations
@@ -92,7 +90,8 @@ SUPERVISOR = Path(__file__).with_name("vllm_supervisor.py")
 
 
 class VllmServer:
-    """One running vLLM server. `start()` blocks until it answers or raises EngineStartError."""
+    """One running vLLM server: `launch()` returns at once, `wait_ready()` blocks until it answers or
+    raises EngineStartError, `start()` does both."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
