@@ -172,3 +172,31 @@ class Finished:
 
 
 StreamEvent = TextDelta | Finished
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One kind of vote: how it is logged, shown, named and counted."""
+
+    kind: str  # the record type in the log, as FastChat writes it
+    on_pair: bool  # compares two panes (else judges one reply)
+    button: str  # the button's text: says in words what it does, for screen readers and emoji-less fonts
+    api_name: str  # suffix of the button's event api_name
+    key: str  # keyboard shortcut
+    winner: str | None = None  # FastChat's `winner` for a vote on a pair
+
+
+# Every vote there is; the lists below (and the UI's buttons, storage's checks and the leaderboard's
+# winners) are derived from it.
+VOTES: tuple[Vote, ...] = (
+    Vote("leftvote", True, "👈 A is better", "a", "1", "model_a"),
+    Vote("rightvote", True, "👉 B is better", "b", "2", "model_b"),
+    Vote("tievote", True, "🤝 Tie", "tie", "3", "tie"),
+    Vote("bothbad_vote", True, "👎 Both are bad", "bad", "4", "tie (bothbad)"),
+    Vote("upvote", False, "👍 Good", "up", "1"),
+    Vote("downvote", False, "👎 Bad", "down", "2"),
+    Vote("flag", False, "⚑ Flag", "flag", "3"),
+)
+VOTES_BY_KIND: Mapping[str, Vote] = {vote.kind: vote for vote in VOTES}
+PAIR_VOTES: tuple[Vote, ...] = tuple(vote for vote in VOTES if vote.on_pair)
+SINGLE_VOTES: tuple[Vote, ...] = tuple(vote for vote in VOTES if not vote.on_pair)

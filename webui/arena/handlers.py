@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
@@ -21,7 +21,7 @@ from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
-from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent, VoteKind
+from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
@@ -305,7 +305,7 @@ class Handlers:
         with session.lock:
             arena.check_vote(session, kind, owner)
             self._check_rate("vote", client)
-            event = VoteEvent(kind=cast(VoteKind, kind), conversations=  # a known kind: check_vote
+            event = VoteEvent(kind=kind, conversations=  # a known kind: check_vote
                               [self.conversation(session, i) for i in range(len(session.panes))],
                               client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id,
                                                     "session": self.services.recorder.session_key(

@@ -21,11 +21,8 @@ from typing import Any
 
 from webui.errors import ArenaError, ParamError
 from webui.records.events import Mode
-from webui.types import Finished, FinishReason, Message, SamplingParams
+from webui.types import PAIR_VOTES, SINGLE_VOTES, Finished, FinishReason, Message, SamplingParams
 
-PAIR_VOTES: dict[str, str] = {"leftvote": "A is better", "rightvote": "B is better", "tievote": "Tie",
-                              "bothbad_vote": "Both are bad"}
-SINGLE_VOTES: dict[str, str] = {"upvote": "👍", "downvote": "👎", "flag": "flag"}
 PANE_LABELS = ("Model A", "Model B", "Model C", "Model D")
 # How many panes each mode has: battles stay pairwise (votes and the leaderboard are pairwise);
 # side by side compares up to four named models (votes only with two).
@@ -375,7 +372,7 @@ def check_vote(session: Session | None, kind: str, owner: Owner) -> Session:
     fits the mode, every reply of the newest turn finished (and none failed), one vote per turn."""
     what = "battle" if session is not None and session.mode == "battle" else "conversation"
     session = check_owner(session, owner, what=what)
-    allowed = SINGLE_VOTES if session.mode == "direct" else PAIR_VOTES
+    allowed = [vote.kind for vote in (SINGLE_VOTES if session.mode == "direct" else PAIR_VOTES)]
     if kind not in allowed:
         raise Refused(f"Unknown vote {kind!r} here; expected one of {', '.join(allowed)}.")
     if len(session.panes) > 2:

@@ -17,8 +17,9 @@ from webui.leaderboard.categories import has_code, is_long
 from webui.leaderboard.language import detect_language
 from webui.leaderboard.style import FEATURES, reply_style
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
+from webui.types import PAIR_VOTES
 
-WINNERS = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
+WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 
 # What a vote index keeps of each battle vote (webui.leaderboard.index): no conversation text.
 # `base_reason` is the drop reason that no setting changes (invalid, same_model); `leak` is the

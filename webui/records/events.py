@@ -14,8 +14,6 @@ from typing import Any, Literal, Protocol
 from webui.types import Finished, SamplingParams
 
 Mode = Literal["battle", "side_by_side", "direct"]
-VoteKind = Literal["leftvote", "rightvote", "tievote", "bothbad_vote", "upvote", "downvote", "flag"]
-VOTE_KINDS: tuple[str, ...] = ("leftvote", "rightvote", "tievote", "bothbad_vote", "upvote", "downvote", "flag")
 
 
 class RecordError(Exception):
@@ -50,7 +48,7 @@ class ChatEvent:
 
 @dataclass(frozen=True)
 class VoteEvent:
-    kind: VoteKind
+    kind: str  # a kind of webui.types.VOTES
     conversations: Sequence[Conversation]  # one (direct) or two (left, right)
     client: ClientInfo
     extra: dict[str, Any] = field(default_factory=dict)

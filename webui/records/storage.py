@@ -33,13 +33,14 @@ from typing import Any
 from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
 from webui.records.identity import leaked_identity
 from webui.records.privacy import IdentityPolicy, build_policy
+from webui.types import PAIR_VOTES, SINGLE_VOTES
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 FILE_SUFFIX = "-conv.json"
-BATTLE_VOTES = ("leftvote", "rightvote", "tievote", "bothbad_vote")
-DIRECT_VOTES = ("upvote", "downvote", "flag")
+BATTLE_VOTES = tuple(vote.kind for vote in PAIR_VOTES)
+DIRECT_VOTES = tuple(vote.kind for vote in SINGLE_VOTES)
 VOTE_FAILED = "Your vote could not be recorded: the server cannot write its log right now. Please try again later."
 CHAT_FAILED = "This conversation could not be logged: the server cannot write its log right now."
 _REMEMBERED_CONVERSATIONS = 50_000  # finish reasons kept in memory to stamp onto later votes

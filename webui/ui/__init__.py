@@ -66,8 +66,8 @@ def _install_page(chats: Sequence[ChatTab]) -> None:
     """The stylesheet and the keys: Esc presses the Stop of the tab on show, 1-4 its votes."""
     keys: dict[str, list[str]] = {}
     for chat in chats:
-        for button, (*_, key) in zip(chat.votes, chat.kind.votes, strict=True):
-            keys.setdefault(key, []).append(button.elem_id or "")
+        for button, vote in zip(chat.votes, chat.kind.votes, strict=True):
+            keys.setdefault(vote.key, []).append(button.elem_id or "")
     page.install([c.stop.elem_id or "" for c in chats], keys, [c.text.elem_id or "" for c in chats])
 
 

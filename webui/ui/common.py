@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 
 from webui.access.clients import client_info
-from webui.arena.rules import PAIR_VOTES, SINGLE_VOTES, Owner, PaneSettings, Refused
+from webui.arena.rules import Owner, PaneSettings, Refused
 from webui.config import Settings
 from webui.records.events import ClientInfo
 from webui.types import SamplingParams
@@ -29,14 +29,6 @@ STREAMING: dict[str, Any] = {"concurrency_id": GENERATION, "concurrency_limit": 
 # Events that only keep the page in order (status timer, tab loads, settings toggles): callable by
 # the page, not listed as API endpoints (docs/ui.md lists the documented ones).
 INTERNAL: dict[str, Any] = {"api_visibility": "private"}
-# (vote kind as logged, button text, api_name suffix, key): every button says in words what it does,
-# so that a screen reader, or a font without emoji, still tells them apart.
-PAIR_VOTE_BUTTONS = (("leftvote", "👈 A is better", "a", "1"), ("rightvote", "👉 B is better", "b", "2"),
-                     ("tievote", "🤝 Tie", "tie", "3"), ("bothbad_vote", "👎 Both are bad", "bad", "4"))
-SINGLE_VOTE_BUTTONS = (("upvote", "👍 Good", "up", "1"), ("downvote", "👎 Bad", "down", "2"),
-                       ("flag", "⚑ Flag", "flag", "3"))
-assert {b[0] for b in PAIR_VOTE_BUTTONS} == set(PAIR_VOTES)
-assert {b[0] for b in SINGLE_VOTE_BUTTONS} == set(SINGLE_VOTES)
 LATEX: list[dict[str, str | bool]] = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "\\[", "right": "\\]", "display": True},

@@ -26,11 +26,10 @@ from webui.arena.handlers import Handlers
 from webui.arena.rules import PANE_COUNTS, PANE_LABELS, Refused, Session
 from webui.errors import ArenaError
 from webui.records.events import Mode
+from webui.types import PAIR_VOTES, SINGLE_VOTES, Vote
 from webui.ui import views
 from webui.ui.common import (
     INTERNAL,
-    PAIR_VOTE_BUTTONS,
-    SINGLE_VOTE_BUTTONS,
     STREAMING,
     Controls,
     Delta,
@@ -53,7 +52,7 @@ class Kind:
     mode: Mode
     prefix: str  # elem_id and api_name prefix
     intro: str
-    votes: tuple[tuple[str, str, str, str], ...]
+    votes: tuple[Vote, ...]
     restart: tuple[str, str]  # (button text, api_name suffix)
 
     @property
@@ -72,11 +71,11 @@ class Kind:
 KINDS = {
     "battle": Kind("battle", "battle", "Ask anything: two anonymous models answer side by side. Vote for the better "
                    "answer to see who they are. Conversations and votes are recorded (see About).",
-                   PAIR_VOTE_BUTTONS, ("🎲 New round", "new_round")),
+                   PAIR_VOTES, ("🎲 New round", "new_round")),
     "side_by_side": Kind("side_by_side", "sbs", "Pick two to four models; each pane has its own parameters and "
-                         "shows the exact prompt. With two panes you can vote.", PAIR_VOTE_BUTTONS,
+                         "shows the exact prompt. With two panes you can vote.", PAIR_VOTES,
                          ("🗑 Clear", "clear")),
-    "direct": Kind("direct", "direct", "Chat with one model.", SINGLE_VOTE_BUTTONS, ("🗑 Clear", "clear")),
+    "direct": Kind("direct", "direct", "Chat with one model.", SINGLE_VOTES, ("🗑 Clear", "clear")),
 }
 
 
@@ -140,8 +139,8 @@ class ChatTab:
         self.reveal = gr.Markdown(elem_id=f"{p}-reveal") if self.kind.anonymous else None
         self.notice = gr.Markdown(elem_id=f"{p}-notice", elem_classes=["arena-notice"])
         with gr.Row(elem_id=f"{p}-votes", elem_classes=["arena-votes"]) as self.vote_row:
-            self.votes = [gr.Button(text, interactive=False, elem_id=f"{p}-vote-{key}", size="md")
-                          for _, text, key, _ in self.kind.votes]
+            self.votes = [gr.Button(vote.button, interactive=False, elem_id=f"{p}-vote-{vote.api_name}", size="md")
+                          for vote in self.kind.votes]
         with gr.Row(equal_height=True):
             self.text = gr.Textbox(label="Message", show_label=False, placeholder="Type a message and press Enter", scale=8, lines=1,
                                    elem_id=f"{p}-input", elem_classes=["arena-input"])
@@ -150,7 +149,7 @@ class ChatTab:
             self.stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id=f"{p}-stop")
             self.regen = gr.Button("🔄 Regenerate", interactive=False, elem_id=f"{p}-regen")
             self.restart = gr.Button(self.kind.restart[0], elem_id="battle-new" if self.kind.anonymous else f"{p}-clear")
-        keys = " · ".join(f"**{key}** {text.split(' ', 1)[1]}" for _, text, _, key in self.kind.votes)
+        keys = " · ".join(f"**{vote.key}** {vote.button.split(' ', 1)[1]}" for vote in self.kind.votes)
         gr.Markdown(f"Keys: **Enter** sends · **Esc** stops the replies (or leaves the box) · {keys}",
                     elem_classes=["arena-keys"])
         self.same = None
@@ -215,8 +214,8 @@ class ChatTab:
         ]
 
     def _vote_updates(self, session: Session | None) -> list[Any]:
-        return [_button(button, arena.can_vote(session, kind))
-                for button, (kind, *_) in zip(self.votes, self.kind.votes, strict=True)]
+        return [_button(button, arena.can_vote(session, vote.kind))
+                for button, vote in zip(self.votes, self.kind.votes, strict=True)]
 
     def _regens(self, session: Session | None) -> tuple[Any, list[Any]]:
         """Regenerate (every pane on show) and each pane's own: after a reply, not while busy, not
@@ -361,8 +360,8 @@ class ChatTab:
                 return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
             return on_vote
 
-        for button, (kind, _, key, _) in zip(self.votes, self.kind.votes, strict=True):
-            button.click(voter(kind), [self.state], self.outputs, api_name=f"{self.prefix}_vote_{key}",
+        for button, vote in zip(self.votes, self.kind.votes, strict=True):
+            button.click(voter(vote.kind), [self.state], self.outputs, api_name=f"{self.prefix}_vote_{vote.api_name}",
                          concurrency_limit=None, **self._events())
 
         @guarded
