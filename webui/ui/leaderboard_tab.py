@@ -52,7 +52,7 @@ EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bo
            "number of models whose interval lies entirely above. Ties count half. **Style control** holds reply "
            "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
            "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
-           "left out; the table below says how many each filter left out.")
+           "left out; *What was left out* above says how many each filter left out.")
 
 
 class LeaderboardView:
