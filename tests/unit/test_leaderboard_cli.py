@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -72,6 +73,53 @@ def test_module_entry_point_runs(log_dir: Path):
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert "strong" in result.stdout and "rank" in result.stdout
+
+
+def test_csv_dash_is_standard_output(log_dir: Path, tmp_path: Path):
+    """`--csv -` writes the CSV to stdout, as `-` means to most tools: no file named '-' in the
+    current folder, and nothing but the CSV on stdout (the report goes to stderr)."""
+    result = subprocess.run([sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "0",
+                             "--csv", "-"], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "-").exists()
+    table = pd.read_csv(io.StringIO(result.stdout))
+    assert list(table["model"]) == ["strong", "weak"] and list(table["battles"]) == [13, 13]
+    assert "Based on 13 battles" in result.stderr and "wrote" not in result.stderr
+
+
+@pytest.mark.parametrize(("option", "read", "rows"), [
+    ("--over-time", pd.read_csv, None),
+    ("--battles", lambda text: pd.read_json(text, lines=True), 15),
+    ("--pairs", lambda text: pd.read_json(text, lines=True), 12),
+], ids=["over-time", "battles", "pairs"])
+def test_every_file_option_takes_dash_for_standard_output(option: str, read, rows: int | None, log_dir: Path,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture):
+    """The same rule for every file option: the data alone on stdout (JSON Lines where the file
+    would be .jsonl or .parquet), the report on stderr."""
+    monkeypatch.chdir(tmp_path)
+    assert main([str(log_dir), "--rounds", "0", option, "-"]) == 0
+    captured = capsys.readouterr()
+    assert not (tmp_path / "-").exists()
+    data = read(io.StringIO(captured.out))
+    if rows is None:  # ratings over time: one row per cut point, a "battles" column first
+        assert data.columns[0] == "battles" and len(data) > 1
+    else:
+        assert len(data) == rows
+    assert "Based on 13 battles" in captured.err
+
+
+def test_written_files_are_announced_on_stderr(log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    assert main([str(log_dir), "--rounds", "0", "--csv", str(tmp_path / "board.csv")]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote {tmp_path / 'board.csv'}" in captured.err and "wrote" not in captured.out
+
+
+def test_only_one_file_option_can_take_standard_output(log_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture):
+    monkeypatch.chdir(tmp_path)
+    assert main([str(log_dir), "--rounds", "0", "--csv", "-", "--pairs", "-"]) == 2
+    assert "only one of --csv, --pairs can be '-'" in capsys.readouterr().err
 
 
 def test_pairs_need_the_same_prompt_on_both_sides():

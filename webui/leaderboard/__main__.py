@@ -1,4 +1,8 @@
-"""`python -m webui.leaderboard LOGDIR`: print the leaderboard; optionally write CSV and exports."""
+"""`python -m webui.leaderboard LOGDIR`: print the leaderboard; optionally write CSV and exports.
+
+Every file option takes `-` for standard output, as most command-line tools do; the report then
+goes to standard error, so that what is piped on is the data alone.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,28 @@ import argparse
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any, TextIO
 
 import pandas as pd
 
 from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
-from webui.leaderboard.export import preference_pairs, write_table
+from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, VoteIndex
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
+STDOUT = "-"
+FILE_OPTIONS = ("csv", "over_time", "battles", "pairs")  # the options that write a file, or STDOUT
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m webui.leaderboard",
-                                     description="Leaderboard from Pairwise Arena (or FastChat) vote logs.")
+                                     description="Leaderboard from Pairwise Arena (or FastChat) vote logs.",
+                                     epilog="A FILE of '-' is standard output (CSV; JSON Lines for --battles and "
+                                            "--pairs), and the report then goes to standard error.")
     add = parser.add_argument
     add("log_dir", type=Path, help="folder holding YYYY-MM-DD-conv.json files")
     add("--rounds", type=int, default=200, help="bootstrap rounds for the 95%% intervals (0: none); default 200")
@@ -37,14 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--category", help="print the board of one category (see --categories), e.g. coding or 'language: English'")
     add("--categories", action="store_true", help="list the categories with their battle counts")
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
-    add("--over-time", metavar="CSV", help="write ratings over time to CSV ('-': print them)")
+    add("--over-time", metavar="FILE", help="write ratings over time to this CSV file")
     add("--over-time-points", type=int, default=20, help="cut points for --over-time; default 20")
-    add("--csv", type=Path, help="write the table to this CSV file")
+    add("--csv", metavar="FILE", help="write the table to this CSV file")
     add("--index", type=Path, help=f"the vote index file; default LOG_DIR/{INDEX_NAME} (made or brought up to date)")
     add("--reindex", action="store_true", help="rebuild the vote index from the logs before printing")
     add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")
-    add("--battles", type=Path, help="export every battle vote (.jsonl or .parquet)")
-    add("--pairs", type=Path, help="export preference pairs for DPO (.jsonl or .parquet)")
+    add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
+    add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
     return parser
 
 
@@ -54,6 +64,9 @@ def _check(args: argparse.Namespace) -> str | None:
     for name in ("rounds", "min_battles", "votes_per_day", "over_time_points"):
         if getattr(args, name) < 0:
             return f"--{name.replace('_', '-')} must be 0 or more"
+    on_stdout = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name) == STDOUT]
+    if len(on_stdout) > 1:  # two tables run together on one stream cannot be read back apart
+        return f"only one of {', '.join(on_stdout)} can be '-' (standard output)"
     return None
 
 
@@ -77,9 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: the vote index at {_index_path(args)} cannot be used ({exc}); "
               "pass --index PATH to keep it elsewhere, or --no-index", file=sys.stderr)
         return 1
+    stdout_is_data = any(getattr(args, name) == STDOUT for name in FILE_OPTIONS)
     with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
         try:
-            _print_board(args, board)
+            _print_board(args, board, sys.stderr if stdout_is_data else sys.stdout)
             _write_outputs(args, board)
         except (OSError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -111,50 +125,60 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
         index.close()
 
 
-def _print_board(args: argparse.Namespace, board: Board) -> None:
-    print(board.summary())
+def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
+    say = partial(print, file=out)
+    say(board.summary())
     if board.skipped_lines:
-        print(f"({board.skipped_lines} log lines were torn or unreadable and were skipped)")
+        say(f"({board.skipped_lines} log lines were torn or unreadable and were skipped)")
     table = board.table
     if args.category:
         rated, n = category_board(board, args.category)
-        print(f"\nCategory {args.category!r}: {n} battles")
+        say(f"\nCategory {args.category!r}: {n} battles")
         table = rated.table
     if not table.empty:
-        print(table.round(1).to_string(index=False))
+        say(table.round(1).to_string(index=False))
     coefficients = board.rated.style_coefficients
     if not coefficients.empty:
-        print("\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
-              + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items()))
-    print("\nLeft out, by filter:")
-    print(board.drops_table().to_string(index=False))
+        say("\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
+            + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items()))
+    say("\nLeft out, by filter:")
+    say(board.drops_table().to_string(index=False))
     if args.categories:
-        print("\nCategories:")
-        print(board.categories.to_string(index=False))
+        say("\nCategories:")
+        say(board.categories.to_string(index=False))
     if args.voters:
-        print(f"\nVoters checked ({len(board.voters)}; flagged: {len(board.flagged_voters())}):")
-        print(board.voters.round(3).to_string(index=False) if not board.voters.empty else "(none with enough votes)")
+        say(f"\nVoters checked ({len(board.voters)}; flagged: {len(board.flagged_voters())}):")
+        say(board.voters.round(3).to_string(index=False) if not board.voters.empty else "(none with enough votes)")
 
 
 def _write_outputs(args: argparse.Namespace, board: Board) -> None:
     if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        board.table.to_csv(args.csv, index=False)
-        print(f"wrote {args.csv}")
+        _write(args.csv, board.table, "the table", _csv, _csv)
     if args.over_time:
-        history = wide(board.history)
-        if args.over_time == "-":
-            print("\nRatings over time (battles counted so far, one column per model):")
-            print(history.round(0).to_string(index=False))
-        else:
-            Path(args.over_time).parent.mkdir(parents=True, exist_ok=True)
-            history.to_csv(args.over_time, index=False)
-            print(f"wrote {args.over_time}")
+        _write(args.over_time, wide(board.history), "ratings over time", _csv, _csv)
     if args.battles:
-        print(f"wrote {write_table(board.battles, args.battles)} ({len(board.battles)} battle votes)")
+        _write(args.battles, board.battles, f"{len(board.battles)} battle votes", write_table, write_jsonl)
     if args.pairs:
         pairs = preference_pairs(_pair_source(board))
-        print(f"wrote {write_table(pairs, args.pairs)} ({len(pairs)} preference pairs)")
+        _write(args.pairs, pairs, f"{len(pairs)} preference pairs", write_table, write_jsonl)
+
+
+def _write(target: str, frame: pd.DataFrame, what: str, to_file: Callable[[pd.DataFrame, Path], Any],
+           to_stream: Callable[[pd.DataFrame, TextIO], Any]) -> None:
+    """The one rule for every file option: STDOUT writes the data there and nothing else (in a text
+    format: Parquet is for files); anything else is a file, its folder made, announced on stderr."""
+    if target == STDOUT:
+        to_stream(frame, sys.stdout)
+        sys.stdout.flush()
+        return
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    to_file(frame, path)
+    print(f"wrote {path} ({what})", file=sys.stderr)
+
+
+def _csv(frame: pd.DataFrame, out: Path | TextIO) -> None:
+    frame.to_csv(out, index=False)
 
 
 def _pair_source(board: Board) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pandas as pd
 
@@ -87,9 +87,14 @@ def write_table(frame: pd.DataFrame, path: Path) -> Path:
         frame.to_parquet(path, index=False)
     else:
         with path.open("w", encoding="utf-8") as out:
-            for record in _json_rows(frame):
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            write_jsonl(frame, out)
     return path
+
+
+def write_jsonl(frame: pd.DataFrame, out: TextIO) -> None:
+    """One JSON object a line, missing values as null."""
+    for record in _json_rows(frame):
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _json_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -8,6 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 MARGIN = {"l": 40, "r": 20, "t": 50, "b": 40}
+# Across, at the foot of the figure (the margin grows to hold it): beside the plot it took half a
+# phone's width, and above it, once it wrapped to several rows, it ran over the title.
+LEGEND = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "xanchor": "left", "x": 0}
 
 
 def _bars(table: pd.DataFrame, point: str, lower: str, upper: str) -> dict:
@@ -36,7 +39,7 @@ def ratings_figure(table: pd.DataFrame) -> go.Figure:
                 hovertemplate="%{x} (style control): %{y:.0f}<extra></extra>",
             ))
     fig.update_layout(title="Rating (Bradley-Terry) with 95% interval", xaxis_title="model",
-                      yaxis_title="rating", height=380, margin=MARGIN)
+                      yaxis_title="rating", height=380, margin=MARGIN, legend=LEGEND)
     return fig
 
 
@@ -49,7 +52,8 @@ def win_fraction_figure(matrix: pd.DataFrame) -> go.Figure:
             colorscale="RdBu", text=_cell_text(matrix), texttemplate="%{text}",
             hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
         ))
-    fig.update_layout(title="Win fraction of the row model against the column model", xaxis_title="opponent",
+    # A short title: plotly does not wrap one, and a longer one was cut off on a phone.
+    fig.update_layout(title="Win fraction, row vs column model", xaxis_title="opponent",
                       yaxis_title="model", yaxis_autorange="reversed", height=420, margin=MARGIN)
     return fig
 
@@ -60,8 +64,9 @@ def history_figure(history: pd.DataFrame) -> go.Figure:
     for model, rows in (history.groupby("model", sort=True) if not history.empty else []):
         fig.add_trace(go.Scatter(x=rows["battles"], y=rows["rating"], mode="lines+markers", name=str(model),
                                  hovertemplate=f"{model}: %{{y:.0f}} after %{{x}} battles<extra></extra>"))
+    # On a phone the legend takes a row per model out of the figure's height: add room for it.
     fig.update_layout(title="Ratings as battles accumulate", xaxis_title="battles counted", yaxis_title="rating",
-                      height=380, margin=MARGIN)
+                      height=380 + 20 * min(len(fig.data), 12), margin=MARGIN, legend=LEGEND)
     return fig
 
 

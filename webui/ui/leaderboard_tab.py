@@ -42,6 +42,7 @@ REFRESH_EVERY_S = 5.0
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
+BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
 EXPORTS = {
     "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
     "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
@@ -51,7 +52,7 @@ EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bo
            "number of models whose interval lies entirely above. Ties count half. **Style control** holds reply "
            "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
            "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
-           "left out; the table below says how many each filter left out.")
+           "left out; *What was left out* above says how many each filter left out.")
 
 
 class LeaderboardView:
@@ -249,17 +250,18 @@ def build_leaderboard_tab(services: Services) -> None:
     with gr.Row():
         category = gr.Dropdown(choices=first[9], value=ALL, label="Category", scale=3)
         refresh = gr.Button("Refresh", size="sm", scale=0)
-    table_df = gr.Dataframe(value=first[1], label="Leaderboard (anonymous battles)", interactive=False, wrap=True)
+    table_df = gr.Dataframe(value=first[1], label="Leaderboard (anonymous battles)", interactive=False, wrap=True,
+                            elem_id="leaderboard-table", elem_classes=BOARD_TABLE)
     style_md = gr.Markdown(first[2])
     with gr.Row():
         rating_fig = gr.Plot(value=first[3], label="Ratings")
         heat_fig = gr.Plot(value=first[4], label="Win fraction")
     history_fig = gr.Plot(value=first[5], label="Ratings over time")
     with gr.Accordion("What was left out, and the categories", open=False):
-        drops_df = gr.Dataframe(value=first[6], interactive=False, wrap=True)
-        categories_df = gr.Dataframe(value=first[7], interactive=False)
+        drops_df = gr.Dataframe(value=first[6], interactive=False, wrap=True, elem_classes=BOARD_TABLE)
+        categories_df = gr.Dataframe(value=first[7], interactive=False, elem_classes=BOARD_TABLE)
     with gr.Accordion("Battles per pair of models", open=False):
-        pairs_df = gr.Dataframe(value=first[8], interactive=False)
+        pairs_df = gr.Dataframe(value=first[8], interactive=False, elem_classes=BOARD_TABLE)
     gr.Markdown(EXPLAIN)
     shown = gr.State(first[10])
     outputs = [summary_md, table_df, style_md, rating_fig, heat_fig, history_fig, drops_df, categories_df, pairs_df,
@@ -305,7 +307,7 @@ def _my_votes_section(services: Services, view: LeaderboardView) -> None:
         gr.Markdown("Your own board, from the battle votes cast in this browser session only.")
         show = gr.Button("Show my votes", size="sm")
         note = gr.Markdown()
-        table = gr.Dataframe(interactive=False)
+        table = gr.Dataframe(interactive=False, elem_classes=BOARD_TABLE)
 
     def mine(request: gr.Request) -> tuple[str, pd.DataFrame]:
         key = services.recorder.session_key(str(owner_of(request).session_hash or ""))
@@ -321,7 +323,7 @@ def _operator_section(view: LeaderboardView) -> None:
         gr.Markdown("Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
                     "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out.")
         check = gr.Button("Check voters", size="sm")
-        voters_df = gr.Dataframe(interactive=False)
+        voters_df = gr.Dataframe(interactive=False, elem_classes=BOARD_TABLE)
     check.click(view.voters, outputs=voters_df, api_name="leaderboard_voters", concurrency_limit=None)
     with gr.Accordion("Export", open=False):
         gr.Markdown("Battles (every battle vote, with the reason it was left out, if it was), "

@@ -6,6 +6,7 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 * panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
   pane most of the screen wide), rather than a stack in which the votes end up far below;
 * disabled vote buttons that look disabled;
+* leaderboard table headers that wrap between words, never inside one;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
   when the focus is not in a text field;
 * on a desktop the message box gets the focus without scrolling; a phone keeps the top of the page.
@@ -31,6 +32,10 @@ CSS = """
 }
 .arena-notice p { margin: 0; }
 .arena-keys { opacity: 0.7; font-size: var(--text-sm); }
+/* Gradio's header text breaks anywhere (word-break: break-word), so the table's layout squeezed columns
+   to one letter's width and split "Rating" into "Ratin/g"; breaking between words makes the longest
+   word a column's narrowest width (a table too wide for the screen scrolls sideways instead). */
+.arena-board th .header { word-break: normal; overflow-wrap: normal; hyphens: none; }
 @media NARROW {
   .arena-panes { flex-wrap: nowrap !important; overflow-x: auto; scroll-snap-type: x mandatory;
                  overscroll-behavior-x: contain; padding-bottom: 4px; }
