@@ -7,10 +7,12 @@ Screenshots go to test-artifacts/ (gitignored) for a person to look at.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.test_browser import CHROMIUM_ARGS, PHONE, shot
 from tests.uiapp import RunningUI, start_ui, ui_settings
@@ -73,7 +75,9 @@ def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Br
         # Gradio sizes the columns after a render (a ResizeObserver): wait until every header has its width.
         page.wait_for_function("""() => [...document.querySelectorAll('#leaderboard-table th.header-cell')]
                                    .every((th) => th.style.width !== '')""")
-        page.wait_for_timeout(300)
+        # then the layout settles: poll until no word is broken, and fail below if one stays broken
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(f"() => ({BROKEN_WORDS})('leaderboard-table').length === 0", timeout=10_000)
         shot(page, f"leaderboard-{device}")
         headers = table.locator("th .header").all_inner_texts()
         assert {"Rating", "Battles", "Losses", "95% CI (style)"} <= set(headers)

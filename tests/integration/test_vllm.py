@@ -170,7 +170,7 @@ def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
     assert len(_group(old)) >= 3, "vLLM's server, engine core and worker run in a group of their own"
     (vllm_server,) = [pid for pid in _group(old) if _parent(pid) == old]
     os.kill(vllm_server, signal.SIGKILL)  # what the OOM killer would do
-    wait_for(lambda: smol.status("smol-vllm").state is ModelState.FAILED, 15, "the death was not noticed")
+    wait_for(lambda: smol.status("smol-vllm").state is ModelState.FAILED, 60, "the death was not noticed")
     status = smol.status("smol-vllm")
     assert "exited" in status.reason and status.retry_at is not None, status.describe()
     wait_for(lambda: not _group(old), 30, "the dead server's workers are still running")
