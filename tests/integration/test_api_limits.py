@@ -158,11 +158,14 @@ def test_a_full_line_is_refused_at_once(server: RunningServer, holder: Holder) -
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_client_that_leaves_the_line_never_runs(server: RunningServer, holder: Holder, stream: bool) -> None:
     slots = _slots(server, "tiny-long")
+    (holding,) = alive_threads("generate:tiny-long")  # the holder's generation
     gone = http_from(server, timeout=httpx.Timeout(30, read=0.5))
     with pytest.raises(httpx.ReadTimeout):  # it waits for tiny-long's slot, and gives up
         gone.post("/chat/completions", json=_chat("tiny-long", stream=stream, max_tokens=3000, ignore_eos=True))
     gone.close()
-    # Well inside the 60 s queue timeout: only the client leaving can empty the line in time.
-    wait_for(lambda: slots.waiting == 0, 30, "the request of a client that left stayed in the line")
+    # The line must empty while the holder still generates: once that ends, the slot would go to a
+    # request still in line. (30 s: inside the 60 s queue timeout, which would empty it too.)
+    wait_for(lambda: slots.waiting == 0 or not holding.is_alive(), 30, "the line never emptied")
+    assert holding.is_alive(), "the request of a client that left stayed in line until the slot came free"
     holder.close()  # its generation has ended: a request still in line would hold the slot now
     assert slots.busy == 0 and not alive_threads("generate:tiny-long")
