@@ -113,14 +113,19 @@ def set_number(page: Page, accordion: str, control: str, value: int) -> None:
 
 
 def _holds(page: Page, field: Any, value: str, within_s: float = 3.0, for_s: float = 0.5) -> bool:
-    """Whether `field` shows `value` within `within_s` and still does `for_s` later."""
+    """Whether `field` shows `value` within `within_s` and keeps it, looked at all along, for `for_s`
+    (a late update overwrites it at a moment nothing on the page marks)."""
     deadline = time.monotonic() + within_s
     while field.input_value() != value:
         if time.monotonic() > deadline:
             return False
         page.wait_for_timeout(50)
-    page.wait_for_timeout(for_s * 1000)
-    return field.input_value() == value
+    kept_until = time.monotonic() + for_s
+    while time.monotonic() < kept_until:
+        if field.input_value() != value:
+            return False
+        page.wait_for_timeout(50)
+    return True
 
 
 def panes(page: Page, count: int) -> None:
@@ -132,6 +137,20 @@ def panes(page: Page, count: int) -> None:
             chat.to_be_visible()
         else:
             chat.to_be_hidden()
+
+
+def toast_settled(page: Page) -> None:
+    """Wait for the toasts' slide-in to end (not for their countdown bars, which run until they close)."""
+    page.locator(".toast-wrap").first.evaluate(
+        "wrap => Promise.all(wrap.getAnimations({subtree: true})"
+        ".filter((a) => !a.effect.target.classList.contains('timer')).map((a) => a.finished))")
+
+
+def in_view(page: Page, selector: str, slack_px: float = 0) -> bool:
+    """Whether the element lies inside the viewport from top to bottom (`slack_px` for rounding)."""
+    box = page.locator(selector).bounding_box()
+    height = page.viewport_size["height"]
+    return box is not None and box["y"] >= -slack_px and box["y"] + box["height"] <= height
 
 
 def opacity(page: Page, selector: str) -> float:
@@ -160,7 +179,7 @@ def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) 
     send(page, "battle", "x" * (limit + 1))
     expect(page.get_by_text(f"the limit is {limit:,}")).to_have_count(1, timeout=10_000)
     expect(page.get_by_text(f"the limit is {limit:,}")).to_be_visible()
-    page.wait_for_timeout(300)  # the toast's slide-in, for the screenshot
+    toast_settled(page)  # for the screenshot
     for pane in ("a", "b"):
         chat = page.locator(f"#battle-chat-{pane}")
         expect(chat).to_contain_text("hello what is the capital of france")
@@ -259,9 +278,11 @@ def test_four_panes_stream_at_once_and_one_stop_stops_them_all(ui: RunningUI, pa
 
 
 def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page) -> None:
+    phone.clock.install()  # the page's own timers, run at will below
     phone.goto(ui.url)
     expect(phone.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
-    phone.wait_for_timeout(600)  # past the moment the page might focus the message box
+    phone.wait_for_function("window.__arenaPage === true")  # the page script has run
+    phone.clock.run_for(1000)  # past the moment it would focus the message box (400 ms on a desktop)
     assert phone.evaluate("window.scrollY") == 0, "the page jumped on load"
     assert phone.evaluate("document.activeElement.tagName") != "TEXTAREA", "the keyboard would open on load"
     a, b = (phone.locator(f"#battle-chat-{p}").bounding_box() for p in "ab")
@@ -269,16 +290,16 @@ def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page
     shot(phone, "phone-battle-start", full_page=False)
     send(phone, "battle", "hello what is the capital of france")
     expect(phone.locator("#battle-vote-a")).to_be_enabled(timeout=30_000)
-    phone.wait_for_timeout(400)  # the smooth scroll settles
-    height = PHONE["height"]
-    chat, vote = phone.locator("#battle-chat-a").bounding_box(), phone.locator("#battle-vote-a").bounding_box()
-    assert chat["y"] >= -2 and chat["y"] + chat["height"] <= height, "the reply is in view"  # (2 px: rounding)
-    assert vote["y"] >= 0 and vote["y"] + vote["height"] <= height, "the vote buttons are in view"
+    # The page scrolls smoothly to the panes: wait for the reply (2 px: rounding) and the votes to be in view.
+    wait_for(lambda: in_view(phone, "#battle-chat-a", slack_px=2), 10, "the reply is not in view")
+    wait_for(lambda: in_view(phone, "#battle-vote-a"), 10, "the vote buttons are not in view")
     shot(phone, "phone-battle", full_page=False)
     phone.locator("#battle-panes").evaluate("row => row.scrollTo({left: row.scrollWidth})")  # a swipe to B
-    phone.wait_for_timeout(400)
-    b = phone.locator("#battle-chat-b").bounding_box()
-    assert 0 <= b["x"] and b["x"] + b["width"] <= PHONE["width"], "pane B swipes into view"
+
+    def b_in_view() -> bool:
+        b = phone.locator("#battle-chat-b").bounding_box()
+        return 0 <= b["x"] and b["x"] + b["width"] <= PHONE["width"]
+    wait_for(b_in_view, 10, "pane B did not swipe into view")
     shot(phone, "phone-battle-b", full_page=False)
 
 

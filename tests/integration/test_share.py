@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.servers import wait_for
 from webui.server.share import ShareError, local_target, open_share_link, share_when_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,21 +64,34 @@ def test_share_is_skipped_on_a_space(caplog) -> None:
     assert "ignored on a Hugging Face Space" in caplog.text
 
 
+class StartingServer:
+    """A uvicorn.Server stand-in that counts how often `started` is read."""
+
+    def __init__(self) -> None:
+        self.up, self.should_exit, self.looks = False, False, 0
+
+    @property
+    def started(self) -> bool:
+        self.looks += 1
+        return self.up
+
+
 def test_share_waits_for_the_server_before_opening(caplog) -> None:
-    server = types.SimpleNamespace(started=False, should_exit=False)
+    server = StartingServer()
     opened = []
 
     def tunnel(*args):
-        assert server.started, "tunnel opened before the server listened"
+        assert server.up, "tunnel opened before the server listened"
         opened.append(args)
         return "https://x.gradio.live"
 
     caplog.set_level(logging.INFO, logger="webui.server.share")
     thread = share_when_ready(server, _blocks(), "127.0.0.1", 7860, tunnel=tunnel)
-    time.sleep(0.3)  # deliberately: nothing may happen while the server is not up
+    # Nothing may happen while the server is not up: let the thread find it down a few times.
+    wait_for(lambda: server.looks >= 3, 10, "the share thread never looked at the server")
     assert not opened
-    server.started = True
-    thread.join(5)
+    server.up = True
+    thread.join(10)
     assert opened and "public share link: https://x.gradio.live" in caplog.text
 
 

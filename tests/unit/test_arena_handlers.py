@@ -30,12 +30,14 @@ OWN = [PaneSettings(own_defaults=True)] * 2
 
 class FakeBackend(Backend):
     """Words at a fixed pace, up to max_new_tokens; honours the cancel event like a real backend
-    (within one step). `around` is text its "template" always leaves before and after the reply."""
+    (within one step). `around` is text its "template" always leaves before and after the reply.
+    `after`, an event, holds back the first word until something else has happened."""
 
     def __init__(self, spec: ModelSpec, cfg: dict) -> None:
         self.spec, self.delay, self.words, self.fail = spec, cfg.get("delay", 0.0), cfg.get("words", 3), cfg.get("fail")
         self.around: tuple[str, str] = cfg.get("around", ("", ""))
         self.speed = cfg.get("speed", 50.0)
+        self.after: threading.Event | None = cfg.get("after")
         self.open_streams = 0
         self.calls = 0
 
@@ -52,6 +54,8 @@ class FakeBackend(Backend):
         def events() -> Iterator:
             try:
                 yield TextDelta(self.around[0])
+                while self.after is not None and not (self.after.wait(0.01) or cancel.is_set()):
+                    pass
                 for n in range(words):
                     if cancel.wait(self.delay):
                         yield Finished(FinishReason.CANCELLED, completion_tokens=n)
@@ -128,18 +132,24 @@ def test_battle_turn_streams_votes_and_reveals() -> None:
     assert fresh.battle_id != session.battle_id and fresh.panes[0].model is None
 
 
+@pytest.mark.timeout(60)  # a fast reply held back until the slow one moves would hang: pytest-timeout ends it
 def test_a_fast_model_is_not_held_back_by_a_slow_one() -> None:
-    services = fake_services({"fast": {"delay": 0.0, "words": 5}, "slow": {"delay": 0.3, "words": 5}})
+    """The slow model says nothing until the screen shows the fast reply complete. The slow pane
+    comes first, so that reading the panes one after the other would wait on it for ever."""
+    fast_shown = threading.Event()
+    services = fake_services({"fast": {"words": 5}, "slow": {"words": 5, "after": fast_shown}})
     stream = Handlers(services).send(None, "side_by_side", "go", [PaneSettings(own_defaults=True)] * 2, ME, CLIENT,
-                                     models=["fast", "slow"])
+                                     models=["slow", "fast"])
     for session in stream:
-        fast, slow = (p.turns[-1].reply if p.turns else None for p in session.panes)
-        if fast is not None and fast.done:
-            assert not slow.done and slow.text.count("w") <= 1
+        replies = {p.model: p.turns[-1].reply for p in session.panes if p.turns}
+        if "fast" in replies and replies["fast"].done:
+            assert replies["fast"].text == "w0 w1 w2 w3 w4 "
+            fast_shown.set()
             break
     else:
-        pytest.fail("the fast reply never finished first")
-    stream.close()
+        pytest.fail("the fast reply never finished")
+    final = list(stream)[-1]
+    assert {p.model: p.turns[-1].reply.text for p in final.panes} == {"fast": "w0 w1 w2 w3 w4 ", "slow": "w0 w1 w2 w3 w4 "}
 
 
 def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:

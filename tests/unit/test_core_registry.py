@@ -197,19 +197,33 @@ def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
     registry.close()
 
 
+class WaitingCaller(threading.Event):
+    """A caller's cancel event that is never set; `waiting` is set once `get` looks at it, which it
+    does only inside its wait for the model to settle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def is_set(self) -> bool:
+        self.waiting.set()
+        return super().is_set()
+
+
+@pytest.mark.timeout(120)  # a wait that sat out its wait_s (an hour) would hang: pytest-timeout ends it
 def test_waiting_for_a_model_ends_when_its_load_fails(settings) -> None:
     """One wait for every caller (the UI, the API): it ends as soon as the model is ready or has
     failed, instead of sitting out the whole timeout on a model that will not come."""
+    caller = WaitingCaller()
+
     def broken(spec, _settings):
-        time.sleep(0.3)
+        assert caller.waiting.wait(30), "get() never waited for the load"  # fail only once it waits
         raise RuntimeError("cannot load")
 
     specs = parse_specs({"models": [{"name": "b", "source": "/b"}]})
-    registry = Registry(specs, settings, loaders={"auto": broken}, retry_first_s=60)
-    started = time.monotonic()
+    registry = Registry(specs, settings, loaders={"auto": broken}, retry_first_s=3600)
     with pytest.raises(ModelNotReady, match="cannot load"):
-        registry.get("b", wait_s=60)  # not loaded yet: queued now, then waited for
-    assert time.monotonic() - started < 20
+        registry.get("b", wait_s=3600, cancel=caller)  # not loaded yet: queued now, then waited for
     registry.close()
 
 

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -227,10 +226,9 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
 
 def test_a_server_that_cannot_start_gives_its_own_reason(tmp_path: Path, fake_vllm: Path) -> None:
     server = VllmServer(_config(tmp_path, fake_vllm, "--fail", "Gemma3 is not supported on this CPU"))
-    started = time.monotonic()
+    # The server's own reason, not "not ready after 60 s": the exit was seen, not the deadline.
     with pytest.raises(EngineStartError, match="exited during start-up .*ValueError: Gemma3 is not supported"):
         server.start(timeout_s=60)
-    assert time.monotonic() - started < 30
 
 
 def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, fake_vllm: Path) -> None:
