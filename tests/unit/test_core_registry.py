@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -133,25 +132,28 @@ def test_unhealthy_backend_is_reported_and_kept_out_of_ready_names(settings) -> 
 
 def test_a_failed_load_is_retried_with_a_growing_pause_until_it_works(settings) -> None:
     """A remote server that is not up yet at boot: the registry tries again, and says when."""
+    now = [1000.0]  # the registry's clock: retries come only when the test moves it on
     attempts: list[float] = []
 
     def flaky(spec, _settings):
-        attempts.append(time.monotonic())
-        if len(attempts) < 3:
+        attempts.append(now[0])
+        if len(attempts) < 4:
             raise RuntimeError("connection refused")
         return Weights(lambda variant, slots: object(), device="remote")
 
     specs = parse_specs({"models": [{"name": "r", "source": "/r"}]})
-    registry = Registry(specs, settings, loaders={"auto": flaky}, retry_first_s=0.2, retry_max_s=5)
+    registry = Registry(specs, settings, loaders={"auto": flaky}, retry_first_s=0.2, retry_max_s=0.5,
+                        clock=lambda: now[0])
     registry.start()
-    wait_for(lambda: registry.status("r").state is ModelState.FAILED, 5, "did not fail")
-    status = registry.status("r")
-    assert status.retry_at is not None and status.retry_at > time.time() - 1
-    assert "retrying at" in status.describe() and "connection refused" in status.describe()
+    for failures, pause in ((1, 0.2), (2, 0.4), (3, 0.5)):  # doubling, up to retry_max_s
+        wait_for(lambda n=failures: len(attempts) == n and registry.status("r").state is ModelState.FAILED, 10,
+                 f"attempt {failures} did not fail")
+        status = registry.status("r")
+        assert status.retry_at == pytest.approx(now[0] + pause, abs=1e-9), (failures, status.retry_at - now[0])
+        assert "retrying at" in status.describe() and "connection refused" in status.describe()
+        now[0] += pause
     wait_for(lambda: registry.status("r").state is ModelState.READY, 10, "was not retried until it worked")
-    assert len(attempts) == 3
-    pauses = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
-    assert pauses[0] >= 0.2 and pauses[1] >= 0.4  # doubling
+    assert attempts == pytest.approx([1000, 1000.2, 1000.6, 1001.1], abs=1e-9)
     registry.close()
 
 

@@ -95,8 +95,10 @@ class _Slot:
 class Registry:
     def __init__(self, specs: Iterable[ModelSpec], settings: Settings,
                  loaders: Mapping[str, Loader] | None = None, *,
-                 retry_first_s: float = RETRY_FIRST_S, retry_max_s: float = RETRY_MAX_S) -> None:
+                 retry_first_s: float = RETRY_FIRST_S, retry_max_s: float = RETRY_MAX_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
+        self._clock = clock  # wall time of retries (an injected one in tests)
         import os
 
         from webui.engine.vllm import share_cpu_cores, share_gpu_memory
@@ -260,7 +262,7 @@ class Registry:
         first, most = self._retry
         with self._guard:
             slot.failures += 1
-            slot.retry_at = time.time() + min(most, first * 2 ** (slot.failures - 1)) if retry else None
+            slot.retry_at = self._clock() + min(most, first * 2 ** (slot.failures - 1)) if retry else None
         self._set(slot, ModelState.FAILED, reason)
 
     # ---- the keeper thread ----------------------------------------------------------------
@@ -301,7 +303,7 @@ class Registry:
         None once the registry is closed. Due retries are queued here."""
         with self._guard:
             while not self._closed:
-                now = time.time()
+                now = self._clock()
                 for slot in self._slots.values():
                     if slot.state is ModelState.FAILED and slot.retry_at is not None and slot.retry_at <= now:
                         slot.state, slot.retry_at = ModelState.QUEUED, None
