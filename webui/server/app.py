@@ -20,11 +20,12 @@ def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
     from webui.access import auth
-    from webui.server import reaper, security, sessions
+    from webui.server import gradio_calls, reaper, security, sessions
     from webui.ui import build_ui
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
-    book = sessions.bind_sessions(app)  # first, so that it runs inside the size limit (docs/deploy.md)
+    gradio_calls.refuse_bad_gradio_calls(app)  # first: inside the size limit and the session check
+    book = sessions.bind_sessions(app)  # before harden(), so that it runs inside the size limit (docs/deploy.md)
     security.harden(app, services.settings)  # size limit, no remote file fetches, no uploads (docs/deploy.md)
     if services.settings.hf_oauth:
         auth.install_oauth(app)
@@ -44,7 +45,7 @@ def create_app(services: Services) -> FastAPI:
     install_api(app, services)  # before the UI: a mount at "/" answers every path after it
     blocks = build_ui(services)
     security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
-    app.state.blocks = blocks  # for the share link
+    app.state.blocks = blocks  # for the share link and gradio_calls
     mounted = gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
                                   **auth.gradio_auth_kwargs(services.settings))
     reaper.expire_idle_sessions(mounted, blocks, book, services.settings)

@@ -192,3 +192,26 @@ def harden(app: Any, settings: Settings) -> None:
     """Add the middleware to the outer FastAPI app (so it covers the UI and the API alike)."""
     app.add_middleware(RefuseRemoteFiles)
     app.add_middleware(LimitRequestSize, max_bytes=int(settings.max_request_mb * MB))
+
+
+async def read_body(receive: Any) -> tuple[bytes, Any]:
+    """The whole body, and a `receive` that hands it on (then the client's own messages)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> dict:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay

@@ -22,7 +22,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from webui.server.security import send_json
+from webui.server.security import read_body, send_json
 
 COOKIE = "arena-session"  # SameSite=None; Secure; Partitioned: sent from inside an iframe over https
 COOKIE_LAX = "arena-session-lax"  # SameSite=Lax: sent over plain http, where a Secure cookie is not kept
@@ -126,7 +126,7 @@ class BindSessions:
         secret = self.issuer.verify(_cookie_secret(scope))
         hashes = list(_hashes_in_url(scope))
         if _may_carry_session(scope):
-            body, receive = await _read_body(receive)
+            body, receive = await read_body(receive)
             hashes += _hashes_in_body(body)
         for session_hash in dict.fromkeys(hashes):
             refusal = NO_SECRET if secret is None else None if self.book.claim(session_hash, secret) else NOT_YOURS
@@ -167,36 +167,13 @@ def _may_carry_session(scope: dict) -> bool:
     return scope.get("method") == "POST" and scope.get("path", "").startswith("/gradio_api/")
 
 
-async def _read_body(receive: Any) -> tuple[bytes, Any]:
-    """The whole body, and a `receive` that hands it on (then the client's own messages)."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> dict:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
-
-
 def _hashes_in_body(body: bytes) -> list[str]:
     if not body.lstrip().startswith(b"{"):
         return []
     try:
         data = json.loads(body)
-    except ValueError:
-        return []  # Gradio answers 422 itself
+    except (ValueError, RecursionError):
+        return []  # Gradio answers 422 itself; webui.server.gradio_calls refuses a too deep one
     value = data.get("session_hash") if isinstance(data, dict) else None
     return [value] if isinstance(value, str) and value else []
 
