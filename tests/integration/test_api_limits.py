@@ -1,4 +1,4 @@
-"""The API's own limits (issue 13, item 1), on the real app: the per-client rate limit that the UI
+"""The API's own limits, on the real app: the per-client rate limit that the UI
 shares, a model's full line refused at once, and a queued request whose client left.
 
 One trusted proxy: each test speaks from its own X-Forwarded-For address, so each has its own

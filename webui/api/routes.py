@@ -14,6 +14,7 @@ models are answering in someone's battle right now.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import secrets
 import threading
@@ -34,6 +35,7 @@ from webui.api.schemas import ChatCompletionRequest, CompletionRequest, Sampling
 from webui.engine.base import Backend
 from webui.engine.registry import ModelState, Registry
 from webui.errors import ArenaError, PromptTooLong
+from webui.records.events import ClientInfo
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
@@ -89,10 +91,13 @@ def build_router(services: Services) -> APIRouter:
 
 # ---- helpers ----------------------------------------------------------------------------------
 def _auth(keys: Sequence[str]) -> Any:
-    """A dependency that requires `Authorization: Bearer KEY` when keys are configured."""
+    """A dependency that requires `Authorization: Bearer KEY` when keys are configured, and notes
+    which key it was (`request.state.api_key`: a digest, never the key) for the rate limit."""
     wanted = [k.encode() for k in keys]
+    names = [key_name(k) for k in keys]
 
     async def check(request: Request) -> None:
+        request.state.api_key = None
         if not wanted:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -102,17 +107,27 @@ def _auth(keys: Sequence[str]) -> Any:
         if scheme.lower() != "bearer" or not any(matches):
             raise ApiError(401, "a valid API key is required: send the header `Authorization: Bearer YOUR_KEY`",
                            code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        request.state.api_key = names[matches.index(True)]
 
     return check
 
 
+def key_name(key: str) -> str:
+    """What the rate limiter counts an API key as: a digest, so that no key sits in its tables."""
+    return "api-key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def _rate_limit(services: Services) -> Any:
-    """A dependency that counts one message for the client (after the key check, before the body
-    is read): the UI's limiter, so that a script gets the same budget through either door."""
+    """A dependency that counts one message (after the key check, before the body is read) in the
+    UI's limiter, so that a script gets the same budget through either door: per API key when keys
+    are configured (several keys behind one address each have their own; one key on many
+    addresses has one), else per client as the UI counts."""
 
     async def check(request: Request) -> None:
+        key = getattr(request.state, "api_key", None)
+        client = ClientInfo(user=key) if key else client_info(request, services.settings)
         try:
-            services.rate_limiter.check(MESSAGE, client_info(request, services.settings))
+            services.rate_limiter.check(MESSAGE, client)
         except ArenaError as exc:
             raise from_arena(exc) from None
 
