@@ -119,7 +119,8 @@ def _variants(pattern: str) -> tuple[_Variants, _Variants]:
         single = (re.compile(pattern, re.IGNORECASE),)
         return single, single
     rest = rf"(?<={before}{first}){pattern[len(before) + 1:]}"
-    leads = dict.fromkeys((first.lower(), first.upper(), r"[\x80-\U0010ffff]"))
+    # (Non-ASCII as a negated class: a range up to U+10FFFF takes the compiler a walk over it.)
+    leads = dict.fromkeys((first.lower(), first.upper(), r"[^\x00-\x7f]"))
     compiled = tuple(re.compile(rf"(?-i:{lead}){rest}", re.IGNORECASE) for lead in leads)
     return compiled[:-1], compiled
 
