@@ -220,7 +220,8 @@ def test_find_identity_is_unchanged():
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
         rng.shuffle(replies)
-        for words in (WORDS, identity_words(), ["uc berkeley", "mistral", "koala", "instruct"]):
+        for words in (WORDS, identity_words(), ["uc berkeley", "mistral", "koala", "instruct"], ["tülu", "01.ai", "ſtral"],
+                      ["llama"]):
             assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
 
 
