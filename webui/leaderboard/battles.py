@@ -92,7 +92,7 @@ def vote_row(record: dict[str, Any], identity_words: Sequence[str] | None = None
     return row
 
 
-def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str] | None] | None:
+def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...] | None] | None:
     """`vote_row` without identity words, and the replies that the identity check reads (None
     where it does not apply: a redacted vote, or one that another reason drops). The vote index
     checks the replies once it knows every name in their chunk."""
@@ -105,7 +105,8 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str
         return None
     (prompts, replies_a), (_, replies_b) = _texts(states[0]), _texts(states[1])
     row = _row(record, states, [public_name(m) for m in models], prompts, replies_a, replies_b)
-    return row, ([*replies_a, *replies_b] if not row["redacted"] and row["base_reason"] is None else None)
+    # A tuple of strings: the garbage collector stops tracking it while it waits for the check.
+    return row, ((*replies_a, *replies_b) if not row["redacted"] and row["base_reason"] is None else None)
 
 
 def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list[str], replies_a: list[str],

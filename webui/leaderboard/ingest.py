@@ -56,7 +56,7 @@ def derive(data: bytes, start: int, at_end: bool, known_names: Sequence[str], mo
     end = data.rfind(b"\n") + 1
     names: set[str] = set()
     bad = 0
-    found: list[tuple[int, int, dict[str, Any], list[str] | None]] = []  # no record outlives its line
+    found: list[tuple[int, int, dict[str, Any], tuple[str, ...] | None]] = []  # no record outlives its line
     for offset, length, record in parse_lines(data[:end], start):
         if record is None:
             bad += 1
