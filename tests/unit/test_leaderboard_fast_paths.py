@@ -1,13 +1,17 @@
-"""The fast identity check and language detector give exactly what the plain versions gave.
+"""The fast identity check, language detector, style counts, prompt flags and vote index rows
+give exactly what the plain versions gave.
 
 REFERENCE below is a verbatim copy of the old, straightforward code (before the fast paths):
 each fast function is checked against it on simulated arena text, mixed scripts, accented Latin,
 names next to digits and letters, case-folding oddities (long s, Kelvin sign, dotted I), empty
-strings and non-strings.
+strings and non-strings; the rows of the vote index on simulated votes, each also altered at
+random into the odd shapes old logs and malformed lines take.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import random
 import re
 import unicodedata
@@ -15,8 +19,8 @@ from collections import Counter
 
 import pytest
 
-from webui.leaderboard import language
-from webui.leaderboard.simulate import FILLER, ORDINARY, PROMPTS, TRUE
+from webui.leaderboard import battles, categories, ingest, language, style
+from webui.leaderboard.simulate import CODE_PROMPT, FILLER, ORDINARY, PROMPTS, TRUE, simulate
 from webui.records import identity
 from webui.records.identity import identity_words, word_pattern
 
@@ -88,6 +92,111 @@ def ref_latin_language(text):
         return language.UNKNOWN
     return best
 
+
+_REF_HEADER = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
+_REF_BOLD = re.compile(r"\*\*[^*\n]+?\*\*|__[^_\n]+?__")
+_REF_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S", re.MULTILINE)
+
+
+def ref_reply_style(messages):
+    text = "\n".join(m.get("content", "") for m in messages if m.get("role") == "assistant")
+    return len(text.split()), len(_REF_HEADER.findall(text)), len(_REF_BOLD.findall(text)), len(_REF_LIST.findall(text))
+
+
+_REF_CODE = re.compile(
+    r"```|^\s*(?:def |class \w+|import \w|from \w+ import |#include|function\b|public |private |"
+    r"(?:const|let|var) \w+ =|for \(|while \(|if \(|SELECT .+ FROM|console\.log|System\.out|print\(|"
+    r"return\b.*;|<\w+[^>]*>.*</\w+>)|[{};]\s*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def ref_has_code(text):
+    return bool(_REF_CODE.search(text or ""))
+
+
+def ref_is_long(text):
+    return len((text or "").split()) >= categories.LONG_PROMPT_WORDS
+
+
+def ref_vote_row(record, identity_words=None):
+    if record.get("type") not in battles.WINNERS:
+        return None
+    states, models = record.get("states"), record.get("models")
+    if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
+        return None
+    if not all(isinstance(s, dict) for s in states):
+        return None
+    convs = [battles._openai_messages(s) for s in states]
+    row = ref_row(record, states, [battles.public_name(m) for m in models], convs)
+    if identity_words is not None and not row["redacted"] and row["base_reason"] is None:
+        replies = [m["content"] for c in convs for m in c if m["role"] == "assistant"]
+        row["leak"] = ref_find_identity(replies, identity_words) is not None
+    return row
+
+
+def ref_row(record, states, models, convs):
+    anony = models[0] in battles.ANONYMOUS_NAMES and models[1] in battles.ANONYMOUS_NAMES
+    names = [s.get("model_name") for s in states] if anony else list(models)
+    prompts = [m["content"] for m in convs[0] if m["role"] == "user"]
+    ip = record.get("ip") or ""
+    reasons = [r for s in states for r in s.get("finish_reasons", [])]
+    redacted = any(s.get("redacted") for s in states)
+    hygiene = record.get("hygiene")
+    row = {
+        "tstamp": float(record.get("tstamp", 0.0)),
+        "model_a": names[0],
+        "model_b": names[1],
+        "winner": battles.WINNERS[record["type"]],
+        "anony": anony,
+        "mode": record.get("mode", "battle" if anony else "side_by_side"),
+        "battle_id": record.get("battle_id"),
+        "question_id": states[0].get("conv_id"),
+        "turn": len(prompts),
+        "judge": f"arena_user_{ip}",
+        "language": ref_detect_language(prompts[0] if prompts else ""),
+        "voter": battles.voter_of(record),
+        "session": battles._session_key(record),
+        "base_reason": battles._base_reason(states, models, names, prompts),
+        "redacted": redacted,
+        "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
+        "error": "error" in reasons,
+        "stopped": "cancelled" in reasons,
+        "coding": ref_has_code("\n".join(prompts)),
+        "long_prompt": ref_is_long("\n".join(prompts)),
+    }
+    counts = [ref_reply_style(c) for c in convs]
+    row.update(zip(battles.STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
+    return row
+
+
+def ref_derive(data, start, at_end, known_names, model_names, extra_words):
+    end = data.rfind(b"\n") + 1
+    records, bad = ref_parse_lines(data[:end], start)
+    names = set().union(*(battles.names_in(r) for _, _, r in records)) if records else set()
+    words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
+    rows = []
+    for offset, length, record in records:
+        row = ref_vote_row(record, words)
+        if row is not None:
+            checked = not row["redacted"] and row["base_reason"] is None
+            rows.append((offset, length, checked, *ingest.sql_values(row)))
+    return ingest.Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
+
+
+def ref_parse_lines(data, base):
+    records, bad, position = [], 0, 0
+    for raw in data.split(b"\n")[:-1]:
+        start, position = position, position + len(raw) + 1
+        if not raw.strip():
+            continue
+        record = ingest.parse(raw)
+        if record is None:
+            bad += 1
+        else:
+            records.append((base + start, len(raw), record))
+    return records, bad
+
 # --- generated inputs -----------------------------------------------------------------------
 
 
@@ -111,7 +220,8 @@ def test_find_identity_is_unchanged():
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
         rng.shuffle(replies)
-        for words in (WORDS, identity_words(), ["uc berkeley", "mistral", "koala", "instruct"]):
+        for words in (WORDS, identity_words(), ["uc berkeley", "mistral", "koala", "instruct"], ["tülu", "01.ai", "ſtral"],
+                      ["llama"]):
             assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
 
 
@@ -152,3 +262,193 @@ def test_scripts_and_languages_are_unchanged():
 def test_every_mark_is_non_ascii():
     """The ASCII path skips counting the marks."""
     assert not any(ch.isascii() for marks in language._MARKS.values() for ch in marks)
+
+
+# --- vote index rows ------------------------------------------------------------------------
+
+MARKDOWN = ["#", "## ", "######", "####### ", "-", "- ", "* ", "+ ", "1. ", "12) ", "3.", "**", "__", "**bold**", "__b__",
+            "\n", "\n\n", "\t", "\r", "\x0b", "\x1c", "\x85", "\u00a0", "\u2028", "\u3000", " ", "  ", "x", "é", "日本"]
+CODE = ["```", "def f(x):", "class X", "import os", "from a import b", "#include <x>", "function", "public ", "private ",
+        "const a = 1", "let b =", "for (", "while (", "if (", "SELECT a FROM b", "ſelect a from b", "console.log",
+        "System.out", "print(", "return 1;", "<b>x</b>", "{", "}", ";", " ", "\n", "\t", "\u00a0", "x", "K", "İf ("]
+
+
+def pieces(rng: random.Random, choices: list[str], size: int) -> str:
+    return "".join(rng.choice(choices) for _ in range(rng.randint(0, size)))
+
+
+def test_style_counts_and_prompt_flags_are_unchanged():
+    rng = random.Random(7)
+    samples = [pieces(rng, MARKDOWN + CODE, 14) for _ in range(20_000)] + texts(3, 1000, 30)
+    samples += ["#\n# a", "-\n- x", "- \n- x", "\n- x", "1.\n2. y", "## a\n## b", "a\n\n   - b", "", CODE_PROMPT,
+                "w " * 399, "w " * 400, "w" + " w" * 399, "w" + " w" * 398, "w\u3000" * 400]
+    samples += [c + w for c in map(chr, range(128)) for w in ("", "a", "a" + c + "b")]
+    for text in samples:
+        conversation = [{"role": "user", "content": "q"}, {"role": "assistant", "content": text},
+                        {"role": "assistant", "content": text[::-1]}]
+        assert style.reply_style(conversation) == ref_reply_style(conversation), text
+        assert style.word_count(text) == len(text.split()), text
+        assert categories.has_code(text) == ref_has_code(text), text
+        assert categories.is_long(text) == ref_is_long(text), text
+    assert categories.has_code(None) is False and categories.is_long(None) is False  # type: ignore[arg-type]
+
+
+def _reply(r, state, k, rng):
+    set_text(state, -1, pieces(rng, MARKDOWN + PIECES, 40))
+
+
+def _prompt(r, state, k, rng):
+    prompt = rng.choice([pieces(rng, CODE + PIECES, 20), " ".join(rng.choices(FILLER, k=rng.randint(390, 410))),
+                         rng.choice([p for ps in PROMPTS.values() for p in ps]), ""])
+    for s in r["states"]:
+        set_text(s, 0, prompt)
+
+
+def _redacted(r, state, k, rng):
+    state["redacted"] = True
+    r["hygiene"] = rng.choice([{"identity_leak": True}, {"identity_leak": False}, "x", None])
+
+
+def _models(r, state, k, rng):
+    r["models"] = rng.choice([["Model A", "Model B"], ["", "x"], ["<h3>Model A: granite-3-8b</h3>\n", "<h3>B: x</h3>"],
+                              [r["states"][0]["model_name"]] * 2, [["x"], 3], [None, None], ["a"]])
+
+
+def _model_name(r, state, k, rng):
+    state["model_name"] = rng.choice([None, "", 7, r["states"][1 - k]["model_name"], "Qwen2.5-7B", "Model A"])
+
+
+def _reasons(r, state, k, rng):
+    state["finish_reasons"] = rng.choice([["error"], ["cancelled"], [], ["stop", "error"]])
+
+
+def _roles(r, state, k, rng):
+    state["roles"] = ["Human", "Assistant"]
+    state["messages"] = [[state["roles"][i % 2], m[1]] for i, m in enumerate(state["messages"])]
+
+
+def _odd_message(r, state, k, rng):
+    state["messages"].insert(rng.randint(0, 2), rng.choice([["user", "x", 1], ["assistant", None], "text",
+                                                            ["assistant", 5], ["Human", "odd role"], []]))
+
+
+def _offset(r, state, k, rng):
+    state["offset"] = rng.choice([1, 2, "1", 0, "a"])
+
+
+def _type(r, state, k, rng):
+    r["type"] = rng.choice(["chat", "upvote", "leftvote", "bothbad_vote", "tievote", "rightvote"])
+
+
+def _missing(r, state, k, rng):
+    r.pop(rng.choice(["tstamp", "ip", "extra", "mode", "battle_id", "models", "states"]), None)
+
+
+def _voter(r, state, k, rng):
+    r["extra"], r["user"] = rng.choice(["s", {"session": 5}, {}, {"session": "k"}]), rng.choice(["", "u1", None])
+
+
+def _states(r, state, k, rng):
+    r["states"] = rng.choice([r["states"][:1], [r["states"][0], "x"], [*r["states"], r["states"][0]], "states"])
+
+
+def _messages(r, state, k, rng):
+    state["messages"] = rng.choice([[], [["assistant", "only a reply"]], None])
+
+
+def _leak(r, state, k, rng):
+    set_text(state, -1, f"{pieces(rng, PIECES, 5)} I am {rng.choice(MODELS)}. {pieces(rng, PIECES, 5)}")
+
+
+def _not_text(r, state, k, rng):
+    r[rng.choice(["battle_id", "mode"])] = rng.choice([["not", "text"], {"x": 1}, 5, None])
+
+
+def _tstamp(r, state, k, rng):
+    r["tstamp"] = rng.choice([0, 1.5, "17", True, "soon"])
+
+
+CHANGES = [_reply, _prompt, _redacted, _models, _model_name, _reasons, _roles, _odd_message, _offset, _type, _missing,
+           _voter, _states, _messages, _leak, _not_text, _tstamp]
+
+
+def odd(record: dict, rng: random.Random) -> dict:
+    """A simulated vote altered at random: shapes that old, hand-made or damaged logs hold."""
+    r = copy.deepcopy(record)
+    for _ in range(rng.randint(1, 3)):
+        k = rng.randrange(2)
+        states = r.get("states")
+        if not (isinstance(states, list) and len(states) == 2
+                and all(isinstance(s, dict) and isinstance(s.get("messages"), list) for s in states)):
+            break  # past changing
+        rng.choice(CHANGES)(r, states[k], k, rng)
+    return r
+
+
+def set_text(state: dict, position: int, text: str) -> None:
+    messages = state["messages"]
+    if isinstance(messages, list) and messages and isinstance(messages[position], list) and len(messages[position]) == 2:
+        messages[position][1] = text
+
+
+@pytest.fixture(scope="module")
+def odd_records(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    logs = tmp_path_factory.mktemp("simulated")
+    simulate(logs, 300, seed=4, days=2)
+    records = [json.loads(line) for path in sorted(logs.glob("*-conv.json")) for line in path.read_text().splitlines()]
+    rng = random.Random(11)
+    return records + [odd(r, rng) for r in records for _ in range(4)]
+
+
+def typed(values) -> list:
+    """Values with their types: True == 1 and 1 == 1.0, but a column must not change its type."""
+    return [(type(v), v) for v in values]
+
+
+def test_vote_rows_are_unchanged(odd_records: list[dict]):
+    raised = 0
+    for record in odd_records:
+        for words in (None, WORDS):
+            try:
+                expected = ref_vote_row(copy.deepcopy(record), words)
+            except Exception as error:  # noqa: BLE001 - a malformed record must fail the same way
+                raised += 1
+                with pytest.raises(type(error)):
+                    battles.vote_row(record, words)
+                continue
+            row = battles.vote_row(record, words)
+            assert (row is None) == (expected is None)
+            if row is not None:
+                assert list(row) == list(expected) and typed(row.values()) == typed(expected.values()), record
+                if row["base_reason"] is None and not row["redacted"]:
+                    assert battles.identity_leak(record, WORDS) == (ref_find_identity(
+                        [m["content"] for s in record["states"] for m in battles._openai_messages(s)
+                         if m["role"] == "assistant"], WORDS) is not None)
+    assert 0 < raised < len(odd_records) // 4
+
+
+def test_vote_index_chunks_are_unchanged(odd_records: list[dict]):
+    rng = random.Random(12)
+    lines = []
+    for record in odd_records:
+        try:
+            ref_vote_row(copy.deepcopy(record), WORDS)
+        except Exception:  # noqa: BLE001 - test_vote_rows_are_unchanged checks these
+            continue
+        lines.append(json.dumps(record, ensure_ascii=rng.random() < 0.5).encode())
+        if rng.random() < 0.05:
+            lines.append(rng.choice([b"{", b"[]", b'{"type": 3}', b"null", b"", b"  ", b"\t", b'{"type": "chat"}']))
+    data = b"\n".join(lines) + b'\n{"torn": '
+    start, seen = 0, 0
+    while start < len(data) - 10:
+        size = rng.randint(1, 60_000)
+        piece = data[start:start + size]
+        at_end = start + size >= len(data)
+        for known, models, extra in (([], (), ""), (["late-7b", "rare-1b"], ("ember-7b",), "foo, uc berkeley")):
+            chunk = ingest.derive(piece, 100 + start, at_end, known, models, extra)
+            expected = ref_derive(piece, 100 + start, at_end, known, models, extra)
+            assert chunk.rows == expected.rows and [typed(r) for r in chunk.rows] == [typed(r) for r in expected.rows]
+            assert chunk == expected
+            seen += len(chunk.rows) if known else 0
+        start += max(piece.rfind(b"\n") + 1, 1)
+    assert seen > len(odd_records) // 2

@@ -15,7 +15,7 @@ import pandas as pd
 
 from webui.leaderboard.categories import has_code, is_long
 from webui.leaderboard.language import detect_language
-from webui.leaderboard.style import FEATURES, reply_style
+from webui.leaderboard.style import FEATURES, text_style
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 from webui.types import PAIR_VOTES
 
@@ -84,6 +84,19 @@ def vote_row(record: dict[str, Any], identity_words: Sequence[str] | None = None
     """The `ROW_COLUMNS` of one battle vote record (None: not a battle vote, or not shaped like
     one). `leak`: the write-time check of a redacted vote; else, for a vote no other reason drops,
     whether a reply names one of `identity_words` (False when they are not given)."""
+    found = unchecked_vote_row(record)
+    if found is None:
+        return None
+    row, replies = found
+    if identity_words is not None and replies is not None:
+        row["leak"] = leaked_identity(replies, identity_words)
+    return row
+
+
+def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...] | None] | None:
+    """`vote_row` without identity words, and the replies that the identity check reads (None
+    where it does not apply: a redacted vote, or one that another reason drops). The vote index
+    checks the replies once it knows every name in their chunk."""
     if record.get("type") not in WINNERS:
         return None
     states, models = record.get("states"), record.get("models")
@@ -91,22 +104,21 @@ def vote_row(record: dict[str, Any], identity_words: Sequence[str] | None = None
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    convs = [_openai_messages(s) for s in states]
-    row = _row(record, states, [public_name(m) for m in models], convs)
-    if identity_words is not None and not row["redacted"] and row["base_reason"] is None:
-        replies = [m["content"] for c in convs for m in c if m["role"] == "assistant"]
-        row["leak"] = leaked_identity(replies, identity_words)
-    return row
+    (prompts, replies_a), (_, replies_b) = _texts(states[0]), _texts(states[1])
+    row = _row(record, states, [public_name(m) for m in models], prompts, replies_a, replies_b)
+    # A tuple of strings: the garbage collector stops tracking it while it waits for the check.
+    return row, ((*replies_a, *replies_b) if not row["redacted"] and row["base_reason"] is None else None)
 
 
-def _row(record: dict[str, Any], states: list[dict], models: list, convs: list[list[dict[str, str]]]) -> dict[str, Any]:
+def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list[str], replies_a: list[str],
+         replies_b: list[str]) -> dict[str, Any]:
     anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
-    prompts = [m["content"] for m in convs[0] if m["role"] == "user"]
     ip = record.get("ip") or ""
     reasons = [r for s in states for r in s.get("finish_reasons", [])]
     redacted = any(s.get("redacted") for s in states)
     hygiene = record.get("hygiene")
+    prompt_text = "\n".join(prompts)
     row = {
         "tstamp": float(record.get("tstamp", 0.0)),
         "model_a": names[0],
@@ -126,11 +138,11 @@ def _row(record: dict[str, Any], states: list[dict], models: list, convs: list[l
         "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
         "error": "error" in reasons,
         "stopped": "cancelled" in reasons,
-        "coding": has_code("\n".join(prompts)),
-        "long_prompt": is_long("\n".join(prompts)),
+        "coding": has_code(prompt_text),
+        "long_prompt": is_long(prompt_text),
     }
-    counts = [reply_style(c) for c in convs]
-    row.update(zip(STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
+    counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
+    row.update(zip(STYLE_COUNT_COLUMNS, counts, strict=True))
     return row
 
 
@@ -152,8 +164,7 @@ def names_in(record: dict[str, Any]) -> set[str]:
 
 def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
     """Does a reply of this battle vote name a model or maker from `words`?"""
-    replies = [m["content"] for s in record["states"] for m in _openai_messages(s) if m["role"] == "assistant"]
-    return leaked_identity(replies, words)
+    return leaked_identity([reply for s in record["states"] for reply in _texts(s)[1]], words)
 
 
 def public_name(name: Any) -> Any:
@@ -200,6 +211,17 @@ def anony_names_match(models: list, states: list[dict]) -> bool:
         return True
     hidden = [s.get("model_name") for s in states]
     return hidden == [None, None] or hidden == list(models)
+
+
+def _texts(state: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the user's texts, the assistant's) of `_openai_messages(state)`, without a dict per message."""
+    roles = state.get("roles") or ["user", "assistant"]
+    users: list[str] = []
+    assistants: list[str] = []
+    for m in state.get("messages", [])[int(state.get("offset", 0)):]:
+        if isinstance(m, (list, tuple)) and len(m) == 2:
+            (users if m[0] == roles[0] else assistants).append(m[1] if isinstance(m[1], str) else "")
+    return users, assistants
 
 
 def _openai_messages(state: dict[str, Any]) -> list[dict[str, str]]:

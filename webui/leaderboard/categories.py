@@ -22,13 +22,19 @@ LANGUAGE_PREFIX = "language: "
 LONG_PROMPT_WORDS = 400  # about 500 tokens, lmarena's "longer query"
 MIN_LANGUAGE_BATTLES = 1  # a language gets a category once it has this many counted battles
 
-# A prompt "has code" when it holds a fenced block, or a line that only code looks like.
-_CODE = re.compile(
-    r"```|^\s*(?:def |class \w+|import \w|from \w+ import |#include|function\b|public |private |"
+# A prompt "has code" when it holds a fenced block, or a line that only code looks like: one that
+# starts (after blanks) with _CODE_LINE, or that ends in {, } or ;. A line's start past the first
+# is matched as the newline before it: the pattern then leads with a character the engine scans
+# for, rather than trying `^` at every position.
+_CODE_LINE = (
+    r"\s*(?:def |class \w+|import \w|from \w+ import |#include|function\b|public |private |"
     r"(?:const|let|var) \w+ =|for \(|while \(|if \(|SELECT .+ FROM|console\.log|System\.out|print\(|"
-    r"return\b.*;|<\w+[^>]*>.*</\w+>)|[{};]\s*$",
-    re.MULTILINE | re.IGNORECASE,
+    r"return\b.*;|<\w+[^>]*>.*</\w+>)"
 )
+_FLAGS = re.MULTILINE | re.IGNORECASE
+_CODE_FIRST_LINE = re.compile(_CODE_LINE, _FLAGS)
+_CODE_LATER_LINE = re.compile(rf"\n{_CODE_LINE}", _FLAGS)
+_CODE_LINE_END = re.compile(r"[{};]\s*$", _FLAGS)
 
 
 def user_text(conversation: list[dict[str, str]]) -> str:
@@ -36,11 +42,17 @@ def user_text(conversation: list[dict[str, str]]) -> str:
 
 
 def has_code(text: str) -> bool:
-    return bool(_CODE.search(text or ""))
+    text = text or ""
+    if "```" in text or _CODE_FIRST_LINE.match(text) or _CODE_LATER_LINE.search(text):
+        return True
+    # Searching for one of three characters is slow: look for each of them first.
+    return ("{" in text or "}" in text or ";" in text) and _CODE_LINE_END.search(text) is not None
 
 
 def is_long(text: str) -> bool:
-    return len((text or "").split()) >= LONG_PROMPT_WORDS
+    # Fewer characters than that many words need (one each, a space between): not long.
+    text = text or ""
+    return len(text) >= 2 * LONG_PROMPT_WORDS - 1 and len(text.split()) >= LONG_PROMPT_WORDS
 
 
 def category_masks(battles: pd.DataFrame) -> dict[str, pd.Series]:

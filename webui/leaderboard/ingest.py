@@ -2,7 +2,8 @@
 
 `derive` parses the whole lines of one chunk and builds a row per battle vote
 (webui.leaderboard.battles.vote_row), checking the replies against the identity words of the
-names known so far plus the chunk's own. The index (webui.leaderboard.index) decides where the
+names known so far plus the chunk's own: each line's row first, keeping only the replies to
+check, since those words are known only once every line has been read. The index (webui.leaderboard.index) decides where the
 chunks come from and commits them in order; on a long catch-up it hands chunks to a process pool,
 since parsing and checking text, not SQLite, is what takes the time.
 """
@@ -10,14 +11,14 @@ since parsing and checking text, not SQLite, is what takes the time.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.leaderboard.battles import ROW_COLUMNS, names_in, vote_row
-from webui.records.identity import identity_words
+from webui.leaderboard.battles import ROW_COLUMNS, names_in, unchecked_vote_row
+from webui.records.identity import identity_words, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
 _TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
@@ -53,15 +54,23 @@ def derive(data: bytes, start: int, at_end: bool, known_names: Sequence[str], mo
            extra_words: str) -> Chunk:
     """The chunk of `data` (read from file offset `start`) up to its last newline."""
     end = data.rfind(b"\n") + 1
-    records, bad = parse_lines(data[:end], start)
-    names = set().union(*(names_in(r) for _, _, r in records)) if records else set()
+    names: set[str] = set()
+    bad = 0
+    found: list[tuple[int, int, dict[str, Any], tuple[str, ...] | None]] = []  # no record outlives its line
+    for offset, length, record in parse_lines(data[:end], start):
+        if record is None:
+            bad += 1
+            continue
+        names |= names_in(record)
+        unchecked = unchecked_vote_row(record)
+        if unchecked is not None:
+            found.append((offset, length, *unchecked))
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
-    for offset, length, record in records:
-        row = vote_row(record, words)
-        if row is not None:
-            checked = not row["redacted"] and row["base_reason"] is None
-            rows.append((offset, length, checked, *sql_values(row)))
+    for offset, length, row, replies in found:
+        if replies is not None:
+            row["leak"] = leaked_identity(replies, words)
+        rows.append((offset, length, replies is not None, *sql_values(row)))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
 
 
@@ -77,20 +86,14 @@ def parse(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
 
 
-def parse_lines(data: bytes, base: int) -> tuple[list[tuple[int, int, dict[str, Any]]], int]:
-    """(offset, length, record) per whole line of `data` (which starts at file offset `base`),
-    and how many lines were not records."""
-    records, bad, position = [], 0, 0
+def parse_lines(data: bytes, base: int) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """(offset, length, record or None if it is not one) per whole line of `data` (which starts at
+    file offset `base`) that is not blank."""
+    position = 0
     for raw in data.split(b"\n")[:-1]:
         start, position = position, position + len(raw) + 1
-        if not raw.strip():
-            continue
-        record = parse(raw)
-        if record is None:
-            bad += 1
-        else:
-            records.append((base + start, len(raw), record))
-    return records, bad
+        if raw.strip():
+            yield base + start, len(raw), parse(raw)
 
 
 def sql_values(row: dict[str, Any]) -> list[Any]:

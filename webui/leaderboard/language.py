@@ -133,17 +133,17 @@ def _latin_language(text: str) -> str:
     # ASCII lower-casing maps letters to letters one for one, so the words of the lowered text are
     # the lowered words; otherwise ("İ" lowers to two characters) lower each word as found.
     words = lowered.translate(_ASCII_LETTERS).split() if ascii_text else list(map(str.lower, _WORD.findall(text)))
-    if sum(map(len, words)) < MIN_LETTERS:
+    if len(words) < MIN_LETTERS and sum(map(len, words)) < MIN_LETTERS:  # each word has a letter
         return UNKNOWN
     hits = dict.fromkeys(_STOPWORDS, 0)
-    for languages, n in Counter(filter(None, map(_LANGUAGES_OF.get, words))).items():
+    for languages in filter(None, map(_LANGUAGES_OF.get, words)):
         for lang in languages:
-            hits[lang] += n
+            hits[lang] += 1
     if not ascii_text:  # every mark is a non-ASCII letter
         for lang, marks in _MARKS.items():
             hits[lang] += sum(lowered.count(ch) for ch in marks)
     best = max(hits, key=hits.__getitem__)
-    ordered = sorted(hits.values(), reverse=True)
-    if ordered[0] < MIN_STOPWORDS or ordered[0] == ordered[1]:
+    top = hits[best]
+    if top < MIN_STOPWORDS or list(hits.values()).count(top) > 1:  # too few, or a tie
         return UNKNOWN
     return best

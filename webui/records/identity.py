@@ -119,7 +119,8 @@ def _variants(pattern: str) -> tuple[_Variants, _Variants]:
         single = (re.compile(pattern, re.IGNORECASE),)
         return single, single
     rest = rf"(?<={before}{first}){pattern[len(before) + 1:]}"
-    leads = dict.fromkeys((first.lower(), first.upper(), r"[\x80-\U0010ffff]"))
+    # (Non-ASCII as a negated class: a range up to U+10FFFF takes the compiler a walk over it.)
+    leads = dict.fromkeys((first.lower(), first.upper(), r"[^\x00-\x7f]"))
     compiled = tuple(re.compile(rf"(?-i:{lead}){rest}", re.IGNORECASE) for lead in leads)
     return compiled[:-1], compiled
 
@@ -131,6 +132,7 @@ def _leftmost(variants: _Variants, reply: str) -> str | None:
     return min(found, key=lambda m: m.start()).group(0) if found else None
 
 
+_FEW_WORDS = 4
 _ACCENTED = re.compile("[\u00c0-\u024f]")  # the non-ASCII letters of _TOKEN
 # Byte tables that keep ASCII lower-case letters (or digits) and blank everything else: a split
 # then yields _TOKEN's maximal runs of that kind, without a regex match object per token.
@@ -163,10 +165,15 @@ def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
     if not texts:
         return None
     key = tuple(words)
-    tokens = _tokens_of("\n".join(texts).lower(), key)
+    lowered, matchers = "\n".join(texts).lower(), _matchers(key)
+    # A first token in the text is a substring of it: for a few words (a recheck of the words just
+    # added), a search for each rules out most texts sooner than splitting the text into tokens.
+    if len(matchers) <= _FEW_WORDS and not any(first in lowered for first, _, _ in matchers):
+        return None
+    tokens = _tokens_of(lowered, key)
     if not tokens:
         return None
-    candidates = [(ascii_only, every) for first, ascii_only, every in _matchers(key) if first in tokens]
+    candidates = [(ascii_only, every) for first, ascii_only, every in matchers if first in tokens]
     for reply in texts:
         variants = [ascii_only if reply.isascii() else every for ascii_only, every in candidates]
         found = [m for m in (_leftmost(v, reply) for v in variants) if m]
