@@ -3,6 +3,7 @@ counted twice when a writer dies, a line is torn, logs are copied in or the iden
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -94,6 +95,25 @@ def test_a_torn_last_line_waits_and_is_reported(tmp_path: Path):
         handle.write(b"not json\n")
     index.catch_up()
     assert index.count() == 4 and index.skipped_lines() == 1
+
+
+def test_a_vote_with_fields_of_the_wrong_type_is_invalid_and_stops_nothing(tmp_path: Path):
+    """A time that is no number, an offset that is no index: the vote is left out as invalid, in
+    the index as in the logs, and the votes after it still count."""
+    logs = tmp_path / "logs"
+    record_votes(logs, 2)
+    day = log_files(logs)[0]
+    good = json.loads(day.read_bytes().splitlines()[-1])
+    odd = [{**good, "tstamp": "soon"}, {**good, "states": [{**good["states"][0], "offset": "x"}, good["states"][1]]}]
+    with day.open("a") as handle:
+        handle.writelines(json.dumps(record) + "\n" for record in odd)
+    record_votes(logs, 3)
+    index = VoteIndex(logs)
+    assert index.catch_up().votes == 7
+    options = BoardOptions(rounds=0)
+    same_board(index, logs, options)
+    board = board_from_index(index, options)
+    assert board.dropped.get("invalid") == 2 and board.table["battles"].sum() == 2 * 5, board.dropped
 
 
 def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulated: Path, tmp_path: Path):

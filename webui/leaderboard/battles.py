@@ -37,6 +37,8 @@ BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
 # What older FastChat versions logged as the public names of an anonymous battle (FastChat's own
 # cleaner treats "Model A" as anonymous and reads the real names from the states).
 ANONYMOUS_NAMES = ("", "Model A", "Model B")
+# What reading a record whose fields have the wrong types raises; such a vote is "invalid".
+MALFORMED = (TypeError, ValueError, AttributeError, IndexError, KeyError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,33 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    (prompts, replies_a), (_, replies_b) = _texts(states[0]), _texts(states[1])
-    row = _row(record, states, [public_name(m) for m in models], prompts, replies_a, replies_b)
+    try:
+        (prompts, replies_a), (_, replies_b) = _texts(states[0]), _texts(states[1])
+        row = _row(record, states, [public_name(m) for m in models], prompts, replies_a, replies_b)
+    except MALFORMED:
+        # a field of the wrong type (a time that is no number, an offset that is no index): a vote
+        # that does not count, shown with the others left out; never one that stops the board
+        return _invalid_row(record), None
     # A tuple of strings: the garbage collector stops tracking it while it waits for the check.
     return row, ((*replies_a, *replies_b) if not row["redacted"] and row["base_reason"] is None else None)
+
+
+def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
+    """The row of a vote record that cannot be read: what can be, and "invalid"."""
+    row: dict[str, Any] = dict.fromkeys(STYLE_COUNT_COLUMNS, 0)
+    tstamp = record.get("tstamp")
+    models = [public_name(m) for m in record["models"]]
+    row.update({
+        "tstamp": float(tstamp) if isinstance(tstamp, (int, float)) and not isinstance(tstamp, bool) else 0.0,
+        "model_a": models[0] if isinstance(models[0], str) else None,
+        "model_b": models[1] if isinstance(models[1], str) else None,
+        "winner": WINNERS[record["type"]], "anony": False, "mode": _text(record.get("mode")),
+        "battle_id": record.get("battle_id") if isinstance(record.get("battle_id"), str) else None,
+        "question_id": None, "turn": 0, "judge": "", "language": "", "voter": voter_of(record),
+        "session": _session_key(record), "base_reason": "invalid",
+        **dict.fromkeys(("redacted", "leak", "error", "stopped", "coding", "long_prompt"), False),
+    })
+    return {column: row[column] for column in ROW_COLUMNS}
 
 
 def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list[str], replies_a: list[str],
@@ -147,8 +172,16 @@ def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list
 
 
 def conversation_columns(record: dict[str, Any]) -> dict[str, Any]:
-    """The text a battle vote carries (for exports; never kept in the vote index)."""
+    """The text a battle vote carries (for exports; never kept in the vote index); none for a
+    record that cannot be read."""
     states = record["states"]
+    try:
+        return _conversation_columns(states)
+    except MALFORMED:
+        return {"conversation_a": [], "conversation_b": [], "system_a": "", "system_b": ""}
+
+
+def _conversation_columns(states: list[dict[str, Any]]) -> dict[str, Any]:
     return {"conversation_a": _openai_messages(states[0]), "conversation_b": _openai_messages(states[1]),
             "system_a": _text(states[0].get("system_message")), "system_b": _text(states[1].get("system_message"))}
 
