@@ -87,7 +87,12 @@ class Settings:
     leaderboard_votes_per_day: int = 0  # counted votes per voter per UTC day on the board (0: no cap)
     leaderboard_exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
-    ui_export: str = "auto"  # auto | on | off: the Leaderboard tab's downloads (auto: only when serving localhost)
+    # The operator's views in the Leaderboard tab (the voter check, the exports of every conversation) answer only
+    # a request that carries this key (docs/leaderboard.md); none set: they are not offered at all. The key comes
+    # from ARENA_OPERATOR_KEY (environment only: `ps` shows arguments) or the file --operator-key-file names.
+    operator_key: str = field(default="", repr=False)
+    operator_key_file: str = ""
+    ui_export: str = "auto"  # auto | on | off: the operator's views (auto: when an operator key is set; on: must be)
     # Deploy: login, rate limits, server limits, Hub sync (docs/deploy.md)
     auth_file: str = ""  # username:password lines; empty (and no ARENA_AUTH): no login, the local default
     auth: str = field(default="", repr=False)  # ARENA_AUTH=user:pw,user2:pw2 (environment only: `ps` shows arguments)
@@ -115,8 +120,16 @@ class Settings:
                 raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
+        self._check_operator()
         if self.hf_oauth and (self.auth_file or self.auth):
             raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
+
+    def _check_operator(self) -> None:
+        if self.operator_key and self.operator_key_file:
+            raise ConfigError("operator_key: set ARENA_OPERATOR_KEY or --operator-key-file, not both")
+        if self.ui_export == "on" and not (self.operator_key or self.operator_key_file):
+            raise ConfigError("ui_export: 'on' needs an operator key, which the exports and the voter check now "
+                              "require: set ARENA_OPERATOR_KEY or --operator-key-file (docs/leaderboard.md)")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -225,9 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance")
     add("--identity-words", dest="identity_words",
         help="extra comma-separated words that disqualify a battle when a reply contains one")
+    add("--operator-key-file", dest="operator_key_file",
+        help="a file holding the operator key (at least 16 characters; or set ARENA_OPERATOR_KEY): the "
+        "Leaderboard tab's voter check and downloads of every conversation answer only requests that carry it; "
+        "without a key they are not offered, whatever address the app listens on")
     add("--ui-export", dest="ui_export", choices=("auto", "on", "off"),
-        help="downloads of battles and preference pairs in the Leaderboard tab; they hold every voter's "
-        "prompts, so auto (default) offers them only when serving 127.0.0.1")
+        help="the operator's views in the Leaderboard tab: auto (default) offers them when an operator key is "
+        "set; on refuses to start without one; off never offers them")
     add("--auth-file", dest="auth_file",
         help="require a login: a file of username:password lines (passwords can also come from ARENA_AUTH)")
     add("--hf-oauth", dest="hf_oauth", action="store_true", default=None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webui.access.operator import OperatorGate
 from webui.access.ratelimit import RateLimiter, build_rate_limiter
 from webui.config import Settings
 from webui.engine.registry import Registry, build_registry
@@ -24,8 +25,13 @@ class Services:
     # Per-client limits on messages and votes (webui/access/ratelimit.py): handlers call
     # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`.
     rate_limiter: RateLimiter = field(default=None)  # type: ignore[assignment]  # built from settings below
+    # Whether a request carries the operator key (webui/access/operator.py); built from settings below, so
+    # that a missing or short key stops the start.
+    operator: OperatorGate = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.operator is None:
+            self.operator = OperatorGate.from_settings(self.settings)
         if self.rate_limiter is None:
             self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes,
                                                    votes_per_day=self.settings.rate_votes_day)

@@ -1,12 +1,14 @@
 """The Leaderboard tab through the running app (real recorder, real tiny models, gradio_client):
 "my votes" shows each browser session its own votes and nobody else's, and the log keeps a keyed
-hash of the session, never the session's secret; the new views answer through their API names."""
+hash of the session, never the session's secret; with no operator key the operator's views
+(everyone's conversations) are not there to call, although the app listens on 127.0.0.1."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from gradio_client import Client
 
@@ -85,13 +87,19 @@ def test_each_session_sees_only_its_own_votes(app):
     assert alice.session_hash not in text and bob.session_hash not in text
 
 
-def test_operator_views_answer_on_localhost(app):
+def test_operator_views_are_not_offered_without_an_operator_key(app):
+    """This app listens on 127.0.0.1, as it does behind a reverse proxy or a tunnel: that alone must
+    not open the voter check or the exports (they used to be offered there) to anyone."""
     url, _ = app
     client = Client(url, verbose=False, download_files=False)
     try:
         endpoints = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
-        voters = client.predict(api_name="/leaderboard_voters")
     finally:
         client.close()
-    assert {"/leaderboard_my_votes", "/leaderboard_voters", "/export_history_csv", "/leaderboard_category"} <= endpoints
-    assert voters["headers"][:3] == ["voter", "votes", "decisive"]
+    assert {"/leaderboard_my_votes", "/leaderboard_category"} <= endpoints
+    assert not {"/leaderboard_voters", "/export_battles_jsonl", "/export_pairs_jsonl", "/export_history_csv"} & endpoints
+    for api in ("leaderboard_voters", "export_battles_jsonl"):
+        call = httpx.post(url + f"gradio_api/call/{api}", json={"data": []}, timeout=10)
+        assert call.status_code >= 400 and "hello world" not in call.text, call.text
+    config = httpx.get(url + "config", timeout=10).text
+    assert "ARENA_OPERATOR_KEY" in config and "--operator-key-file" in config  # the accordion says how

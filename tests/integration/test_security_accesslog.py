@@ -23,6 +23,7 @@ from webui.server.app import build_server, create_app
 from webui.services import build_services
 
 HASH = "abcdef123456secret"  # a session hash as the page picks it
+FILE_HASH = "ab" * 32  # the folder of a file in Gradio's cache: its URL alone downloads it (an export)
 
 
 class Lines(logging.Handler):
@@ -57,13 +58,14 @@ def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_pat
         with httpx.Client(base_url=url, timeout=10) as http:
             for path, params in (("/healthz", {}), ("/gradio_api/queue/data", {"session_hash": HASH}),
                                  (f"/gradio_api/heartbeat/{HASH}", {}), ("/gradio_api/deep_link", {"session_hash": HASH}),
-                                 (f"/gradio_api/call/battle_send/{HASH}", {})):
+                                 (f"/gradio_api/call/battle_send/{HASH}", {}),
+                                 (f"/gradio_api/file=/tmp/gradio/{FILE_HASH}/battles.jsonl", {})):
                 try:
                     with http.stream("GET", path, params=params):
                         pass  # only the line in the log matters, not the answer
                 except httpx.HTTPError:
                     pass
-        wait_for(lambda: len(lines.lines) >= 5, 10, f"access log lines missing: {lines.lines}")
+        wait_for(lambda: len(lines.lines) >= 6, 10, f"access log lines missing: {lines.lines}")
         yield lines.lines
     finally:
         server.should_exit = True
@@ -79,13 +81,14 @@ def test_hash_mode_hashes_addresses_and_sessions(access_lines: list[str]) -> Non
     assert all(line.startswith("h:") for line in access_lines), text
     assert "/gradio_api/heartbeat/h:" in text and "session_hash=h:" in text, text
     assert "/gradio_api/call/battle_send/h:" in text, text
+    assert FILE_HASH not in text and "/tmp/gradio/h:" in text, text
     assert "GET /healthz" in text  # the rest of the line is as uvicorn writes it
 
 
 @pytest.mark.parametrize("access_lines", ["none"], indirect=True)
 def test_none_mode_keeps_neither(access_lines: list[str]) -> None:
     text = "\n".join(access_lines)
-    assert "127.0.0.1" not in text and HASH not in text and "h:" not in text, text
+    assert "127.0.0.1" not in text and HASH not in text and FILE_HASH not in text and "h:" not in text, text
     assert all(line.startswith("- ") for line in access_lines), text
 
 
@@ -94,4 +97,4 @@ def test_raw_mode_keeps_the_address_and_still_hashes_sessions(access_lines: list
     """As in the records: raw keeps addresses, sessions are hashed in every mode but none."""
     text = "\n".join(access_lines)
     assert all(line.startswith("127.0.0.1:") for line in access_lines), text
-    assert HASH not in text, text
+    assert HASH not in text and FILE_HASH not in text, text

@@ -8,7 +8,9 @@
   event id in `/gradio_api/call/<api>/<event id>`, a REST call's result stream) as the
   records keep a vote's session: the same keyed hash as a vote's `extra.session` (hash and raw),
   or `-` (none). A session is bound to its browser's secret (webui/server/sessions.py), so its
-  hash alone no longer opens it, but a log is still no place to publish it.
+  hash alone no longer opens it, but a log is still no place to publish it;
+* the hash folder of a file Gradio serves from its cache (`/gradio_api/file=.../<sha-256>/name`), the
+  same way: that URL alone downloads the file, an operator's export of every conversation included.
 
 uvicorn logs each request as `'%s - "%s %s HTTP/%s" %d'` with (client, method, path and query,
 HTTP version, status); the filter rewrites those arguments and leaves every other record alone.
@@ -29,6 +31,9 @@ ACCESS_LOGGER = "uvicorn.access"
 # /heartbeat/<session>, /stream/<session>/..., and /call/<api>/<event id> (a REST call's result stream,
 # which anyone holding the id may read: the call is a session of its own)
 _SESSION_IN_PATH = re.compile(r"^(/gradio_api/(?:heartbeat/|stream/|call/(?:v2/)?[^/]+/))([^/?]+)")
+# /file=<Gradio's cache>/<sha-256>/<name>: that hash is what makes a served file's URL unguessable (an
+# operator's export of every conversation among them, docs/leaderboard.md), so it is hashed like a session
+_FILE_HASH_IN_PATH = re.compile(r"^(/gradio_api/file(?:=|%3[dD]).*/)([0-9a-f]{64})(?=/)")  # uvicorn quotes "="
 
 
 class AccessLogPrivacy(logging.Filter):
@@ -56,6 +61,7 @@ class AccessLogPrivacy(logging.Filter):
     def path(self, full_path: str) -> str:
         path, sep, query = full_path.partition("?")
         path = _SESSION_IN_PATH.sub(lambda m: m.group(1) + self.session(m.group(2)), path)
+        path = _FILE_HASH_IN_PATH.sub(lambda m: m.group(1) + self.session(m.group(2)), path)
         if sep and "session_hash=" in query:
             pairs = [(k, self.session(v) if k == "session_hash" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
             query = urlencode(pairs, safe=":", quote_via=quote)

@@ -10,12 +10,14 @@ newer one exists. Category boards are computed on first request and kept for tha
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import sqlite3
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,8 @@ import gradio as gr
 import pandas as pd
 from gradio.context import Context
 
+from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
+from webui.access.ratelimit import RateLimited
 from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
@@ -31,7 +35,7 @@ from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
-from webui.ui.common import owner_of, progress_on
+from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
     from webui.services import Services
@@ -48,6 +52,8 @@ EXPORTS = {
     "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
     "pairs_jsonl": ("preference_pairs.jsonl", "prompt, chosen, rejected"),
 }
+OPERATOR_VIEWS = "The voter check and the downloads (every battle with both conversations, preference pairs, ratings " \
+                 "over time) are for the operator of this server"
 EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
            "number of models whose interval lies entirely above. Ties count half. **Style control** holds reply "
            "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
@@ -229,14 +235,6 @@ def category_choices(board: Board) -> list[tuple[str, str]]:
             if n or not c.startswith(LANGUAGE_PREFIX)]
 
 
-def export_allowed(settings: Any) -> bool:
-    """Exports contain every voter's prompts: on by default only when the app serves this machine."""
-    mode = getattr(settings, "ui_export", "auto")
-    if mode in ("on", "off"):
-        return mode == "on"
-    return settings.host in ("127.0.0.1", "localhost", "::1") and not settings.share
-
-
 def build_leaderboard_tab(services: Services) -> None:
     """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
     settings = services.settings
@@ -268,8 +266,7 @@ def build_leaderboard_tab(services: Services) -> None:
                category, shown]
     _wire_refresh(view, refresh, category, shown, outputs)
     _my_votes_section(services, view)
-    if export_allowed(settings):
-        _operator_section(view)
+    _operator_section(services, view)
 
 
 def _with_choices(values: tuple) -> list:
@@ -316,30 +313,54 @@ def _my_votes_section(services: Services, view: LeaderboardView) -> None:
     show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
 
 
-def _operator_section(view: LeaderboardView) -> None:
-    """Voters and downloads: they concern everyone's behaviour and prompts, so they are shown only
-    where exports are allowed (export_allowed)."""
-    with gr.Accordion("Voters (operator)", open=False):
+def operator_off_note(settings: Any) -> str:
+    """What the operator accordion says when its views are off, and how to turn them on."""
+    if settings.ui_export == "off":
+        return f"{OPERATOR_VIEWS}; `--ui-export off` turns them off here."
+    return f"{OPERATOR_VIEWS} and are off: to offer them, {HOW_TO_ENABLE} (docs/leaderboard.md)."
+
+
+def _operator_section(services: Services, view: LeaderboardView) -> None:
+    """Voters and downloads concern everyone's behaviour and prompts. The accordion is there for
+    everyone, but each of its events answers only a request that carries the operator key
+    (webui.access.operator); with no key configured the events are not wired at all, so there is
+    no API name to call, and the accordion says how to turn them on."""
+    with gr.Accordion("Operator: voters and downloads", open=False):
+        if not services.operator.enabled:
+            gr.Markdown(operator_off_note(services.settings))
+            return
+        gr.Markdown("For the operator of this server: each button here needs the operator key "
+                    "(`ARENA_OPERATOR_KEY` or `--operator-key-file`); a wrong one is refused.")
+        key = gr.Textbox(label="Operator key", type="password", max_lines=1, elem_id="operator-key")
         gr.Markdown("Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
                     "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out.")
         check = gr.Button("Check voters", size="sm")
         voters_df = gr.Dataframe(interactive=False, elem_classes=BOARD_TABLE)
-    check.click(view.voters, outputs=voters_df, api_name="leaderboard_voters", concurrency_limit=None)
-    with gr.Accordion("Export", open=False):
-        gr.Markdown("Battles (every battle vote, with the reason it was left out, if it was), "
-                    "preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time.")
+        gr.Markdown("Downloads: battles (every battle vote with both conversations, and the reason it was left out, "
+                    "if it was), preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time.")
         with gr.Row():
             buttons = {kind: gr.Button(f"{name}", size="sm") for kind, (name, _) in EXPORTS.items()
                        if parquet_available() or not name.endswith(".parquet")}
             history = gr.Button("ratings_over_time.csv", size="sm")
         download = gr.File(label="Download", interactive=False)
+    check.click(_operator_only(services, view.voters), inputs=key, outputs=voters_df, api_name="leaderboard_voters",
+                concurrency_limit=None)
     for kind, button in buttons.items():
-        button.click(_exporter(view, kind), outputs=download, api_name=f"export_{kind}")
-    history.click(view.history_csv, outputs=download, api_name="export_history_csv")
+        button.click(_operator_only(services, functools.partial(view.export, kind)), inputs=key, outputs=download,
+                     api_name=f"export_{kind}")
+    history.click(_operator_only(services, view.history_csv), inputs=key, outputs=download,
+                  api_name="export_history_csv")
 
 
-def _exporter(view: LeaderboardView, kind: str) -> Any:
-    def export() -> str:
-        return view.export(kind)
+def _operator_only(services: Services, produce: Callable[[], Any]) -> Callable[..., Any]:
+    """An event handler that runs `produce` only for a request carrying the operator key: the key
+    is the event's input, so the page and a REST call (no cookie, a session of its own) prove it
+    the same way. Nothing is computed, and no file written, before the key is admitted."""
+    def handler(key: str | None, request: gr.Request) -> Any:
+        try:
+            services.operator.admit(key, client_of(request, services.settings))
+        except (OperatorRefused, RateLimited) as exc:  # their messages name no data, only what to do
+            raise gr.Error(str(exc), print_exception=False) from None
+        return produce()
 
-    return export
+    return handler
