@@ -28,7 +28,7 @@ from typing import Any
 
 from webui.config import Settings
 from webui.engine.base import Backend, Slots, Weights
-from webui.errors import ConfigError, ModelNotFound, ModelNotReady
+from webui.errors import ConfigError, ModelNotFound, ModelNotReady, clipped
 from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class Registry:
         try:
             return self._specs[name]
         except KeyError:
-            raise ModelNotFound(f"no model named {name!r}; known: {', '.join(self._specs)}") from None
+            raise ModelNotFound(f"no model named {clipped(name)!r}; known: {', '.join(self._specs)}") from None
 
     def status(self, name: str) -> ModelStatus:
         spec = self.spec(name)
