@@ -34,7 +34,7 @@ def _registry(settings: Settings, tiny_model_dir: Path, backend: str) -> Registr
 
 def test_auto_falls_back_to_transformers_when_vllm_is_absent_and_says_why(settings, tiny_model_dir: Path) -> None:
     """vLLM 'hidden': the interpreter named has no vLLM (ours), or vLLM is turned off."""
-    for setting, reason in ((sys.executable, "vLLM is not usable with"), ("none", "vLLM is turned off")):
+    for setting, reason in ((sys.executable, "vLLM does not start on this machine"), ("none", "vLLM is turned off")):
         registry = _registry(settings.replace(vllm_python=setting), tiny_model_dir, "auto")
         status = registry.status("m")
         assert status.state is ModelState.READY

@@ -12,6 +12,11 @@ imports, so two starts overlap well even on 2 cores), retries a failed load with
 and notices weights that die while the app runs (an engine process that exits), which it marks
 failed and reloads the same way. A model nobody asked for at start (with
 `--no-preload`) loads on first use: `get(name, wait_s)` queues it and waits.
+
+Every visitor sees the statuses (the UI, /healthz, /v1/models), so a status says why in a few
+generic words ("upstream unreachable", "engine exited"); the whole story (an address, a port, the
+upstream's or the engine's own words) is the status's `detail`, which stays in the process and
+goes to the server log with the model's name.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.config import Settings
-from webui.engine.base import Backend, Slots, Weights
+from webui.engine.base import ENGINE_EXITED, Backend, Slots, Weights
 from webui.errors import ConfigError, ModelNotFound, ModelNotReady, clipped
 from webui.models.specs import ModelSpec
 
@@ -35,6 +40,8 @@ log = logging.getLogger(__name__)
 RETRY_FIRST_S = 5.0  # the first retry of a failed load comes this long after the failure
 RETRY_MAX_S = 300.0  # the pause doubles up to this
 WATCH_EVERY_S = 1.0  # how often the keeper asks ready weights whether they still live
+LOAD_FAILED = "load failed"  # the public reason of a failure that does not say one of its own
+CONFIG_ERROR = "error in the models file"
 
 
 class ModelState(str, enum.Enum):
@@ -49,13 +56,14 @@ class ModelState(str, enum.Enum):
 class ModelStatus:
     name: str
     state: ModelState
-    reason: str = ""  # why it failed
+    reason: str = ""  # why it failed, in a few words any visitor may read
     device: str = ""
     load_s: float | None = None
     from_cache: bool = False
     problem: str | None = None  # a ready model that has since become unusable (a remote server down)
     retry_at: float | None = None  # time.time() of the next automatic load attempt after a failure
     engine: str = ""  # which engine serves it, and for a fallback why (from the loader)
+    detail: str = ""  # the whole story behind `reason`, for the log and the operator: never shown to visitors
 
     @property
     def usable(self) -> bool:
@@ -85,6 +93,7 @@ class _Slot:
         self.lock = threading.Lock()  # held while loading: a second caller waits instead of loading again
         self.state = ModelState.UNLOADED
         self.reason = ""
+        self.detail = ""
         self.load_s: float | None = None
         self.weights: Weights | None = None
         self.slots = slots
@@ -158,7 +167,7 @@ class Registry:
             backend = self._backends.get(name)
             status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
                                  weights.from_cache if weights else False, retry_at=slot.retry_at,
-                                 engine=weights.engine if weights else "")
+                                 engine=weights.engine if weights else "", detail=slot.detail)
         problem = _health(backend) if status.state is ModelState.READY else None
         return dataclasses.replace(status, problem=problem) if problem else status
 
@@ -183,7 +192,7 @@ class Registry:
             for key in keys:
                 slot = self._slots[key]
                 if slot.state in (ModelState.UNLOADED, ModelState.FAILED) and key not in self._wanted:
-                    slot.state, slot.reason, slot.retry_at = ModelState.QUEUED, "", None
+                    slot.state, slot.reason, slot.detail, slot.retry_at = ModelState.QUEUED, "", "", None
                     self._wanted.append(key)
                     queued.append(key)
             self._ensure_keeper()
@@ -240,7 +249,7 @@ class Registry:
                 backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
             except Exception as exc:  # any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
-                self._failed(slot, _short_reason(exc), retry=not isinstance(exc, ConfigError))
+                self._failed(slot, _public_reason(exc), _short_reason(exc), retry=not isinstance(exc, ConfigError))
                 return
             with self._guard:
                 slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
@@ -257,13 +266,14 @@ class Registry:
             self._loaders[backend] = loader_for(backend)
         return self._loaders[backend]
 
-    def _failed(self, slot: _Slot, reason: str, *, retry: bool) -> None:
-        """Mark failed; unless the models file itself is wrong, try again after a growing pause."""
+    def _failed(self, slot: _Slot, reason: str, detail: str, *, retry: bool) -> None:
+        """Mark failed (`reason` public, `detail` not); unless the models file itself is wrong, try
+        again after a growing pause."""
         first, most = self._retry
         with self._guard:
             slot.failures += 1
             slot.retry_at = self._clock() + min(most, first * 2 ** (slot.failures - 1)) if retry else None
-        self._set(slot, ModelState.FAILED, reason)
+        self._set(slot, ModelState.FAILED, reason, detail)
 
     # ---- the keeper thread ----------------------------------------------------------------
     def _ensure_keeper(self) -> None:
@@ -327,7 +337,7 @@ class Registry:
             log.error("%s stopped working: %s", self._owner(slot.key).name, problem)
             with slot.lock:
                 self._drop(slot)
-                self._failed(slot, problem, retry=True)
+                self._failed(slot, ENGINE_EXITED, problem, retry=True)
 
     # ---- unloading -----------------------------------------------------------------------
     def unload(self, name: str) -> None:
@@ -369,9 +379,9 @@ class Registry:
         return [s for s in self._specs.values() if s.weights_key == key]
 
     # ---- state changes -------------------------------------------------------------------
-    def _set(self, slot: _Slot, state: ModelState, reason: str) -> None:
+    def _set(self, slot: _Slot, state: ModelState, reason: str, detail: str = "") -> None:
         with self._guard:
-            slot.state, slot.reason = state, reason
+            slot.state, slot.reason, slot.detail = state, reason, detail
             if state is not ModelState.FAILED:
                 slot.retry_at = None
             self._guard.notify_all()
@@ -395,8 +405,18 @@ def _health(backend: Any) -> str | None:
         return None
     try:
         return check()
-    except Exception as exc:  # a failing health check is itself a problem
-        return _short_reason(exc)
+    except Exception:  # a failing health check is itself a problem
+        log.exception("the health check of %s failed", getattr(backend, "name", "?"))
+        return "health check failed"
+
+
+def _public_reason(exc: BaseException) -> str:
+    """What a visitor may read about a failed load: the engine's own generic reason when it gives
+    one (EngineFailure.public), else the kind of failure; never the exception's text."""
+    public = getattr(exc, "public", None)
+    if isinstance(public, str) and public:
+        return public
+    return CONFIG_ERROR if isinstance(exc, ConfigError) else LOAD_FAILED
 
 
 def _short_reason(exc: BaseException) -> str:

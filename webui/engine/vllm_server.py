@@ -30,14 +30,20 @@ from pathlib import Path
 
 import httpx
 
+from webui.engine.base import EngineFailure
+
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[VllmServer] = weakref.WeakSet()
 TAIL_LINES = 200  # log lines kept in memory for failure reasons
 STOP_GRACE_S = 15.0
 
 
-class EngineStartError(RuntimeError):
-    """vLLM did not become ready; the message holds its own last words (the end of its log)."""
+class EngineStartError(EngineFailure):
+    """vLLM did not become ready; the message holds its own last words (the end of its log), for
+    the server log: visitors read only that the engine failed to start."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "engine failed to start")
 
 
 @dataclass(frozen=True)
