@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import wait_for
+from webui.engine import registry as registry_module
 from webui.engine.base import Weights
 from webui.engine.registry import ModelState, Registry, build_registry
 from webui.errors import ModelNotFound, ModelNotReady
@@ -248,4 +249,20 @@ def test_models_load_as_many_at_once_as_asked(settings, parallel: int) -> None:
     assert registry.wait_idle(20)
     states = {s.state for s in registry.statuses()}
     assert states == ({ModelState.READY} if parallel == 2 else {ModelState.FAILED})
+    registry.close()
+
+
+def test_weights_that_died_are_refused_before_the_keeper_looks(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request between an engine's death and the keeper's next look gets "not ready" (the API's
+    503 with Retry-After), not a backend whose engine is gone."""
+    monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
+    dead = threading.Event()
+    specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
+    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(
+        lambda variant, slots: object(), failure=lambda: "exited (code 137)" if dead.is_set() else None)})
+    registry.load("e")  # in this thread: no keeper runs
+    dead.set()
+    with pytest.raises(ModelNotReady, match="engine exited"):
+        registry.get("e")
+    assert registry.ready_names() == [] and registry.status("e").problem == "engine exited"
     registry.close()

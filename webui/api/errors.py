@@ -27,6 +27,7 @@ GENERATION_FAILED = "The model failed while generating this answer; please try a
 UPSTREAM_FAILED = ("The server that runs this model did not answer properly (unreachable, timed out or an error); "
                    "please try again later.")
 INTERNAL = "The server failed to answer this request; the server log has the details."
+ENGINE_DOWN = "The model is not ready: its engine stopped and is restarting; try again shortly."
 
 
 def without_addresses(text: str) -> str:
@@ -101,6 +102,9 @@ def from_finished(final: Finished) -> ApiError:
     means the same here, with the server's own message (never its address); any other failure
     gets a fixed sentence (`final.error` holds exception text, for the log only)."""
     extra = final.extra or {}
+    if extra.get("engine_down"):  # our own engine died under the request; the registry restarts it
+        return ApiError(503, ENGINE_DOWN, type="service_unavailable", code="model_not_ready",
+                        headers={"Retry-After": "5"})
     upstream = extra.get("upstream_status")
     said = extra.get("upstream_message")
     if upstream in (400, 422):

@@ -189,12 +189,15 @@ class Weights:
     fallback); `concurrency`, how many generations it runs well at once (used unless the models
     file says). `failure`, when given, is asked every second by the registry whether the weights
     still live (an engine process may exit): a reason (the detail, for the server log) means they
-    died, and the registry then closes them and loads them again after a pause."""
+    died, and the registry then closes them and loads them again after a pause. `on_failure`, when
+    given, takes a callback that the engine calls the moment it dies, so that the registry fails
+    the model at once instead of at its next look."""
 
     def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
                  from_cache: bool = False, close: Callable[[], None] | None = None,
                  failure: Callable[[], str | None] | None = None, engine: str = "",
-                 concurrency: int | None = None) -> None:
+                 concurrency: int | None = None,
+                 on_failure: Callable[[Callable[[], None]], None] | None = None) -> None:
         self.make_backend = make_backend
         self.concurrency = concurrency  # generations these weights run well at once, when the engine knows
         self.device = device
@@ -202,6 +205,7 @@ class Weights:
         self.engine = engine
         self._close = close
         self._failure = failure
+        self._on_failure = on_failure
 
     @property
     def watched(self) -> bool:
@@ -209,6 +213,10 @@ class Weights:
 
     def failure(self) -> str | None:
         return self._failure() if self._failure is not None else None
+
+    def on_failure(self, listener: Callable[[], None]) -> None:
+        if self._on_failure is not None:
+            self._on_failure(listener)
 
     def close(self) -> None:
         if self._close is not None:

@@ -127,6 +127,7 @@ class Registry:
         self._keeper: threading.Thread | None = None
         self._loads: queue.SimpleQueue[tuple[str, ...] | None] = queue.SimpleQueue()
         self._loaders_running: list[threading.Thread] = []
+        self._look_now = False  # an engine said it died: the keeper looks before its next pause
         self._closed = False
 
     def concurrency(self, key: tuple[str, ...]) -> int:
@@ -168,7 +169,9 @@ class Registry:
             status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
                                  weights.from_cache if weights else False, retry_at=slot.retry_at,
                                  engine=weights.engine if weights else "", detail=slot.detail)
-        problem = _health(backend) if status.state is ModelState.READY else None
+        problem = None
+        if status.state is ModelState.READY:  # dead weights are unusable before the keeper has failed them
+            problem = ENGINE_EXITED if weights is not None and weights.failure() else _health(backend)
         return dataclasses.replace(status, problem=problem) if problem else status
 
     def statuses(self) -> list[ModelStatus]:
@@ -226,6 +229,8 @@ class Registry:
                 self._guard.wait(min(0.25, max(0.0, deadline - time.monotonic())))
             if slot.state is not ModelState.READY or slot.weights is None:
                 raise ModelNotReady(f"{name} is not ready ({self.status_text(slot)})")
+            if slot.weights.failure() is not None:  # dead, and the keeper is about to say so
+                raise ModelNotReady(f"{name} is not ready ({ENGINE_EXITED})")
             backend = self._backends.get(name)
             if backend is None:
                 backend = slot.weights.make_backend(spec, slot.slots)
@@ -254,6 +259,7 @@ class Registry:
             with self._guard:
                 slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
                 self._backends.update(backends)
+            weights.on_failure(self._look)
             if weights.concurrency and not any(s.max_concurrency for s in self._variants(slot.key)):
                 slot.slots.resize(weights.concurrency)  # e.g. `auto` served by transformers after all
             self._set(slot, ModelState.READY, "")
@@ -320,12 +326,20 @@ class Registry:
                         self._wanted.append(slot.key)
                 if self._wanted:
                     return self._wanted.pop(0)
-                if any(s.weights is not None and s.weights.watched for s in self._slots.values()):
-                    self._guard.wait(WATCH_EVERY_S)
+                if self._look_now or any(s.weights is not None and s.weights.watched for s in self._slots.values()):
+                    if not self._look_now:
+                        self._guard.wait(WATCH_EVERY_S)  # ends early when an engine reports its death
+                    self._look_now = False
                     return ("watch",)
                 retries = [s.retry_at for s in self._slots.values() if s.retry_at is not None]
                 self._guard.wait(max(0.01, min(retries) - now) if retries else None)
             return None
+
+    def _look(self) -> None:
+        """An engine's word that it died (from its own thread): the keeper looks now."""
+        with self._guard:
+            self._look_now = True
+            self._guard.notify_all()
 
     def _watch(self) -> None:
         """Weights that died (an engine process exited) are failed and reloaded with a pause."""
@@ -336,8 +350,9 @@ class Registry:
                 continue
             log.error("%s stopped working: %s", self._owner(slot.key).name, problem)
             with slot.lock:
-                self._drop(slot)
+                # failed first: stopping what is left of the engine can take its grace period
                 self._failed(slot, ENGINE_EXITED, problem, retry=True)
+                self._drop(slot)
 
     # ---- unloading -----------------------------------------------------------------------
     def unload(self, name: str) -> None:

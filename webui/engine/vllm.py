@@ -21,7 +21,7 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,12 +30,12 @@ from typing import Any
 import httpx
 
 from webui.engine.base import ENGINE_EXITED, Slots, Weights
-from webui.engine.openai_remote import Health, RemoteBackend
+from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
 from webui.engine.templates import PromptBuilder, Rendered
 from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer
-from webui.errors import ConfigError
+from webui.errors import ConfigError, ModelNotReady
 from webui.models.specs import ModelSpec
-from webui.types import Finished, Message, SamplingParams, StreamEvent
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 180.0
@@ -193,9 +193,15 @@ class VllmBackend(RemoteBackend):
 
     def _send(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
               template: str) -> Iterator[StreamEvent]:
+        if self.server.failure() is not None or self.client.is_closed:  # died (and failed or about to be)
+            raise ModelNotReady(f"{self.name} is not ready ({ENGINE_EXITED})")
+
         def finish(final: Finished) -> Finished:
             extra: dict[str, Any] = {"dropped_messages": rendered.dropped_messages, "template": template,
                                      "engine": "vllm"}
+            lost = (final.extra or {}).get("upstream_failure") in (UNREACHABLE, CONNECTION_LOST)
+            if final.reason is FinishReason.ERROR and (lost or self.server.failure() is not None):
+                extra["engine_down"] = True  # our own engine died under the request: it comes back
             return Finished(final.reason, prompt_tokens=len(rendered.token_ids),
                             completion_tokens=final.completion_tokens, ttft_s=final.ttft_s,
                             tokens_per_s=final.tokens_per_s, error=final.error, prompt=rendered.text, extra=extra)
@@ -326,6 +332,9 @@ class RunningServer:
     def failure(self) -> str | None:
         return None
 
+    def on_exit(self, listener: Callable[[], None]) -> None:
+        pass  # not ours to watch
+
     def stop(self) -> None:
         pass
 
@@ -364,7 +373,8 @@ def _weights(name: str, server: VllmServer | RunningServer, tokenizer: Any, cont
         client.close()
         server.stop()
 
-    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure)
+    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure,
+                   on_failure=server.on_exit)
 
 
 def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:
