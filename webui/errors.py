@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+ECHO_CHARS = 100  # how much of a client's own string (a model name, a field name) an error repeats
+
+
+def clipped(text: str, limit: int = ECHO_CHARS) -> str:
+    """A client-supplied string as an error may repeat it: its start only, so that a megabyte sent
+    is not a megabyte answered (nor logged)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
 
 class ArenaError(Exception):
     """Base class: a problem that is reported to the user instead of crashing the server."""

@@ -201,3 +201,20 @@ def test_upstream_refusal_passes_its_message_on_without_its_address(server: Runn
         client.chat.completions.create(**_chat(model="remote-picky"))
     assert "max_tokens is too large for this server" in caught.value.body["message"]
     assert upstream.url.split("//")[1] not in caught.value.body["message"]
+
+
+# ---- hardening item 4: a client's string is never echoed whole ---------------------------------
+HUGE = "m" * 300_000  # under the 0.5 MB body limit of this server
+
+
+@pytest.mark.parametrize("body", [
+    {"model": HUGE, "messages": [{"role": "user", "content": "hi"}]},  # an unknown model
+    _chat(**{HUGE: 1}),  # an unknown field
+    {"model": "tiny-a", "messages": [{"role": "user", "content": "hi", HUGE: 1}]},  # one inside a message
+])
+def test_an_error_echoes_at_most_the_start_of_what_the_client_sent(http: httpx.Client, body: dict) -> None:
+    response = http.post("/chat/completions", json=body)
+    assert response.status_code in (400, 404), response.text[:300]
+    error = response.json()["error"]
+    assert len(response.content) < 2000, response.text[:300]
+    assert "m" * 101 not in json.dumps(error) and "…" in error["message"]  # the start, and a sign of the cut

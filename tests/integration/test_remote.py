@@ -33,7 +33,7 @@ from webui.config import Settings
 from webui.engine.base import collect
 from webui.engine.registry import ModelState, Registry
 from webui.models.specs import parse_specs
-from webui.types import FinishReason, Message, TextDelta
+from webui.types import FinishReason, Message, SamplingParams, TextDelta
 
 KEY_ENV = "ARENA_TEST_UPSTREAM_KEY"
 KEY = "upstream-secret"
@@ -111,12 +111,12 @@ def _upstream_answer(upstream: RunningServer, max_tokens: int) -> openai.types.c
 def test_remote_entry_joins_the_pool_and_a_dead_one_fails_with_a_reason(front: RunningServer) -> None:
     registry = front.services.registry
     assert set(registry.ready_names()) == {"local-b", "remote-a"}  # both can be drawn for a battle
-    assert registry.status("remote-a").device.startswith("remote http://127.0.0.1:")
+    assert registry.status("remote-a").device == "remote"  # the address is for the log, not the status
     dead = registry.status("remote-dead")
-    assert dead.state is ModelState.FAILED and "cannot reach" in dead.reason
+    assert dead.state is ModelState.FAILED and dead.reason == "upstream unreachable" and "cannot reach" in dead.detail
     cards = {m["id"]: m for m in httpx.get(f"{front.v1}/models").json()["data"]}
     assert cards["remote-a"]["status"] == "ready" and cards["remote-a"]["backend"] == "openai"
-    assert cards["remote-dead"]["status"] == "failed" and "cannot reach" in cards["remote-dead"]["status_reason"]
+    assert cards["remote-dead"]["status"] == "failed" and cards["remote-dead"]["status_reason"] == "upstream unreachable"
 
 
 def test_wrong_key_or_model_fails_loading_with_a_reason(upstream: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,15 +128,18 @@ def test_wrong_key_or_model_fails_loading_with_a_reason(upstream: RunningServer,
     registry = Registry(specs, Settings())
     registry.start()
     assert registry.wait_idle(30)
-    assert "refused our key (HTTP 401)" in registry.status("bad-key").reason
-    assert "ARENA_TEST_UNSET" in registry.status("no-key").reason
+    assert registry.status("bad-key").reason == "upstream refused our API key"
+    assert "refused our key (HTTP 401)" in registry.status("bad-key").detail
+    assert registry.status("no-key").reason == "upstream API key not set"
+    assert "ARENA_TEST_UNSET" in registry.status("no-key").detail
     monkeypatch.setenv(KEY_ENV, KEY)
     specs = parse_specs({"models": [
         {"name": "x", "backend": "openai", "base_url": upstream.v1, "remote_model": "gpt-17", "api_key_env": KEY_ENV}]})
     registry = Registry(specs, Settings())
     registry.start()
     assert registry.wait_idle(30)
-    assert "does not serve 'gpt-17'; it serves: tiny-a" in registry.status("x").reason
+    assert registry.status("x").reason == "upstream does not serve this model"
+    assert "does not serve 'gpt-17'; it serves: tiny-a" in registry.status("x").detail
 
 
 # ---- streaming like a local model ---------------------------------------------------------------
@@ -275,7 +278,7 @@ def test_upstream_that_goes_down_later_gives_an_error_event_and_shows_in_status(
     server.stop()
     text, final = collect(backend.stream(HELLO, backend.default_params()))
     assert final.reason is FinishReason.ERROR and "cannot reach" in final.error and text == ""
-    assert "cannot reach" in backend.health()
+    assert backend.health().startswith("upstream unreachable")
 
     from fastapi.testclient import TestClient
 
@@ -287,7 +290,7 @@ def test_upstream_that_goes_down_later_gives_an_error_event_and_shows_in_status(
     install_api(app, Services(registry.settings, registry, NullRecorder()))
     with TestClient(app) as client:
         card = client.get("/v1/models/r").json()
-        assert card["status"] == "unhealthy" and "cannot reach" in card["status_reason"]
+        assert card["status"] == "unhealthy" and card["status_reason"].startswith("upstream unreachable")
         answer = client.post("/v1/chat/completions", json={"model": "r", "messages": [{"role": "user", "content": "hi"}]})
         assert answer.status_code == 502 and answer.json()["error"]["type"] == "upstream_error"
     registry.close()
@@ -325,3 +328,61 @@ def test_stop_closes_a_silent_upstream_stream() -> None:
     finally:
         server.server.force_exit = True
         server.stop()
+
+
+# ---- what a visitor may learn about an upstream ----------------------------------------------------
+UPSTREAM_INSIDES = 'Traceback: File "/srv/upstream/engine.py", KeyError: 7'
+
+
+def _failing_upstream() -> FastAPI:
+    """Lists "m" (or fails to, on /broken/v1) and fails every chat with its insides in the answer."""
+    from fastapi.responses import PlainTextResponse
+
+    app = FastAPI()
+    app.get("/v1/models")(lambda: {"object": "list", "data": [{"id": "m", "object": "model"}]})
+    app.get("/broken/v1/models")(lambda: PlainTextResponse(UPSTREAM_INSIDES, status_code=500))
+    app.post("/v1/chat/completions")(lambda: PlainTextResponse(UPSTREAM_INSIDES, status_code=500))
+    return app
+
+
+def test_visitors_see_a_short_reason_and_the_log_has_the_details(dead_url: str, tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """/healthz, /v1/models and the UI's status lines say what state a model is in and a generic why;
+    the upstream's address and its own words go to the server log, with the model's name."""
+    from webui.ui import views
+
+    upstream = serve_app(_failing_upstream(), name="failing-upstream")
+    (tmp_path / "models.yaml").write_text(f"""\
+models:
+  - {{name: erring, backend: openai, base_url: {upstream.v1}, remote_model: m}}
+  - {{name: broken, backend: openai, base_url: {upstream.url}/broken/v1, remote_model: m}}
+  - {{name: dead, backend: openai, base_url: {dead_url}, remote_model: m, connect_timeout_s: 2}}
+""")
+    settings = Settings(models_file=tmp_path / "models.yaml", log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache")
+    front = start_arena(settings)
+    try:
+        registry = front.services.registry
+        _, final = collect(registry.get("erring").stream(HELLO, SamplingParams(max_new_tokens=4)))
+        assert final.reason is FinishReason.ERROR
+        assert registry.status("erring").problem is not None  # ready, but its upstream fails
+        statuses = registry.statuses()
+        shown = {
+            "healthz": httpx.get(f"{front.url}/healthz").text,
+            "models": httpx.get(f"{front.v1}/models").text,
+            "status line": views.status_markdown(statuses),
+            "dropdown": repr(views.model_choices(statuses)),
+        }
+        for where, text in shown.items():
+            for leak in (upstream.url.split("//")[1], dead_url.split("//")[1], "/srv/upstream", "KeyError", "HTTP 500"):
+                assert leak not in text, (where, leak, text)
+        assert "upstream error" in shown["status line"] and "upstream unreachable" in shown["status line"]
+        health = httpx.get(f"{front.url}/healthz").json()["models"]
+        assert health["dead"]["state"] == "failed" and health["dead"]["reason"] == "upstream unreachable"
+        assert health["broken"]["reason"] == "upstream error" and health["erring"]["problem"].startswith("upstream error")
+        logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+        for name, detail in (("broken", UPSTREAM_INSIDES), ("dead", dead_url), ("erring", UPSTREAM_INSIDES)):
+            assert any(name in r.getMessage() and detail in (r.getMessage() + str(r.exc_info and r.exc_info[1]))
+                       for r in caplog.records), (name, logged[-2000:])
+    finally:
+        front.stop()
+        upstream.stop()

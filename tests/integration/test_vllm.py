@@ -21,6 +21,7 @@ from webui.config import PACKAGE_DIR, Settings
 from webui.engine import collect
 from webui.engine.registry import ModelState, Registry
 from webui.engine.vllm import VllmBackend, find_vllm_python
+from webui.errors import ModelNotReady
 from webui.models.specs import parse_specs
 from webui.types import FinishReason, Message, SamplingParams, TextDelta
 
@@ -172,7 +173,10 @@ def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
     os.kill(vllm_server, signal.SIGKILL)  # what the OOM killer would do
     wait_for(lambda: smol.status("smol-vllm").state is ModelState.FAILED, 60, "the death was not noticed")
     status = smol.status("smol-vllm")
-    assert "exited" in status.reason and status.retry_at is not None, status.describe()
+    assert status.reason == "engine exited" and status.retry_at is not None, status.describe()
+    assert "the vLLM engine exited (code" in status.detail and "127.0.0.1" not in status.describe()
+    with pytest.raises(ModelNotReady, match="engine exited"):  # the API's 503 with Retry-After
+        smol.get("smol-vllm")
     wait_for(lambda: not _group(old), 30, "the dead server's workers are still running")
     wait_for(lambda: smol.status("smol-vllm").state is ModelState.READY, START_S, "not restarted")
     text, final = collect(smol.get("smol-vllm").stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=16)))

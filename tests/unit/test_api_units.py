@@ -120,6 +120,14 @@ def test_generation_errors_keep_upstream_meaning() -> None:
     assert from_finished(final(upstream="u", upstream_status=503)).status == 502
 
 
+def test_a_request_whose_own_engine_died_is_503_with_retry_after() -> None:
+    """Our vLLM engine gone under the request (it is being restarted): not ready, not a 500."""
+    down = from_finished(Finished(FinishReason.ERROR, error="cannot reach http://127.0.0.1:4321/v1/completions",
+                                  extra={"engine": "vllm", "engine_down": True}))
+    assert (down.status, down.code, down.headers.get("Retry-After")) == (503, "model_not_ready", "5")
+    assert "4321" not in down.message
+
+
 LEAKY = "RuntimeError: probability tensor contains inf at http://10.0.0.7:8000/v1/chat/completions (/srv/x.py)"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import wait_for
+from webui.engine import registry as registry_module
 from webui.engine.base import Weights
 from webui.engine.registry import ModelState, Registry, build_registry
 from webui.errors import ModelNotFound, ModelNotReady
@@ -37,9 +38,12 @@ def test_a_failing_model_does_not_stop_the_others(settings, tiny_model_dir: Path
     registry.wait_idle(60)
     status = {s.name: s for s in registry.statuses()}
     assert status["good"].state is ModelState.READY
-    assert status["missing"].state is ModelState.FAILED and "not found" in status["missing"].reason
-    assert "config.json" in status["broken"].reason
-    assert "nonexistent" in status["bad-template"].reason
+    assert status["missing"].state is ModelState.FAILED and "not found" in status["missing"].detail
+    assert "config.json" in status["broken"].detail
+    assert "nonexistent" in status["bad-template"].detail
+    # what every visitor sees names no path: the kind of failure only
+    assert {status[n].reason for n in ("missing", "broken", "bad-template")} <= {"error in the models file", "load failed"}
+    assert all(str(tmp_path) not in status[n].describe() for n in status)
     with pytest.raises(ModelNotReady, match="failed"):
         registry.get("missing")
     with pytest.raises(ModelNotFound):
@@ -90,7 +94,8 @@ def test_background_start_returns_at_once(settings) -> None:
     assert set(states.values()) <= {ModelState.QUEUED, ModelState.LOADING}
     gate.set()
     registry.wait_idle(10)
-    assert [s.describe().split(" (retrying at ")[0] for s in registry.statuses()] == ["failed: weights are corrupt"] * 2
+    assert [s.describe().split(" (retrying at ")[0] for s in registry.statuses()] == ["failed: load failed"] * 2
+    assert [s.detail for s in registry.statuses()] == ["weights are corrupt"] * 2
     assert all(s.retry_at is not None for s in registry.statuses())
     registry.close()
 
@@ -150,7 +155,7 @@ def test_a_failed_load_is_retried_with_a_growing_pause_until_it_works(settings) 
                  f"attempt {failures} did not fail")
         status = registry.status("r")
         assert status.retry_at == pytest.approx(now[0] + pause, abs=1e-9), (failures, status.retry_at - now[0])
-        assert "retrying at" in status.describe() and "connection refused" in status.describe()
+        assert "retrying at" in status.describe() and status.detail == "connection refused"
         now[0] += pause
     wait_for(lambda: registry.status("r").state is ModelState.READY, 10, "was not retried until it worked")
     assert attempts == pytest.approx([1000, 1000.2, 1000.6, 1001.1], abs=1e-9)
@@ -192,7 +197,7 @@ def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
     wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "did not load")
     dead.set()
     wait_for(lambda: registry.status("e").state is ModelState.FAILED, 5, "the death was not noticed")
-    assert "exited" in registry.status("e").reason
+    assert registry.status("e").reason == "engine exited" and "code -9" in registry.status("e").detail
     dead.clear()
     wait_for(lambda: registry.status("e").state is ModelState.READY, 5, "was not reloaded")
     assert alive["count"] == 2
@@ -224,7 +229,7 @@ def test_waiting_for_a_model_ends_when_its_load_fails(settings) -> None:
 
     specs = parse_specs({"models": [{"name": "b", "source": "/b"}]})
     registry = Registry(specs, settings, loaders={"auto": broken}, retry_first_s=3600)
-    with pytest.raises(ModelNotReady, match="cannot load"):
+    with pytest.raises(ModelNotReady, match="failed: load failed"):
         registry.get("b", wait_s=3600, cancel=caller)  # not loaded yet: queued now, then waited for
     registry.close()
 
@@ -244,4 +249,20 @@ def test_models_load_as_many_at_once_as_asked(settings, parallel: int) -> None:
     assert registry.wait_idle(20)
     states = {s.state for s in registry.statuses()}
     assert states == ({ModelState.READY} if parallel == 2 else {ModelState.FAILED})
+    registry.close()
+
+
+def test_weights_that_died_are_refused_before_the_keeper_looks(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request between an engine's death and the keeper's next look gets "not ready" (the API's
+    503 with Retry-After), not a backend whose engine is gone."""
+    monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
+    dead = threading.Event()
+    specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
+    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(
+        lambda variant, slots: object(), failure=lambda: "exited (code 137)" if dead.is_set() else None)})
+    registry.load("e")  # in this thread: no keeper runs
+    dead.set()
+    with pytest.raises(ModelNotReady, match="engine exited"):
+        registry.get("e")
+    assert registry.ready_names() == [] and registry.status("e").problem == "engine exited"
     registry.close()

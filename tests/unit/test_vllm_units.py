@@ -34,7 +34,7 @@ def _registry(settings: Settings, tiny_model_dir: Path, backend: str) -> Registr
 
 def test_auto_falls_back_to_transformers_when_vllm_is_absent_and_says_why(settings, tiny_model_dir: Path) -> None:
     """vLLM 'hidden': the interpreter named has no vLLM (ours), or vLLM is turned off."""
-    for setting, reason in ((sys.executable, "vLLM is not usable with"), ("none", "vLLM is turned off")):
+    for setting, reason in ((sys.executable, "vLLM does not start on this machine"), ("none", "vLLM is turned off")):
         registry = _registry(settings.replace(vllm_python=setting), tiny_model_dir, "auto")
         status = registry.status("m")
         assert status.state is ModelState.READY
@@ -236,3 +236,42 @@ def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, 
     with pytest.raises(EngineStartError, match="not ready after 2 s"):
         server.start(timeout_s=2)
     wait_for(lambda: not _alive_in_group(server.process.pid), 10, "a server that timed out was left running")
+
+
+def test_an_engine_that_dies_fails_its_model_at_once(tmp_path: Path, fake_vllm: Path, tiny_model_dir: Path, settings,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor's word that vLLM's server exited reaches the registry at once: the keeper's
+    own look is an hour away here, and requests on the old backend are "not ready" (503), not 500."""
+    from webui.api.errors import from_finished
+    from webui.engine import registry as registry_module
+    from webui.engine import vllm
+    from webui.errors import ModelNotReady
+
+    monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
+    servers: list[VllmServer] = []
+
+    def engine(spec, settings_):
+        server = VllmServer(_config(tmp_path, fake_vllm))
+        server.start(timeout_s=60)
+        servers.append(server)
+        return vllm._weights(spec.name, server, vllm._tokenizer(tiny_model_dir), 256, settings_, engine="fake",
+                             device="cpu")
+
+    registry = Registry(parse_specs({"models": [{"name": "e", "source": "/e"}]}), settings, loaders={"auto": engine},
+                        retry_first_s=3600)
+    registry.start()
+    wait_for(lambda: registry.status("e").state is ModelState.READY, 60, "did not load")
+    backend = registry.get("e")
+    (vllm_server,) = _children(servers[0].process.pid)
+    os.kill(vllm_server, signal.SIGKILL)
+    wait_for(lambda: registry.status("e").state is ModelState.FAILED, 30, "the death was not noticed")
+    status = registry.status("e")
+    assert status.reason == "engine exited" and "code 137" in status.detail, status
+    with pytest.raises(ModelNotReady, match="engine exited"):
+        registry.get("e")
+    try:  # a caller that still holds the old backend
+        _, final = collect(backend.stream([Message("user", "hello")], SamplingParams(max_new_tokens=2)))
+        assert from_finished(final).status == 503, final.error
+    except ModelNotReady:
+        pass
+    registry.close()

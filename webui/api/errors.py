@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from webui.access.ratelimit import RateLimited
-from webui.errors import ArenaError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.errors import ArenaError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong, clipped
 from webui.types import Finished
 
 # Our parameter names -> the names an API client sent.
@@ -27,6 +27,7 @@ GENERATION_FAILED = "The model failed while generating this answer; please try a
 UPSTREAM_FAILED = ("The server that runs this model did not answer properly (unreachable, timed out or an error); "
                    "please try again later.")
 INTERNAL = "The server failed to answer this request; the server log has the details."
+ENGINE_DOWN = "The model is not ready: its engine stopped and is restarting; try again shortly."
 
 
 def without_addresses(text: str) -> str:
@@ -56,7 +57,7 @@ def from_arena(exc: ArenaError, *, max_tokens: int | None = None, prompt_param: 
     """Engine and registry errors -> HTTP. `max_tokens` (when the client gave it) makes context
     errors exact; `prompt_param` names the field that holds the prompt."""
     if isinstance(exc, ParamError):
-        param = _API_PARAM.get(exc.param, exc.param)
+        param = clipped(_API_PARAM.get(exc.param, exc.param))  # a path in the body: the client's own keys
         detail = str(exc).split(": ", 1)[-1]
         return ApiError(400, f"{param}: {detail}", param=param, code="invalid_value")
     if isinstance(exc, PromptTooLong):
@@ -87,7 +88,7 @@ def from_validation(exc: ValidationError) -> ApiError:
     loc = [str(part) for part in first.get("loc", ()) if not str(part).startswith(("function-", "literal["))]
     # pydantic appends the union member it tried (`str`, `list[...]`); the field path is enough.
     loc = [p for p in loc if p not in ("str", "list[str]", "list[TextPart]", "TextPart")]
-    param = ".".join(loc) or None
+    param = clipped(".".join(loc)) or None  # the path may hold the client's own keys
     if first.get("type") == "extra_forbidden":
         message = f"{param}: unknown field; this server does not support it"
     else:
@@ -101,6 +102,9 @@ def from_finished(final: Finished) -> ApiError:
     means the same here, with the server's own message (never its address); any other failure
     gets a fixed sentence (`final.error` holds exception text, for the log only)."""
     extra = final.extra or {}
+    if extra.get("engine_down"):  # our own engine died under the request; the registry restarts it
+        return ApiError(503, ENGINE_DOWN, type="service_unavailable", code="model_not_ready",
+                        headers={"Retry-After": "5"})
     upstream = extra.get("upstream_status")
     said = extra.get("upstream_message")
     if upstream in (400, 422):

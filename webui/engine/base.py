@@ -21,6 +21,19 @@ if TYPE_CHECKING:
     from webui.models.specs import ModelSpec
 
 
+ENGINE_EXITED = "engine exited"  # the public reason of weights whose engine process died
+
+
+class EngineFailure(RuntimeError):
+    """An engine, or the server behind a model, failed. The message is the whole story, for the
+    server log: addresses, ports, the upstream's or the engine's own words. `public` is what any
+    visitor may read in the model's status: a short generic reason ("upstream unreachable")."""
+
+    def __init__(self, message: str, public: str) -> None:
+        super().__init__(message)
+        self.public = public
+
+
 class Backend(ABC):
     spec: ModelSpec
 
@@ -62,8 +75,9 @@ class Backend(ABC):
         return None
 
     def health(self) -> str | None:
-        """None while the backend works; a short reason when a model that loaded fine has since
-        become unusable (a remote server that stopped answering). Shown in the model status."""
+        """None while the backend works; a short generic reason when a model that loaded fine has
+        since become unusable ("upstream unreachable"). Shown to every visitor in the model status,
+        so never an address or an upstream's own words: those go to the server log."""
         return None
 
 
@@ -174,13 +188,16 @@ class Weights:
     `engine` says which engine serves them (shown in the model status, with the reason for a
     fallback); `concurrency`, how many generations it runs well at once (used unless the models
     file says). `failure`, when given, is asked every second by the registry whether the weights
-    still live (an engine process may exit): a reason means they died, and the registry then
-    closes them and loads them again after a pause."""
+    still live (an engine process may exit): a reason (the detail, for the server log) means they
+    died, and the registry then closes them and loads them again after a pause. `on_failure`, when
+    given, takes a callback that the engine calls the moment it dies, so that the registry fails
+    the model at once instead of at its next look."""
 
     def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
                  from_cache: bool = False, close: Callable[[], None] | None = None,
                  failure: Callable[[], str | None] | None = None, engine: str = "",
-                 concurrency: int | None = None) -> None:
+                 concurrency: int | None = None,
+                 on_failure: Callable[[Callable[[], None]], None] | None = None) -> None:
         self.make_backend = make_backend
         self.concurrency = concurrency  # generations these weights run well at once, when the engine knows
         self.device = device
@@ -188,6 +205,7 @@ class Weights:
         self.engine = engine
         self._close = close
         self._failure = failure
+        self._on_failure = on_failure
 
     @property
     def watched(self) -> bool:
@@ -195,6 +213,10 @@ class Weights:
 
     def failure(self) -> str | None:
         return self._failure() if self._failure is not None else None
+
+    def on_failure(self, listener: Callable[[], None]) -> None:
+        if self._on_failure is not None:
+            self._on_failure(listener)
 
     def close(self) -> None:
         if self._close is not None:

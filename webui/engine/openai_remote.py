@@ -11,6 +11,8 @@ upstream server that its client left (a well-behaved server then stops generatin
 
 Failures of the upstream server (refused connection, timeout, HTTP error) end that one stream with
 Finished(reason=ERROR) and are remembered as the backend's health until a request succeeds again.
+Every visitor sees a model's status, so a failure there is a generic reason ("upstream
+unreachable"); the upstream's address and its own words go to the server log, once.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
+from webui.engine.base import Backend, ClosingStream, EngineFailure, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
 from webui.engine.templates import with_system
 from webui.handoff import Handoff, run_in_thread
@@ -36,38 +38,53 @@ from webui.types import Finished, FinishReason, Message, SamplingParams, StreamE
 log = logging.getLogger(__name__)
 _POLL_S = 0.1  # how often a waiting consumer looks at the cancel event
 _MAX_UPSTREAM_STOPS = 4  # OpenAI's limit; the rest are applied here, on our side
+# What a visitor may read about an upstream that failed (the model status); the rest is logged.
+UNREACHABLE = "upstream unreachable"
+CONNECTION_LOST = "upstream connection lost"
+TIMED_OUT = "upstream timed out"
+UPSTREAM_ERROR = "upstream error"
+BAD_ANSWER = "upstream sent a bad answer"
+NO_KEY = "upstream API key not set"
+KEY_REFUSED = "upstream refused our API key"
+NOT_SERVED = "upstream does not serve this model"
 
 
-class RemoteError(RuntimeError):
+class RemoteError(EngineFailure):
     """The upstream server failed; `status` is its HTTP status when it answered at all, and
     `detail` the server's own error message (without our URL: the HTTP API passes it on)."""
 
-    def __init__(self, message: str, status: int | None = None, detail: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, status: int | None = None, detail: str | None = None, *,
+                 public: str = UPSTREAM_ERROR) -> None:
+        super().__init__(message, public)
         self.status = status
         self.detail = detail
 
 
 class Health:
-    """The last thing we learned about the upstream server, shared by an entry's variants."""
+    """The last thing we learned about the upstream server, shared by an entry's variants: a
+    generic problem for the status, its detail logged once when it appears (or changes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._lock = threading.Lock()
         self._problem: str | None = None
+        self._public: str | None = None
 
     def ok(self) -> None:
         with self._lock:
-            self._problem = None
+            self._problem = self._public = None
 
-    def failed(self, problem: str) -> None:
+    def failed(self, exc: RemoteError) -> None:
         with self._lock:
-            self._problem = f"{problem} (at {time.strftime('%H:%M:%S')})"
+            new = exc.public != self._public
+            self._public, self._problem = exc.public, f"{exc.public} (at {time.strftime('%H:%M:%S')})"
+        if new:
+            log.warning("%s is unhealthy: %s", self.name, exc)
 
     @property
     def problem(self) -> str | None:
         with self._lock:
             return self._problem
-
 
 
 
@@ -104,11 +121,15 @@ class _Upstream:
         except RemoteError as exc:
             self._report(exc, health=exc.status is not None and exc.status >= 500)
         except httpx.TimeoutException as exc:
-            self._report(RemoteError(f"{self._url} timed out ({type(exc).__name__})"), health=True)
+            self._report(RemoteError(f"{self._url} timed out ({type(exc).__name__})", public=TIMED_OUT), health=True)
         except (httpx.HTTPError, OSError) as exc:
-            self._report(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}"), health=True)
+            # refused before a byte was sent, or dropped later (a server that died while answering)
+            public = UNREACHABLE if isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) else CONNECTION_LOST
+            self._report(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}", public=public),
+                         health=True)
         except Exception as exc:  # e.g. a malformed chunk; must reach the consumer
-            self._report(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}"), health=False)
+            self._report(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}", public=BAD_ANSWER),
+                         health=False)
         finally:
             self._slots.release()
 
@@ -140,7 +161,7 @@ class _Upstream:
             if isinstance(chunk, dict) and chunk.get("error"):
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
-                raise RemoteError(f"{self._url} reported an error mid-stream: {message}")
+                raise RemoteError(f"{self._url} reported an error mid-stream: {message}", public=UPSTREAM_ERROR)
             self.chunks.put(chunk)
 
     def _remember_socket(self, response: httpx.Response) -> None:
@@ -155,7 +176,7 @@ class _Upstream:
         if self.aborted.is_set():
             return  # we closed it ourselves
         if health:
-            self._health.failed(str(exc))
+            self._health.failed(exc)
         raise exc
 
 
@@ -269,6 +290,8 @@ class _Tally:
         now = time.perf_counter()
         rate = (completion - 1) / (now - self.first_at) if self.first_at and completion > 1 and now > self.first_at else None
         extra: dict[str, Any] = {"upstream": spec.base_url, "remote_model": spec.remote_model}
+        if error is not None:
+            extra["upstream_failure"] = error.public
         if error is not None and error.status is not None:
             extra["upstream_status"] = error.status
         if error is not None and error.detail:
@@ -322,12 +345,14 @@ def load_openai(spec: ModelSpec, settings: Any) -> Any:
     except BaseException:
         client.close()
         raise
-    health = Health()
+    health = Health(spec.name)
+    log.info("%s: served by %s as %s", spec.name, spec.base_url, spec.remote_model)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> RemoteBackend:
         return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s)
 
-    return Weights(make_backend, device=f"remote {spec.base_url}", close=client.close)
+    # "remote" only: the device shows in every visitor's model status, the address is logged above
+    return Weights(make_backend, device="remote", close=client.close)
 
 
 def _client(spec: ModelSpec) -> httpx.Client:
@@ -336,7 +361,8 @@ def _client(spec: ModelSpec) -> httpx.Client:
         # The models file names the variable instead of holding the key, so the file can be shared.
         key = os.environ.get(spec.api_key_env)
         if not key:
-            raise RemoteError(f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set")
+            raise RemoteError(f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set",
+                              public=NO_KEY)
         headers["Authorization"] = f"Bearer {key}"
     timeout = httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s)
     # No connection cap of httpx's own (100): the entry's generation slots already bound it.
@@ -348,10 +374,11 @@ def _probe(client: httpx.Client, spec: ModelSpec) -> None:
     try:
         response = client.get(url, timeout=httpx.Timeout(spec.connect_timeout_s * 2, connect=spec.connect_timeout_s))
     except httpx.HTTPError as exc:
-        raise RemoteError(f"cannot reach {url}: {exc or type(exc).__name__}") from None
+        public = TIMED_OUT if isinstance(exc, httpx.TimeoutException) else UNREACHABLE
+        raise RemoteError(f"cannot reach {url}: {exc or type(exc).__name__}", public=public) from None
     if response.status_code in (401, 403):
         hint = f"check {spec.api_key_env}" if spec.api_key_env else "set api_key_env in the models file"
-        raise RemoteError(f"{url} refused our key (HTTP {response.status_code}); {hint}")
+        raise RemoteError(f"{url} refused our key (HTTP {response.status_code}); {hint}", public=KEY_REFUSED)
     if response.status_code >= 400:
         raise RemoteError(f"{url} answered HTTP {response.status_code}: {_error_text(response)}")
     try:
@@ -360,4 +387,5 @@ def _probe(client: httpx.Client, spec: ModelSpec) -> None:
         log.warning("%s: %s did not list its models; assuming it serves %s", spec.name, url, spec.remote_model)
         return
     if spec.remote_model not in served:
-        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}")
+        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}",
+                          public=NOT_SERVED)

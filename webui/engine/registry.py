@@ -12,6 +12,11 @@ imports, so two starts overlap well even on 2 cores), retries a failed load with
 and notices weights that die while the app runs (an engine process that exits), which it marks
 failed and reloads the same way. A model nobody asked for at start (with
 `--no-preload`) loads on first use: `get(name, wait_s)` queues it and waits.
+
+Every visitor sees the statuses (the UI, /healthz, /v1/models), so a status says why in a few
+generic words ("upstream unreachable", "engine exited"); the whole story (an address, a port, the
+upstream's or the engine's own words) is the status's `detail`, which stays in the process and
+goes to the server log with the model's name.
 """
 
 from __future__ import annotations
@@ -27,14 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from webui.config import Settings
-from webui.engine.base import Backend, Slots, Weights
-from webui.errors import ConfigError, ModelNotFound, ModelNotReady
+from webui.engine.base import ENGINE_EXITED, Backend, Slots, Weights
+from webui.errors import ConfigError, ModelNotFound, ModelNotReady, clipped
 from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_S = 5.0  # the first retry of a failed load comes this long after the failure
 RETRY_MAX_S = 300.0  # the pause doubles up to this
 WATCH_EVERY_S = 1.0  # how often the keeper asks ready weights whether they still live
+LOAD_FAILED = "load failed"  # the public reason of a failure that does not say one of its own
+CONFIG_ERROR = "error in the models file"
 
 
 class ModelState(str, enum.Enum):
@@ -49,13 +56,14 @@ class ModelState(str, enum.Enum):
 class ModelStatus:
     name: str
     state: ModelState
-    reason: str = ""  # why it failed
+    reason: str = ""  # why it failed, in a few words any visitor may read
     device: str = ""
     load_s: float | None = None
     from_cache: bool = False
     problem: str | None = None  # a ready model that has since become unusable (a remote server down)
     retry_at: float | None = None  # time.time() of the next automatic load attempt after a failure
     engine: str = ""  # which engine serves it, and for a fallback why (from the loader)
+    detail: str = ""  # the whole story behind `reason`, for the log and the operator: never shown to visitors
 
     @property
     def usable(self) -> bool:
@@ -85,6 +93,7 @@ class _Slot:
         self.lock = threading.Lock()  # held while loading: a second caller waits instead of loading again
         self.state = ModelState.UNLOADED
         self.reason = ""
+        self.detail = ""
         self.load_s: float | None = None
         self.weights: Weights | None = None
         self.slots = slots
@@ -118,6 +127,7 @@ class Registry:
         self._keeper: threading.Thread | None = None
         self._loads: queue.SimpleQueue[tuple[str, ...] | None] = queue.SimpleQueue()
         self._loaders_running: list[threading.Thread] = []
+        self._look_now = False  # an engine said it died: the keeper looks before its next pause
         self._closed = False
 
     def concurrency(self, key: tuple[str, ...]) -> int:
@@ -148,7 +158,7 @@ class Registry:
         try:
             return self._specs[name]
         except KeyError:
-            raise ModelNotFound(f"no model named {name!r}; known: {', '.join(self._specs)}") from None
+            raise ModelNotFound(f"no model named {clipped(name)!r}; known: {', '.join(self._specs)}") from None
 
     def status(self, name: str) -> ModelStatus:
         spec = self.spec(name)
@@ -158,8 +168,10 @@ class Registry:
             backend = self._backends.get(name)
             status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
                                  weights.from_cache if weights else False, retry_at=slot.retry_at,
-                                 engine=weights.engine if weights else "")
-        problem = _health(backend) if status.state is ModelState.READY else None
+                                 engine=weights.engine if weights else "", detail=slot.detail)
+        problem = None
+        if status.state is ModelState.READY:  # dead weights are unusable before the keeper has failed them
+            problem = ENGINE_EXITED if weights is not None and weights.failure() else _health(backend)
         return dataclasses.replace(status, problem=problem) if problem else status
 
     def statuses(self) -> list[ModelStatus]:
@@ -183,7 +195,7 @@ class Registry:
             for key in keys:
                 slot = self._slots[key]
                 if slot.state in (ModelState.UNLOADED, ModelState.FAILED) and key not in self._wanted:
-                    slot.state, slot.reason, slot.retry_at = ModelState.QUEUED, "", None
+                    slot.state, slot.reason, slot.detail, slot.retry_at = ModelState.QUEUED, "", "", None
                     self._wanted.append(key)
                     queued.append(key)
             self._ensure_keeper()
@@ -217,6 +229,8 @@ class Registry:
                 self._guard.wait(min(0.25, max(0.0, deadline - time.monotonic())))
             if slot.state is not ModelState.READY or slot.weights is None:
                 raise ModelNotReady(f"{name} is not ready ({self.status_text(slot)})")
+            if slot.weights.failure() is not None:  # dead, and the keeper is about to say so
+                raise ModelNotReady(f"{name} is not ready ({ENGINE_EXITED})")
             backend = self._backends.get(name)
             if backend is None:
                 backend = slot.weights.make_backend(spec, slot.slots)
@@ -240,11 +254,12 @@ class Registry:
                 backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
             except Exception as exc:  # any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
-                self._failed(slot, _short_reason(exc), retry=not isinstance(exc, ConfigError))
+                self._failed(slot, _public_reason(exc), _short_reason(exc), retry=not isinstance(exc, ConfigError))
                 return
             with self._guard:
                 slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
                 self._backends.update(backends)
+            weights.on_failure(self._look)
             if weights.concurrency and not any(s.max_concurrency for s in self._variants(slot.key)):
                 slot.slots.resize(weights.concurrency)  # e.g. `auto` served by transformers after all
             self._set(slot, ModelState.READY, "")
@@ -257,13 +272,14 @@ class Registry:
             self._loaders[backend] = loader_for(backend)
         return self._loaders[backend]
 
-    def _failed(self, slot: _Slot, reason: str, *, retry: bool) -> None:
-        """Mark failed; unless the models file itself is wrong, try again after a growing pause."""
+    def _failed(self, slot: _Slot, reason: str, detail: str, *, retry: bool) -> None:
+        """Mark failed (`reason` public, `detail` not); unless the models file itself is wrong, try
+        again after a growing pause."""
         first, most = self._retry
         with self._guard:
             slot.failures += 1
             slot.retry_at = self._clock() + min(most, first * 2 ** (slot.failures - 1)) if retry else None
-        self._set(slot, ModelState.FAILED, reason)
+        self._set(slot, ModelState.FAILED, reason, detail)
 
     # ---- the keeper thread ----------------------------------------------------------------
     def _ensure_keeper(self) -> None:
@@ -310,12 +326,20 @@ class Registry:
                         self._wanted.append(slot.key)
                 if self._wanted:
                     return self._wanted.pop(0)
-                if any(s.weights is not None and s.weights.watched for s in self._slots.values()):
-                    self._guard.wait(WATCH_EVERY_S)
+                if self._look_now or any(s.weights is not None and s.weights.watched for s in self._slots.values()):
+                    if not self._look_now:
+                        self._guard.wait(WATCH_EVERY_S)  # ends early when an engine reports its death
+                    self._look_now = False
                     return ("watch",)
                 retries = [s.retry_at for s in self._slots.values() if s.retry_at is not None]
                 self._guard.wait(max(0.01, min(retries) - now) if retries else None)
             return None
+
+    def _look(self) -> None:
+        """An engine's word that it died (from its own thread): the keeper looks now."""
+        with self._guard:
+            self._look_now = True
+            self._guard.notify_all()
 
     def _watch(self) -> None:
         """Weights that died (an engine process exited) are failed and reloaded with a pause."""
@@ -326,8 +350,9 @@ class Registry:
                 continue
             log.error("%s stopped working: %s", self._owner(slot.key).name, problem)
             with slot.lock:
+                # failed first: stopping what is left of the engine can take its grace period
+                self._failed(slot, ENGINE_EXITED, problem, retry=True)
                 self._drop(slot)
-                self._failed(slot, problem, retry=True)
 
     # ---- unloading -----------------------------------------------------------------------
     def unload(self, name: str) -> None:
@@ -369,9 +394,9 @@ class Registry:
         return [s for s in self._specs.values() if s.weights_key == key]
 
     # ---- state changes -------------------------------------------------------------------
-    def _set(self, slot: _Slot, state: ModelState, reason: str) -> None:
+    def _set(self, slot: _Slot, state: ModelState, reason: str, detail: str = "") -> None:
         with self._guard:
-            slot.state, slot.reason = state, reason
+            slot.state, slot.reason, slot.detail = state, reason, detail
             if state is not ModelState.FAILED:
                 slot.retry_at = None
             self._guard.notify_all()
@@ -395,8 +420,18 @@ def _health(backend: Any) -> str | None:
         return None
     try:
         return check()
-    except Exception as exc:  # a failing health check is itself a problem
-        return _short_reason(exc)
+    except Exception:  # a failing health check is itself a problem
+        log.exception("the health check of %s failed", getattr(backend, "name", "?"))
+        return "health check failed"
+
+
+def _public_reason(exc: BaseException) -> str:
+    """What a visitor may read about a failed load: the engine's own generic reason when it gives
+    one (EngineFailure.public), else the kind of failure; never the exception's text."""
+    public = getattr(exc, "public", None)
+    if isinstance(public, str) and public:
+        return public
+    return CONFIG_ERROR if isinstance(exc, ConfigError) else LOAD_FAILED
 
 
 def _short_reason(exc: BaseException) -> str:

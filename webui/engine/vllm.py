@@ -21,7 +21,7 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,24 +29,30 @@ from typing import Any
 
 import httpx
 
-from webui.engine.base import Slots, Weights
-from webui.engine.openai_remote import Health, RemoteBackend
+from webui.engine.base import ENGINE_EXITED, Slots, Weights
+from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
 from webui.engine.templates import PromptBuilder, Rendered
 from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer
-from webui.errors import ConfigError
+from webui.errors import ConfigError, ModelNotReady
 from webui.models.specs import ModelSpec
-from webui.types import Finished, Message, SamplingParams, StreamEvent
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 180.0
 DEFAULT_CPU_KV_CACHE_GB = 1  # 46k tokens of KV cache for SmolLM2-135M, 55k for Gemma 3 270M
 GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide among themselves
+_NOT_USABLE = "vLLM does not start on this machine"
 _VLLM_DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 class VllmUnavailable(ConfigError):
     """vLLM cannot serve this entry on this machine; the message says why (shown with the fallback,
-    or as the failure of a `backend: vllm` entry, which is not retried: the machine will not change)."""
+    or as the failure of a `backend: vllm` entry, which is not retried: the machine will not change).
+    `public`, what every visitor reads in the status, is the message itself unless it names a path."""
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or message
 
 
 @dataclass(frozen=True)
@@ -109,12 +115,12 @@ def _run_probe(python: str) -> dict[str, Any]:
         done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                               env={"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VllmUnavailable(f"vLLM at {python} does not start ({type(exc).__name__})") from None
+        raise VllmUnavailable(f"vLLM at {python} does not start ({type(exc).__name__})", _NOT_USABLE) from None
     for line in done.stdout.splitlines():
         if line.startswith("PROBE "):
             return dict(json.loads(line[len("PROBE "):]))
     last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    raise VllmUnavailable(f"vLLM is not usable with {python}: {last}")
+    raise VllmUnavailable(f"vLLM is not usable with {python}: {last}", _NOT_USABLE)
 
 
 def _install_stamp(python: str) -> str:
@@ -167,7 +173,7 @@ class VllmBackend(RemoteBackend):
         return self.prompts.context_length
 
     def health(self) -> str | None:
-        return self.server.failure() or super().health()
+        return ENGINE_EXITED if self.server.failure() else super().health()
 
     def render_prompt(self, messages: Sequence[Message]) -> str:
         return self.prompts.render(messages)
@@ -187,9 +193,15 @@ class VllmBackend(RemoteBackend):
 
     def _send(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
               template: str) -> Iterator[StreamEvent]:
+        if self.server.failure() is not None or self.client.is_closed:  # died (and failed or about to be)
+            raise ModelNotReady(f"{self.name} is not ready ({ENGINE_EXITED})")
+
         def finish(final: Finished) -> Finished:
             extra: dict[str, Any] = {"dropped_messages": rendered.dropped_messages, "template": template,
                                      "engine": "vllm"}
+            lost = (final.extra or {}).get("upstream_failure") in (UNREACHABLE, CONNECTION_LOST)
+            if final.reason is FinishReason.ERROR and (lost or self.server.failure() is not None):
+                extra["engine_down"] = True  # our own engine died under the request: it comes back
             return Finished(final.reason, prompt_tokens=len(rendered.token_ids),
                             completion_tokens=final.completion_tokens, ttft_s=final.ttft_s,
                             tokens_per_s=final.tokens_per_s, error=final.error, prompt=rendered.text, extra=extra)
@@ -222,8 +234,11 @@ def load_auto(spec: ModelSpec, settings: Any) -> Weights:
         if reason is None:
             return _serve(spec, settings, install, folder)
     except (VllmUnavailable, EngineStartError) as exc:
-        reason = str(exc)
-    log.warning("%s: serving with transformers: %s", spec.name, reason)
+        # the status shows the public reason: the whole one may name paths and ports
+        log.warning("%s: serving with transformers: %s", spec.name, exc)
+        reason = exc.public
+    else:
+        log.warning("%s: serving with transformers: %s", spec.name, reason)
     weights = load_transformers(spec, settings)
     weights.engine = f"transformers: {reason}"
     weights.concurrency = settings.max_concurrency  # the registry sized the slots for vLLM's batching
@@ -304,7 +319,8 @@ def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -
         server.stop()
         raise
     server.wait_ready(settings.vllm_start_timeout_s)
-    return _weights(server, tokenizer, context, settings, engine=f"vLLM {install.version}", device=install.device)
+    return _weights(spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}",
+                    device=install.device)
 
 
 class RunningServer:
@@ -316,6 +332,9 @@ class RunningServer:
     def failure(self) -> str | None:
         return None
 
+    def on_exit(self, listener: Callable[[], None]) -> None:
+        pass  # not ours to watch
+
     def stop(self) -> None:
         pass
 
@@ -326,7 +345,8 @@ def attach(spec: ModelSpec, settings: Any, base_url: str, engine: str = "vLLM") 
     copy of every model beside them): the same prompt, token ids and settings as `_serve`'s."""
     folder = _folder(spec, settings)
     context = spec.context_length or _model_context(folder) or 2048
-    return _weights(RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine, device="")
+    return _weights(spec.name, RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine,
+                    device="")
 
 
 def _tokenizer(folder: Path) -> Any:
@@ -338,11 +358,11 @@ def _tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _weights(server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Any, *, engine: str,
-             device: str) -> Weights:
+def _weights(name: str, server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Any, *,
+             engine: str, device: str) -> Weights:
     client = httpx.Client(base_url=server.base_url, timeout=httpx.Timeout(None, connect=5.0),
                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
-    health = Health()
+    health = Health(name)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> VllmBackend:
         prompts = PromptBuilder(variant, tokenizer, context)
@@ -353,7 +373,8 @@ def _weights(server: VllmServer | RunningServer, tokenizer: Any, context: int, s
         client.close()
         server.stop()
 
-    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure)
+    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure,
+                   on_failure=server.on_exit)
 
 
 def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:

@@ -24,11 +24,14 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from webui.engine.base import EngineFailure
+from webui.engine.vllm_supervisor import EXITED
 
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[VllmServer] = weakref.WeakSet()
@@ -36,8 +39,12 @@ TAIL_LINES = 200  # log lines kept in memory for failure reasons
 STOP_GRACE_S = 15.0
 
 
-class EngineStartError(RuntimeError):
-    """vLLM did not become ready; the message holds its own last words (the end of its log)."""
+class EngineStartError(EngineFailure):
+    """vLLM did not become ready; the message holds its own last words (the end of its log), for
+    the server log: visitors read only that the engine failed to start."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "engine failed to start")
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,9 @@ class VllmServer:
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self._reader: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._exited = threading.Event()  # the supervisor said the server exited, or its output ended
+        self._exit_code: int | None = None
+        self._on_exit: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
     @property
@@ -150,13 +160,46 @@ class VllmServer:
                 time.sleep(0.5)
 
     def _read_log(self) -> None:
-        """Copy the server's output to its log file, keeping the last lines for failure reasons."""
+        """Copy the server's output to its log file, keeping the last lines for failure reasons.
+        The supervisor's word that the server exited, or the end of the output, is the engine's
+        death: noticed here at once (the registry would otherwise learn of it at its next look)."""
         assert self.process is not None and self.process.stdout is not None
-        with open(self.config.log_file, "ab") as out:
-            for raw in self.process.stdout:
-                out.write(raw)
-                out.flush()
-                self._tail.append(raw.decode("utf-8", "replace").rstrip())
+        try:
+            with open(self.config.log_file, "ab") as out:
+                for raw in self.process.stdout:
+                    out.write(raw)
+                    out.flush()
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if line.startswith(EXITED):
+                        self._died(int(line[len(EXITED):].strip() or 0))
+                    else:
+                        self._tail.append(line)
+        finally:
+            self._died(None)
+
+    def on_exit(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (from the log reader's thread) as soon as the engine dies on its own; at
+        once if it already has. Not after a deliberate stop."""
+        with self._lock:
+            self._on_exit.append(listener)
+            dead = self._exited.is_set()
+        if dead and not self._stopping.is_set():
+            listener()
+
+    def _died(self, code: int | None) -> None:
+        with self._lock:
+            if self._exited.is_set():
+                return
+            self._exit_code = code
+            self._exited.set()
+            listeners = list(self._on_exit)
+        if self._stopping.is_set():
+            return
+        for listener in listeners:
+            try:
+                listener()
+            except Exception:  # a broken listener must not stop the log copy
+                log.exception("an exit listener of %s failed", self.config.served_name)
 
     # ---- health and failure ------------------------------------------------------------------
     def failure(self) -> str | None:
@@ -164,8 +207,10 @@ class VllmServer:
         if self.process is None or self._stopping.is_set():
             return None
         code = self.process.poll()
-        if code is None:
+        if code is None and not self._exited.is_set():
             return None
+        if code is None or self._exit_code is not None:  # the server's own code, while its group ends
+            code = self._exit_code
         return f"the vLLM engine exited (code {code}): {self.last_words()}"
 
     def last_words(self, lines: int = 3) -> str:

@@ -23,6 +23,9 @@ from pathlib import Path
 GRACE_S = 15.0
 SERVER = "vllm.entrypoints.openai.api_server"
 SHM = "/dev/shm"
+# Printed the moment the server exits on its own, before the group's grace period: the app reads
+# our output and fails the model at once instead of when the last process of the group is gone.
+EXITED = "[arena-supervisor] the vLLM server exited with code"
 
 
 def main(argv: list[str]) -> int:
@@ -38,6 +41,9 @@ def main(argv: list[str]) -> int:
     server = subprocess.Popen([sys.executable, "-m", SERVER, *argv])
     while server.poll() is None and not stop:
         time.sleep(0.2)
+    if not stop:
+        code = server.returncode
+        print(f"{EXITED} {code if code >= 0 else 128 - code}", flush=True)  # as the shell (and we) would exit
     end_group()
     code = server.wait()
     _free_shared_memory(_shared_memory() - shared_before)
