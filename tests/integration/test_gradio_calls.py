@@ -53,6 +53,11 @@ def test_a_queue_join_for_no_event_is_a_422(client, fn_index: object) -> None:
 
 def test_well_formed_calls_still_reach_gradio(client) -> None:
     ui, http = client
+    stop = next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == "sbs_stop")
+    # the page's un-queued events (Stop) post to /run/predict, naming the event by its index
+    unqueued = http.post("/gradio_api/run/predict", json={"data": [None], "fn_index": stop, "session_hash": "calls0001"})
+    assert unqueued.status_code == 200, unqueued.text[:300]
+    assert http.post("/gradio_api/run/predict", json={"data": [], "fn_index": 99999}).status_code == 422
     joined = _join(http, next(iter(ui.app.state.blocks.fns)))
     assert joined.status_code == 200 and "event_id" in joined.json(), joined.text[:300]
     named = http.post("/gradio_api/call/battle_vote_a", json={"data": [None]})

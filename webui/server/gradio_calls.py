@@ -3,7 +3,8 @@ with a 4xx and a short message, as the `/v1` API answers its own bad requests.
 
 * a body nested deeper than Python's JSON parser recurses (RecursionError inside Gradio);
 * `/gradio_api/call/NAME` or `/gradio_api/run/NAME` for a NAME the app has no event for;
-* a queue join whose `fn_index` is not one of the app's events (missing, negative, too large).
+* a queue join, or a `/run/` call, whose `fn_index` is not one of the app's events (missing,
+  negative, too large).
 
 Runs inside the request-size limit (webui.server.security), so the bodies it reads are capped.
 """
@@ -17,7 +18,9 @@ from typing import Any
 from webui.server.security import read_body, send_json
 
 ECHO_CHARS = 80  # of a client's name quoted back in a refusal
-_NAMED_CALLS = ("/gradio_api/call/", "/gradio_api/run/")
+# Routes that name the event in the path, unless the body gives its index (the page's un-queued
+# events post to /run/predict with one).
+_NAMED_CALLS = ("/gradio_api/call/v2/", "/gradio_api/call/", "/gradio_api/run/", "/gradio_api/api/")
 TOO_DEEP = "The request body nests too deeply to be read."
 
 
@@ -32,13 +35,13 @@ def refusal(path: str, body: bytes, fns: Mapping[int, Any]) -> tuple[int, str] |
             return 400, TOO_DEEP
         except ValueError:
             return None  # Gradio answers 422 itself
-    for prefix in _NAMED_CALLS:
-        if path.startswith(prefix):
-            name = path[len(prefix):].split("/", 1)[0]
-            if name and name not in {fn.api_name for fn in fns.values()}:
-                return 404, f"No API endpoint named {_quote(name)}."
-    if path == "/gradio_api/queue/join" and isinstance(data, dict):
-        index = data.get("fn_index")
+    index = data.get("fn_index") if isinstance(data, dict) else None
+    named = next((prefix for prefix in _NAMED_CALLS if path.startswith(prefix)), None)
+    if named is not None and index is None:  # Gradio looks the event up by its name
+        name = path[len(named):].split("/", 1)[0]
+        if name not in {fn.api_name for fn in fns.values()}:
+            return 404, f"No API endpoint named {_quote(name)}."
+    elif named is not None or path == "/gradio_api/queue/join":  # by its index (the page's own calls)
         if isinstance(index, bool) or not isinstance(index, int) or index not in fns:
             return 422, f"fn_index {_quote(index)} is not one of this app's events."
     return None
