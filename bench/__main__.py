@@ -25,9 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from bench import browser, coldstart, memory, overhead, panes, ttft, users  # noqa: E402
-from bench.config import RUN_ORDER, SECTIONS, BenchConfig  # noqa: E402
-from bench.report import ROOT, describe_meta, load_average, machine_info, to_markdown  # noqa: E402
+from bench import browser, coldstart, memory, overhead, panes, ttft, users
+from bench.config import RUN_ORDER, SECTIONS, BenchConfig
+from bench.report import ROOT, describe_meta, load_average, machine_info, to_markdown
 
 MODULES = {"overhead": overhead, "ttft": ttft, "panes": panes, "users": users, "coldstart": coldstart, "memory": memory,
            "browser": browser}

@@ -70,7 +70,7 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
         frame[f"length_{side}"] = words.astype(np.int64)
         for feature in ("headers", "bold", "lists"):
             frame[f"{feature}_{side}"] = rng.poisson(1.0, n)
-    return frame.astype({c: "str" for c in ("model_a", "model_b", "winner", "language", "voter", "session")})
+    return frame.astype(dict.fromkeys(("model_a", "model_b", "winner", "language", "voter", "session"), "str"))
 
 
 def child(n: int) -> dict[str, Any]:

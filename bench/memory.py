@@ -54,7 +54,7 @@ def measure(models_file: Path, names: list[str]) -> dict[str, Any]:
     import torch
     import transformers  # noqa: F401 - imported before the baseline: the imports are not the model
 
-    import webui.engine.transformers  # noqa: F401
+    import webui.engine.transformers  # before the baseline too
     import webui.models.loading  # noqa: F401
     from webui.config import Settings
     from webui.engine.registry import build_registry

@@ -37,7 +37,7 @@ def free_port() -> int:
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes] | None:
     """(status, body), or None when nothing answers yet."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # loopback only
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

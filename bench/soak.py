@@ -31,8 +31,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from bench.report import ROOT, load_average  # noqa: E402
-from bench.server import ArenaProcess  # noqa: E402
+from bench.report import ROOT, load_average
+from bench.server import ArenaProcess
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -32,7 +33,7 @@ def ratio(value: float | None, reference: float | None) -> float | None:
 
 def gaps(times: Sequence[float]) -> list[float]:
     """Differences between consecutive arrival times (the gaps a reader sees between chunks)."""
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def rate(count: float | None, seconds: float | None) -> float | None:

@@ -24,14 +24,14 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
-@pytest.fixture()
+@pytest.fixture
 def tiny_models_file(tiny_model_dir: Path, tmp_path: Path) -> Path:
     path = tmp_path / "models.yaml"
     path.write_text(tiny_models_yaml(tiny_model_dir))
     return path
 
 
-@pytest.fixture()
+@pytest.fixture
 def settings(tmp_path: Path, tiny_models_file: Path):
     from webui.config import Settings
 
@@ -39,7 +39,7 @@ def settings(tmp_path: Path, tiny_models_file: Path):
                     queue_timeout_s=5.0)
 
 
-@pytest.fixture()
+@pytest.fixture
 def registry(settings):
     """The tiny models file, loaded (in the background, awaited)."""
     from webui.engine.registry import build_registry
@@ -51,7 +51,7 @@ def registry(settings):
     registry.close()
 
 
-@pytest.fixture()
+@pytest.fixture
 def no_thread_leak():
     """Fails the test if a generate thread outlives it."""
     yield

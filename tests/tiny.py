@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = ("hello world the a cat dog sat on mat and is what capital of france paris answer yes no "
-         "one two three four five six seven eight nine ten stop here red blue green").split()
+WORDS = ["hello", "world", "the", "a", "cat", "dog", "sat", "on", "mat", "and", "is", "what", "capital", "of", "france", "paris", "answer", "yes", "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "stop", "here", "red", "blue", "green"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"

@@ -56,14 +56,14 @@ def _page(browser: Browser, **options) -> Page:
     return page
 
 
-@pytest.fixture()
+@pytest.fixture
 def page(browser: Browser) -> Page:
     page = _page(browser, viewport={"width": 1280, "height": 1000})
     yield page
     page.context.close()
 
 
-@pytest.fixture()
+@pytest.fixture
 def phone(browser: Browser) -> Page:
     page = _page(browser, viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
     yield page
@@ -298,7 +298,7 @@ def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page
 
     def b_in_view() -> bool:
         b = phone.locator("#battle-chat-b").bounding_box()
-        return 0 <= b["x"] and b["x"] + b["width"] <= PHONE["width"]
+        return b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"]
     wait_for(b_in_view, 10, "pane B did not swipe into view")
     shot(phone, "phone-battle-b", full_page=False)
 

@@ -7,6 +7,7 @@ import http.server
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
@@ -21,14 +22,14 @@ if args.fail:
     print(f"ValueError: {args.fail}", flush=True)
     sys.exit(1)
 if args.shm:
-    open(f"/dev/shm/{args.shm}", "wb").write(b"x" * 4096)
+    Path(f"/dev/shm/{args.shm}").write_bytes(b"x" * 4096)
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print(f"INFO worker pid {worker.pid}", flush=True)
 time.sleep(args.delay)
 
 
 class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
 

@@ -57,7 +57,7 @@ models:
     running.stop()
 
 
-@pytest.fixture()
+@pytest.fixture
 def client(server: RunningServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=60,
                          http_client=checked_http_client())

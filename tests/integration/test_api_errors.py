@@ -74,7 +74,7 @@ models:
     running.stop()
 
 
-@pytest.fixture()
+@pytest.fixture
 def http(server: RunningServer) -> Iterator[httpx.Client]:
     with checked_http_client(base_url=server.v1, timeout=30) as client:
         yield client

@@ -84,7 +84,7 @@ class Holder:
         threads_end_within("generate:tiny-long", STOP_S)
 
 
-@pytest.fixture()
+@pytest.fixture
 def holder(server: RunningServer) -> Iterator[Holder]:
     held = Holder(server)
     yield held

@@ -153,7 +153,7 @@ def test_the_checker_refuses_what_openai_would_not_produce(status: int, content_
 def test_the_checker_refuses_a_stream_without_done_or_with_a_bad_chunk() -> None:
     with pytest.raises(ShapeError):
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\n')
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="validation error"):
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\ndata: [DONE]\n\n')
     text = {"id": "c", "object": "text_completion", "created": 1, "model": "m",
             "choices": [{"index": 0, "text": "a", "logprobs": None, "finish_reason": None}]}

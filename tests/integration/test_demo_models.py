@@ -96,7 +96,7 @@ def test_fault_in_forward_pass_yields_an_error_event(demo_registry) -> None:
 
     handle = backend.model.model.layers[5].register_forward_pre_hook(explode)
     try:
-        text, final = collect(backend.stream(QUESTION, GREEDY.replace(max_new_tokens=30, ignore_eos=True)))
+        _text, final = collect(backend.stream(QUESTION, GREEDY.replace(max_new_tokens=30, ignore_eos=True)))
     finally:
         handle.remove()
     assert final.reason is FinishReason.ERROR

@@ -24,7 +24,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("command, stop", [
+@pytest.mark.parametrize(("command", "stop"), [
     ([str(SCRIPT)], signal.SIGTERM),
     ([sys.executable, "-m", "webui"], signal.SIGINT),
     ([sys.executable, str(ROOT / "app.py")], signal.SIGTERM),
@@ -63,7 +63,7 @@ def test_each_entry_point_serves_and_stops_cleanly(command: list[str], stop: sig
     assert "Application shutdown complete" in text
 
 
-@pytest.mark.parametrize("models_yaml, says", [
+@pytest.mark.parametrize(("models_yaml", "says"), [
     ("models: [", "models.yaml"),  # not YAML at all
     ("models:\n  - name: x\n    source: /nowhere\n    temperature: hot\n", "temperature"),  # an unknown key
     ("models:\n  - source: /nowhere\n", "name"),  # a required key missing

@@ -63,7 +63,7 @@ def test_each_session_sees_only_its_own_votes(app):
     alice = Client(url, verbose=False, download_files=False)
     bob = Client(url, verbose=False, download_files=False)
     try:
-        note, table = alice.predict(api_name="/leaderboard_my_votes")
+        note, _table = alice.predict(api_name="/leaderboard_my_votes")
         assert "not voted" in note
         vote(alice, "a")
         vote(alice, "tie")

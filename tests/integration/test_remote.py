@@ -226,13 +226,13 @@ def test_api_client_disconnect_reaches_the_upstream_model(front: RunningServer, 
     body = {"model": "remote-a", "messages": [m.as_dict() for m in HELLO], "stream": True, "max_tokens": LONG_TOKENS,
             "ignore_eos": True}
     with decoding_steps(upstream, "tiny-a") as steps:
-        with httpx.Client(timeout=30) as client:
-            with client.stream("POST", f"{front.v1}/chat/completions", json=body) as response:
-                lines = response.iter_lines()
-                while '"delta":{"content":' not in next(lines):
-                    pass
-                assert alive_threads("generate:tiny-a")
-        threads_end_within("generate:tiny-a", STOP_S)
+        with httpx.Client(timeout=30) as client, \
+                client.stream("POST", f"{front.v1}/chat/completions", json=body) as response:
+            lines = response.iter_lines()
+            while '"delta":{"content":' not in next(lines):
+                pass
+            assert alive_threads("generate:tiny-a")
+        threads_end_within("generate:tiny-a", STOP_S)  # the client has left
     assert len(steps) < LONG_TOKENS, "upstream generated to the end after the API client left"
 
 
@@ -302,7 +302,7 @@ def test_upstream_timeout_gives_an_error_event() -> None:
     try:
         registry = _remote_registry(server.v1, timeout_s=0.5)
         backend = registry.get("r")
-        text, final = collect(backend.stream(HELLO, backend.default_params()))
+        _text, final = collect(backend.stream(HELLO, backend.default_params()))
         assert final.reason is FinishReason.ERROR and "timed out" in final.error
         registry.close()
     finally:

@@ -41,7 +41,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture()
+@pytest.fixture
 def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_path: Path) -> Iterator[list[str]]:
     settings = Settings(models_file=tiny_models_file, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
                         host="127.0.0.1", port=_free_port(), ip_logging=request.param, ip_hash_secret="k" * 32)

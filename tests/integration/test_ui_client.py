@@ -38,7 +38,7 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runnin
     running.stop()
 
 
-@pytest.fixture()
+@pytest.fixture
 def client(ui: RunningUI) -> Client:
     client = Client(ui.url, verbose=False, download_files=False)
     yield client

@@ -86,7 +86,7 @@ def test_the_model_streams_our_prompt_on_vllm(smol: Registry) -> None:
 
 def test_length_limit_and_ignore_eos(smol: Registry) -> None:
     backend = smol.get("smol-vllm")
-    text, final = collect(backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)))
+    _text, final = collect(backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)))
     assert final.reason is FinishReason.LENGTH and final.completion_tokens == 40
 
 

@@ -80,7 +80,7 @@ def test_pane_settings_from_raw_values() -> None:
     assert PaneSettings.from_values([0.5, 0.9, 40, 128, 1.1, 7.0, ""]).sampling.seed == 7
 
 
-@pytest.mark.parametrize("values, field", [
+@pytest.mark.parametrize(("values", "field"), [
     (["hot", 0.9, 40, 128, 1.1, -1, ""], "temperature"),
     ([0.5, 0.9, 40.5, 128, 1.1, -1, ""], "top_k"),
     ([0.5, 0.9, 40, 128, 1.1, -1, 42], "system prompt"),

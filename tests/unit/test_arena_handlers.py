@@ -317,7 +317,7 @@ def test_direct_chat_votes() -> None:
 
 # ---- a real tiny model: Stop reaches the generate threads -------------------------------------
 
-@pytest.fixture()
+@pytest.fixture
 def long_tiny(tmp_path: Path, tiny_model_dir: Path) -> Services:
     models = tmp_path / "models.yaml"
     models.write_text("models:\n" + "".join(

@@ -94,7 +94,7 @@ def test_a_reply_that_fails_before_streaming_is_recorded() -> None:
     assert chats["bad"].reason is FinishReason.ERROR and "on fire" in chats["bad"].error
 
 
-@pytest.fixture()
+@pytest.fixture
 def tiny_services(tmp_path: Path, tiny_models_file: Path) -> Services:
     settings = Settings(models_file=tiny_models_file, cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs")
     registry = build_registry(settings)

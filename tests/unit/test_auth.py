@@ -28,7 +28,7 @@ def test_credentials_from_file_and_environment_are_merged(tmp_path: Path) -> Non
     assert "pw3" not in repr(settings)
 
 
-@pytest.mark.parametrize("text, error", [
+@pytest.mark.parametrize(("text", "error"), [
     ("alice\n", "line 1: expected 'username:password'"),
     ("alice:\n", "line 1: expected 'username:password'"),
     (":pw\n", "line 1: expected 'username:password'"),

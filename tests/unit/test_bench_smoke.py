@@ -18,7 +18,7 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile(values, 95) == pytest.approx(3.85)
     assert median([5.0]) == 5.0
     assert percentile([], 50) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="q must be in"):
         percentile(values, 101)
 
 

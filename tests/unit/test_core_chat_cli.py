@@ -11,7 +11,7 @@ def test_chat_streams_a_reply_and_stats(tiny_models_file, tmp_path, monkeypatch,
     monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))
     code = chat.main(["--models", str(tiny_models_file), "--model", "tiny-a", "--max-new-tokens", "5",
                       "--temperature", "0", "--show-prompt", "hello world"])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 0
     assert "<|user|> hello world <|end|> <|assistant|>" in err
     assert "prompt +" in err and "completion tokens" in err

@@ -97,7 +97,7 @@ def test_fault_in_forward_pass_becomes_an_error_event(registry, no_thread_leak) 
 
     handle = backend.model.model.layers[0].register_forward_pre_hook(explode)
     try:
-        text, final = collect(backend.stream(HELLO, LONG))
+        _text, final = collect(backend.stream(HELLO, LONG))
     finally:
         handle.remove()
     assert final.reason is FinishReason.ERROR

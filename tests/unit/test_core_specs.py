@@ -53,7 +53,7 @@ def test_variants_share_a_weights_key() -> None:
     assert a.weights_key == b.weights_key != c.weights_key
 
 
-@pytest.mark.parametrize("entry, key", [
+@pytest.mark.parametrize(("entry", "key"), [
     ({"name": "a", "source": "/m", "colour": "red"}, "colour"),
     ({"name": "a", "source": "/m", "dtype": "int3"}, "dtype"),
     ({"name": "a", "source": "/m", "device": "tpu"}, "device"),
@@ -102,7 +102,7 @@ def test_broken_yaml_and_missing_file(tmp_path: Path) -> None:
         load_specs(tmp_path / "missing.yaml")
 
 
-@pytest.mark.parametrize("changes, param", [
+@pytest.mark.parametrize(("changes", "param"), [
     ({"temperature": -0.1}, "temperature"), ({"temperature": 2.5}, "temperature"),
     ({"top_p": 0}, "top_p"), ({"top_p": 1.2}, "top_p"), ({"top_k": -1}, "top_k"),
     ({"max_new_tokens": 0}, "max_new_tokens"), ({"max_new_tokens": 5000}, "max_new_tokens"),

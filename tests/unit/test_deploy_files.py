@@ -12,6 +12,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -94,9 +95,9 @@ def test_install_check_fails_loudly_on_a_missing_model(tmp_path: Path) -> None:
 
 # ---- healthcheck ------------------------------------------------------------------------------------
 class _Health(BaseHTTPRequestHandler):
-    body: dict = {}
+    body: ClassVar[dict] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         payload = json.dumps(type(self).body).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -108,7 +109,7 @@ class _Health(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("models, healthy", [
+@pytest.mark.parametrize(("models", "healthy"), [
     ({"a": {"state": "ready"}, "b": {"state": "failed"}}, True),
     ({"a": {"state": "loading"}}, True),
     ({"a": {"state": "failed"}, "b": {"state": "failed"}}, False),

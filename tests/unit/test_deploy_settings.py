@@ -28,7 +28,7 @@ def test_host_and_port_follow_the_platform_unless_set(monkeypatch) -> None:
     assert (explicit.host, explicit.port) == ("127.0.0.1", 8000)
 
 
-@pytest.mark.parametrize("changes, error", [
+@pytest.mark.parametrize(("changes", "error"), [
     ({"rate_messages": -1}, "rate_messages: must be 0"),
     ({"rate_votes": -5}, "rate_votes: must be 0"),
     ({"queue_size": -1}, "queue_size: must be 0"),
@@ -93,7 +93,7 @@ def test_blocked_paths_cover_logs_caches_and_secrets(tmp_path: Path) -> None:
     assert kwargs["max_file_size"] == 2 * 1024 * 1024 and kwargs["allowed_paths"] == []
 
 
-@pytest.mark.parametrize("path, remote", [
+@pytest.mark.parametrize(("path", "remote"), [
     ("/gradio_api/file=http://example.com/a.png", True),
     ("/gradio_api/file=HTTPS://example.com/a.png", True),
     ("/gradio_api/file=//example.com/a.png", True),

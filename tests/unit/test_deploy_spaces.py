@@ -21,7 +21,7 @@ from webui.types import Message, SamplingParams
 HELLO = [Message("user", "hello world")]
 
 
-@pytest.fixture()
+@pytest.fixture
 def fake_spaces_package(monkeypatch):
     module = types.ModuleType("spaces")
     module.__spec__ = importlib.machinery.ModuleSpec("spaces", None)

@@ -20,7 +20,7 @@ from webui.records.storage import JsonlRecorder
 from webui.ui.leaderboard_tab import LeaderboardView, display_table
 
 
-@pytest.fixture()
+@pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
     """Twelve anonymous battles (strong beats weak 9-3), one named, one leaked, one multi-turn."""
     folder = tmp_path / "logs"
@@ -125,11 +125,11 @@ def test_only_one_file_option_can_take_standard_output(log_dir: Path, tmp_path: 
 def test_pairs_need_the_same_prompt_on_both_sides():
     same = [{"role": "user", "content": "q"}]
     rows = pd.DataFrame([
-        {"winner": "model_b", "conversation_a": same + [{"role": "assistant", "content": "a"}],
-         "conversation_b": same + [{"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
+        {"winner": "model_b", "conversation_a": [*same, {"role": "assistant", "content": "a"}],
+         "conversation_b": [*same, {"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
          "battle_id": "1", "question_id": "q", "turn": 1, "anony": True, "tstamp": 1.0},
-        {"winner": "model_a", "conversation_a": same + [{"role": "assistant", "content": ""}],
-         "conversation_b": same + [{"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
+        {"winner": "model_a", "conversation_a": [*same, {"role": "assistant", "content": ""}],
+         "conversation_b": [*same, {"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
          "battle_id": "2", "question_id": "q", "turn": 1, "anony": True, "tstamp": 2.0},
     ])
     pairs = preference_pairs(rows)

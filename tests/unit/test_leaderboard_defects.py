@@ -38,7 +38,7 @@ def test_ordinary_words_are_not_identity_leaks(reply: str):
     assert find_identity([reply], identity_words(MODELS)) is None
 
 
-@pytest.mark.parametrize("reply, found", [
+@pytest.mark.parametrize(("reply", "found"), [
     ("I am command-r, made by Cohere.", "command-r"), ("I'm Command R.", "Command R"),
     ("I am SmolLM2-135M-Instruct.", "SmolLM2-135M-Instruct"), ("SmolLM2 here!", "SmolLM2"),
     ("I am nous-hermes.", "nous-hermes"), ("I am GPT-4o.", "GPT-4"), ("Llama3 is my name", "Llama"),

@@ -110,7 +110,7 @@ def test_category_board_and_counts_from_records():
         category_board(board, "poetry")
 
 
-@pytest.mark.parametrize("text, language", [
+@pytest.mark.parametrize(("text", "language"), [
     ("What is the capital of France?", "English"), ("¿Cómo puedo aprender a cocinar?", "Spanish"),
     ("Quelle est la capitale de la France ?", "French"), ("Wie groß ist die Stadt und was ist dort?", "German"),
     ("法国的首都是哪里？", "Chinese"), ("日本の首都はどこですか？", "Japanese"), ("한국의 수도는?", "Korean"),

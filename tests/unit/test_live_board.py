@@ -22,7 +22,7 @@ OPTIONS = BoardOptions(rounds=0, min_battles=0)
 NO_POLL = 3600.0  # only nudges wake the builder
 
 
-@pytest.fixture()
+@pytest.fixture
 def recorder(tmp_path: Path) -> JsonlRecorder:
     rec = JsonlRecorder(tmp_path / "logs", IdentityPolicy("none"))
     for i in range(6):

@@ -83,7 +83,7 @@ def test_raw_and_none():
     assert IdentityPolicy("raw").apply(ADDRESS) == ADDRESS
     assert IdentityPolicy("none").apply(ADDRESS) == ""
     assert IdentityPolicy("raw").apply(None) == ""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be hash, raw or none"):
         IdentityPolicy("plain")
 
 

@@ -40,7 +40,7 @@ def test_auto_falls_back_to_transformers_when_vllm_is_absent_and_says_why(settin
         assert status.state is ModelState.READY
         assert status.engine.startswith("transformers: ") and reason in status.engine, status.engine
         assert reason in status.describe()
-        text, final = collect(registry.get("m").stream([Message("user", "hello")],
+        _text, final = collect(registry.get("m").stream([Message("user", "hello")],
                                                      SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
         assert final.completion_tokens == 4
         registry.close()
@@ -122,7 +122,7 @@ def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:
     assert summarize_log(worker).startswith("ValueError: There is no module named 'lm_head' | RuntimeError")
 
 
-@pytest.fixture()
+@pytest.fixture
 def fake_vllm(tmp_path: Path) -> Path:
     """A folder holding a package `vllm.entrypoints.openai.api_server` that is the stand-in server."""
     package = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
@@ -227,7 +227,7 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
 def test_a_server_that_cannot_start_gives_its_own_reason(tmp_path: Path, fake_vllm: Path) -> None:
     server = VllmServer(_config(tmp_path, fake_vllm, "--fail", "Gemma3 is not supported on this CPU"))
     # The server's own reason, not "not ready after 60 s": the exit was seen, not the deadline.
-    with pytest.raises(EngineStartError, match="exited during start-up .*ValueError: Gemma3 is not supported"):
+    with pytest.raises(EngineStartError, match=r"exited during start-up .*ValueError: Gemma3 is not supported"):
         server.start(timeout_s=60)
 
 

@@ -125,7 +125,7 @@ def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulat
         shutil.copy(path, logs / path.name)  # another server's folder (other days)
     report = index.catch_up()
     assert report.votes == 3002 and index.count() == 3008
-    own = [p for p in log_files(logs) if not (simulated / p.name).exists()][0]
+    own = next(p for p in log_files(logs) if not (simulated / p.name).exists())
     own.write_bytes(own.read_bytes().split(b"\n", 1)[1])  # rewritten under the same name, first vote gone
     report = index.catch_up()
     assert report.reread_files == 1 and index.count() == 3007
@@ -209,7 +209,7 @@ def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(simulated: Path, t
     index.catch_up()
 
     def check() -> None:
-        pd.testing.assert_frame_equal(index.rows(), index._fetch(0))  # noqa: SLF001 - straight from SQLite
+        pd.testing.assert_frame_equal(index.rows(), index._fetch(0))  # straight from SQLite
 
     check()
     assert index.snapshot_path.exists()

@@ -14,6 +14,7 @@ models are answering in someone's battle right now.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -158,10 +159,8 @@ def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
     spec, status = registry.spec(name), registry.status(name)
     state, reason, context = status.state.value, status.reason, spec.context_length
     if status.state is ModelState.READY:
-        try:
+        with contextlib.suppress(ArenaError):  # unloaded between the two calls
             context = registry.get(name).context_length
-        except ArenaError:  # unloaded between the two calls
-            pass
         if status.problem:
             state, reason = "unhealthy", status.problem
     return {

@@ -17,6 +17,7 @@ unreachable"); the upstream's address and its own words go to the server log, on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -109,10 +110,8 @@ class _Upstream:
         with self._lock:
             sock = self._socket
         if sock is not None:
-            try:  # shutdown, not close: it wakes a recv() blocked in the reader thread
+            with contextlib.suppress(OSError):  # shutdown, not close: it wakes a recv() blocked in the reader
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _run(self) -> None:
         """Raises a RemoteError for the consumer, unless we aborted the request ourselves."""

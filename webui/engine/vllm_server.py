@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import logging
 import os
 import re
@@ -284,10 +285,8 @@ def _answers(client: httpx.Client, url: str) -> bool:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @atexit.register

@@ -12,6 +12,7 @@ Standard library only: it runs in vLLM's environment, not the app's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -62,10 +63,8 @@ def end_group() -> None:
     while time.monotonic() < deadline and _others(group):
         time.sleep(0.2)
     for pid in _others(group):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _shared_memory() -> set[str]:
@@ -81,10 +80,8 @@ def _free_shared_memory(names: set[str]) -> None:
     live process (another model's engine) still has it mapped or open."""
     in_use = _mapped_shared_memory()
     for name in names - in_use:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join(SHM, name))
-        except OSError:
-            pass
 
 
 def _mapped_shared_memory() -> set[str]:

@@ -23,7 +23,7 @@ def cut_points(total: int, points: int = DEFAULT_POINTS) -> list[int]:
     """`points` battle counts spread evenly up to `total` (fewer when there are fewer battles)."""
     if total <= 0 or points <= 0:
         return []
-    return sorted({int(round(x)) for x in np.linspace(total / points, total, points) if round(x) > 0})
+    return sorted({round(x) for x in np.linspace(total / points, total, points) if round(x) > 0})
 
 
 def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS,

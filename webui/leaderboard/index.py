@@ -342,10 +342,8 @@ class VoteIndex:
             else self._fetch(0)
         fresh = len(frame) - (len(base) if base is not None else 0)
         if fresh >= max(SNAPSHOT_MIN_ROWS, len(frame) // 10):
-            try:
+            with contextlib.suppress(OSError):  # only slower next time
                 columns.save(frame, self.snapshot_path, {"identity": identity, "generation": generation})
-            except OSError:
-                pass  # only slower next time
         return frame
 
     def _fetch(self, after_id: int) -> pd.DataFrame:

@@ -51,7 +51,7 @@ def import_transformers() -> None:
         if _imported:
             return
         import transformers
-        import transformers.integrations.gguf  # noqa: F401 - imported inside from_pretrained(gguf_file=...)
+        import transformers.integrations.gguf  # imported inside from_pretrained(gguf_file=...)
 
         for name in TRANSFORMERS_NAMES:
             getattr(transformers, name)
@@ -175,7 +175,7 @@ def plan_gpu_placement(
             budget[int(key)] = min(budget[int(key)], convert_file_size_to_int(amount))
     needed = compute_module_sizes(skeleton, dtype=dtype)[""]
     no_split = getattr(skeleton, "_no_split_modules", None) or []
-    limits: dict[int | str, int] = {"cpu": 0, "disk": 0, **{gpu: size for gpu, size in budget.items()}}
+    limits: dict[int | str, int] = {"cpu": 0, "disk": 0, **dict(budget.items())}
     plan = infer_auto_device_map(skeleton, max_memory=limits, no_split_module_classes=no_split, dtype=dtype)
     spilled = sorted({str(v) for v in plan.values() if not isinstance(v, int)})
     if spilled or not plan:

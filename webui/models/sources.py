@@ -73,7 +73,7 @@ def _package_path(spec: str) -> Path:
     found = importlib.util.find_spec(package) if package else None
     if found is None or not found.submodule_search_locations:
         raise SourceError(f"package:{spec}: Python package {package!r} is not installed (pip install it first)")
-    return Path(list(found.submodule_search_locations)[0]) / relative
+    return Path(next(iter(found.submodule_search_locations))) / relative
 
 
 def _hub_cache_folder(repo_id: str) -> Path:

@@ -16,6 +16,7 @@ Durability rules, and why:
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import errno
 import fcntl
@@ -128,10 +129,8 @@ def _append_locked(fd: int, line: bytes) -> None:
 
 
 def _truncate_quietly(fd: int, size: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # not a regular file (/dev/full in a test), or the disk refuses even that
         os.ftruncate(fd, size)
-    except OSError:
-        pass  # not a regular file (e.g. /dev/full in a test) or the disk refuses even that
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -41,9 +41,9 @@ def refusal(path: str, body: bytes, fns: Mapping[int, Any]) -> tuple[int, str] |
         name = path[len(named):].split("/", 1)[0]
         if name not in {fn.api_name for fn in fns.values()}:
             return 404, f"No API endpoint named {_quote(name)}."
-    elif named is not None or path == "/gradio_api/queue/join":  # by its index (the page's own calls)
-        if isinstance(index, bool) or not isinstance(index, int) or index not in fns:
-            return 422, f"fn_index {_quote(index)} is not one of this app's events."
+    elif (named is not None or path == "/gradio_api/queue/join") and (  # by its index (the page's calls)
+            isinstance(index, bool) or not isinstance(index, int) or index not in fns):
+        return 422, f"fn_index {_quote(index)} is not one of this app's events."
     return None
 
 
