@@ -12,13 +12,13 @@ import argparse
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import build_registry
 from webui.errors import ArenaError
-from webui.types import Finished, Message, TextDelta
+from webui.types import Finished, Message, StreamEvent, TextDelta
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _stream(events) -> int:
+def _stream(events: Iterator[StreamEvent]) -> int:
     final: Finished | None = None
     try:
         for event in events:
@@ -77,7 +77,7 @@ def _stream(events) -> int:
             else:
                 final = event
     except KeyboardInterrupt:
-        events.close()  # stops the model
+        getattr(events, "close", lambda: None)()  # stops the model (a ClosingStream or a generator)
         print("\n[stopped]", file=sys.stderr)
         return 130
     print()

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from webui.config import Settings
 from webui.engine.base import Backend, ClosingStream, EngineFailure, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
 from webui.engine.templates import with_system
@@ -334,7 +335,7 @@ def _error_text(response: httpx.Response) -> str:
 
 
 # ---- loading ----------------------------------------------------------------------------------
-def load_openai(spec: ModelSpec, settings: Any) -> Any:
+def load_openai(spec: ModelSpec, settings: Settings) -> Any:
     """Registry loader: a client for the entry's server, after checking that the server answers
     and serves the model. A failure here becomes the model's status (failed: reason)."""
 

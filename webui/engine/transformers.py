@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from webui.config import Settings
 from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
 from webui.engine.stops import StopFilter
 from webui.engine.templates import PromptBuilder, Rendered, Template
@@ -252,7 +253,7 @@ def _model_context(model: Any, tokenizer: Any) -> int:
     return 2048
 
 
-def load_transformers(spec: ModelSpec, settings: Any) -> Any:
+def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
     """Registry loader: weights for `spec`, shared by all its variants."""
     import gc
 

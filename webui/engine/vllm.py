@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from webui.config import Settings
 from webui.engine.base import ENGINE_EXITED, Slots, Weights
 from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
 from webui.engine.templates import PromptBuilder, Rendered
@@ -212,7 +213,7 @@ class VllmBackend(RemoteBackend):
 
 
 # ---- loaders ----------------------------------------------------------------------------------------
-def load_vllm(spec: ModelSpec, settings: Any) -> Weights:
+def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     """Registry loader for `backend: vllm`: a server of our own for these weights."""
     install = _install(settings)
     folder = _folder(spec, settings)
@@ -222,7 +223,7 @@ def load_vllm(spec: ModelSpec, settings: Any) -> Weights:
     return _serve(spec, settings, install, folder)
 
 
-def load_auto(spec: ModelSpec, settings: Any) -> Weights:
+def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
     """Registry loader for `backend: auto`: vLLM where it can serve the entry, else transformers,
     with the reason in the status."""
     from webui.engine.transformers import load_transformers
@@ -283,7 +284,7 @@ def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
             else s for s in specs]
 
 
-def _install(settings: Any) -> VllmInstall:
+def _install(settings: Settings) -> VllmInstall:
     from webui.config import PACKAGE_DIR
 
     python = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent)
@@ -293,13 +294,13 @@ def _install(settings: Any) -> VllmInstall:
     return probe(python, Path(settings.cache_dir))
 
 
-def _folder(spec: ModelSpec, settings: Any) -> Path:
+def _folder(spec: ModelSpec, settings: Settings) -> Path:
     from webui.models.loading import model_folder
 
     return model_folder(spec, Path(settings.cache_dir))
 
 
-def _serve(spec: ModelSpec, settings: Any, install: VllmInstall, folder: Path) -> Weights:
+def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Path) -> Weights:
     context = spec.context_length or _model_context(folder) or 2048
     options = spec.vllm
     server = VllmServer(ServerConfig(
@@ -339,7 +340,7 @@ class RunningServer:
         pass
 
 
-def attach(spec: ModelSpec, settings: Any, base_url: str, engine: str = "vLLM") -> Weights:
+def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vLLM") -> Weights:
     """Weights for an entry that a vLLM server started elsewhere already serves under the entry's
     name (the bench asks the app's own servers for "the engine alone", rather than starting a second
     copy of every model beside them): the same prompt, token ids and settings as `_serve`'s."""
@@ -358,7 +359,7 @@ def _tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _weights(name: str, server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Any, *,
+def _weights(name: str, server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Settings, *,
              engine: str, device: str) -> Weights:
     client = httpx.Client(base_url=server.base_url, timeout=httpx.Timeout(None, connect=5.0),
                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))

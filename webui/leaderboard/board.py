@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from webui.config import Settings
 from webui.leaderboard import ratings
 from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
 from webui.leaderboard.categories import category_counts, category_masks
@@ -54,7 +55,7 @@ class BoardOptions:
     history_points: int = 20  # cut points of the ratings-over-time plot (0: none)
 
     @classmethod
-    def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> BoardOptions:
+    def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> BoardOptions:
         return cls(
             rounds=settings.leaderboard_rounds,
             include_named=settings.leaderboard_include_named,

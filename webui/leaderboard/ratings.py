@@ -19,7 +19,9 @@ cannot bound, and they take no rank. docs/leaderboard.md says why.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -316,12 +318,12 @@ def likelihood_grouped(g: Grouped, which: list[str], level: float = 0.95, scale:
     rows = {}
     for name in which:
         i = models.index(name)
-        ends = [_lr_end(lambda v, i=i: deviance(i, v), raw[i], d, critical) - shift[i] for d in (-1.0, 1.0)]
+        ends = [_lr_end(functools.partial(deviance, i), raw[i], d, critical) - shift[i] for d in (-1.0, 1.0)]
         rows[name] = [init + e * scale / math.log(base) for e in ends]
     return pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
 
 
-def _lr_end(deviance, start: float, direction: float, critical: float) -> float:
+def _lr_end(deviance: Callable[[float], float], start: float, direction: float, critical: float) -> float:
     """Walk from the estimate in `direction` until the deviance passes `critical`, then bisect."""
     inside, step = start, 0.25
     while True:

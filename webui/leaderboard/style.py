@@ -147,14 +147,16 @@ def _logits(params: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, n_m
     return params[a] - params[b] + x @ params[n_models:]
 
 
-def _objective(z, params, score, weight, n_models, ridge) -> float:
+def _objective(z: np.ndarray, params: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models: int,
+               ridge: float) -> float:
     """The objective at `params`, whose logits are `z`: s log p + (1 - s) log(1 - p) = s z - log(1 + e^z)."""
     loglik = score * z - np.logaddexp(0.0, z)
     theta, beta = params[:n_models], params[n_models:]
     return float(np.sum(weight * loglik) - 0.5 * ridge * theta @ theta - 0.5 * BETA_RIDGE * beta @ beta)
 
 
-def _derivatives(z, params, a, b, score, x, weight, n_models, ridge) -> tuple[np.ndarray, np.ndarray]:
+def _derivatives(z: np.ndarray, params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
+                 weight: np.ndarray, n_models: int, ridge: float) -> tuple[np.ndarray, np.ndarray]:
     """Gradient and negative Hessian of the objective at `params`, whose logits are `z`."""
     p = 1.0 / (1.0 + np.exp(-z))
     r, w = weight * (score - p), weight * p * (1.0 - p)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webui.config import Settings
 from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
 from webui.records.identity import leaked_identity
 from webui.records.privacy import IdentityPolicy, build_policy
@@ -287,7 +288,7 @@ class JsonlRecorder:
         self.vote_listeners: list[Callable[[], None]] = []
 
     @classmethod
-    def from_settings(cls, settings: Any, model_names: Iterable[str] = ()) -> JsonlRecorder:
+    def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> JsonlRecorder:
         from webui.records.identity import identity_words
 
         policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)

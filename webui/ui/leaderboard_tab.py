@@ -27,6 +27,7 @@ from gradio.context import Context
 
 from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
+from webui.config import Settings
 from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
@@ -313,7 +314,7 @@ def _my_votes_section(services: Services, view: LeaderboardView) -> None:
     show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
 
 
-def operator_off_note(settings: Any) -> str:
+def operator_off_note(settings: Settings) -> str:
     """What the operator accordion says when its views are off, and how to turn them on."""
     if settings.ui_export == "off":
         return f"{OPERATOR_VIEWS}; `--ui-export off` turns them off here."

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -295,7 +296,7 @@ class ChatTab:
         send_names, regen_names = [n for n, _ in send_named], [n for n, _ in regen_named]
 
         @guarded
-        def on_send(request: gr.Request, session: Session | None, *values: Any):
+        def on_send(request: gr.Request, session: Session | None, *values: Any) -> Iterator[list[Any]]:
             got = dict(zip(send_names, values, strict=True))
             same, pane_settings, models = self._parse(send_names, values)
             stream = handlers.send(session, mode, got["message"], pane_settings, owner_of(request),
@@ -303,10 +304,10 @@ class ChatTab:
                                    pane_count=got.get("panes"))
             yield from self._stream(stream, clear_first=True)
 
-        def regenerate(pane: int | None):
+        def regenerate(pane: int | None) -> Callable[..., Iterator[list[Any]]]:
             """Regenerate one pane, or (None) every pane on show."""
             @guarded
-            def on_regenerate(request: gr.Request, session: Session | None, *values: Any):
+            def on_regenerate(request: gr.Request, session: Session | None, *values: Any) -> Iterator[list[Any]]:
                 same, pane_settings, _ = self._parse(regen_names, values)
                 shown = len(session.panes) if session is not None else 1
                 panes = tuple(range(shown)) if pane is None else (pane,)
@@ -354,7 +355,7 @@ class ChatTab:
         self.stop.click(on_stop, [self.state], self.outputs, api_name=f"{self.prefix}_stop", cancels=running,
                         queue=False, **self._events())
 
-        def voter(kind: str):
+        def voter(kind: str) -> Callable[..., list[Any]]:
             @guarded
             def on_vote(session: Session | None, request: gr.Request) -> list[Any]:
                 return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
@@ -391,7 +392,7 @@ class ChatTab:
         return [session, self._chat(session, i), *prompt, *self._vote_updates(session), regen_all,
                 *pane_regens[i:i + 1]]
 
-    def _chooser(self, index: int):
+    def _chooser(self, index: int) -> Callable[..., list[Any]]:
         """The dropdown's change handler: select (clearing the pane and loading the model's defaults
         into the controls), or refuse and put the dropdown back."""
         handlers, mode = self.handlers, self.mode
