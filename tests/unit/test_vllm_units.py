@@ -4,6 +4,7 @@ real signals, real HTTP) including that stopping it leaves no process behind."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -51,6 +52,31 @@ def test_an_entry_that_insists_on_vllm_fails_with_the_reason_and_is_not_retried(
     status = registry.status("m")
     assert status.state is ModelState.FAILED and "vLLM is turned off" in status.reason
     assert status.retry_at is None  # this machine will not grow a vLLM by waiting
+    registry.close()
+
+
+def test_auto_falls_back_to_transformers_when_the_vllm_engine_fails_to_start(
+        settings, tiny_model_dir: Path, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """vLLM is there and could serve the entry, but its engine exits during start-up (here the stand-in
+    server, told to fail as vLLM does on an unsupported CPU): the model is served by transformers,
+    the status says the engine failed to start, and the log keeps vLLM's own words."""
+    install = VllmInstall(sys.executable, "0.32.0", "cpu", frozenset({"LlamaForCausalLM"}))  # can serve it
+    monkeypatch.setattr("webui.engine.vllm._install", lambda _settings: install)
+    # the stand-in answers as vllm.entrypoints.openai.api_server in the server's environment
+    monkeypatch.setattr("webui.engine.vllm.ServerConfig", functools.partial(ServerConfig, env={"PYTHONPATH": str(fake_vllm)}))
+    specs = parse_specs({"models": [{"name": "m", "backend": "auto", "source": str(tiny_model_dir),
+                                     "vllm": {"extra_args": ["--fail", "no AVX512 here"]}}]})
+    registry = Registry(specs, settings.replace(vllm_start_timeout_s=60))
+    registry.start()
+    assert registry.wait_idle(120)
+    status = registry.status("m")
+    assert status.state is ModelState.READY, status.describe()
+    assert status.engine == "transformers: engine failed to start", status.engine
+    assert "no AVX512 here" in caplog.text and "serving with transformers" in caplog.text
+    _text, final = collect(registry.get("m").stream([Message("user", "hello")],
+                                                 SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+    assert final.completion_tokens == 4
     registry.close()
 
 
