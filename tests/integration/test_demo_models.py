@@ -59,10 +59,10 @@ def test_long_generation_cancelled_after_a_few_tokens_ends_its_thread(demo_regis
     assert backend.slots.busy == 0
 
 
-def test_fifty_start_and_cancel_cycles_leave_no_thread(demo_registry) -> None:
+def test_twenty_start_and_cancel_cycles_leave_no_thread(demo_registry) -> None:
     backend = demo_registry.get(SMOL)
     before = threading.active_count()
-    for i in range(50):
+    for i in range(20):  # a leak of one thread or slot per cycle shows in a few; more only cost time
         cancel = threading.Event()
         # greedy: the first words come at once (a sampled reply may wander through tokens that
         # print nothing for seconds, which only slows the test down)
