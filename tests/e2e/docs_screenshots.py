@@ -15,7 +15,8 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.e2e.test_browser import CHROMIUM_ARGS, PHONE, choose, panes, send, set_number
+from tests.e2e.conftest import CHROMIUM_ARGS
+from tests.e2e.test_browser import PHONE, choose, panes, send, set_number
 from tests.uiapp import RunningUI, serve
 from webui.config import Settings
 from webui.engine.registry import build_registry

@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.uiapp import NAMES, RunningUI, generate_threads, start_ui, ui_settings, wait_for
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 PHONE = {"width": 390, "height": 844}
 
 
@@ -38,14 +36,6 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runnin
     running = start_ui(ui_settings(tmp_path_factory.mktemp("ui-browser"), tiny_model_dir))
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Browser:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def _page(browser: Browser, **options) -> Page:

@@ -11,10 +11,10 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.e2e.test_browser import CHROMIUM_ARGS, PHONE, shot
+from tests.e2e.test_browser import PHONE, shot
 from tests.uiapp import RunningUI, start_ui, ui_settings
 from webui.leaderboard.simulate import simulate
 
@@ -51,14 +51,6 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runnin
     running = start_ui(settings)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Browser:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.mark.parametrize("device", ["desktop", "phone"])

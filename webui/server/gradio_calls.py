@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webui.errors import clipped
 from webui.server.security import read_body, send_json
 
-ECHO_CHARS = 80  # of a client's name quoted back in a refusal
 # Routes that name the event in the path, unless the body gives its index (the page's un-queued
 # events post to /run/predict with one).
 _NAMED_CALLS = ("/gradio_api/call/v2/", "/gradio_api/call/", "/gradio_api/run/", "/gradio_api/api/")
@@ -40,16 +40,11 @@ def refusal(path: str, body: bytes, fns: Mapping[int, Any]) -> tuple[int, str] |
     if named is not None and index is None:  # Gradio looks the event up by its name
         name = path[len(named):].split("/", 1)[0]
         if name not in {fn.api_name for fn in fns.values()}:
-            return 404, f"No API endpoint named {_quote(name)}."
+            return 404, f"No API endpoint named {clipped(name)!r}."
     elif (named is not None or path == "/gradio_api/queue/join") and (  # by its index (the page's calls)
             isinstance(index, bool) or not isinstance(index, int) or index not in fns):
-        return 422, f"fn_index {_quote(index)} is not one of this app's events."
+        return 422, f"fn_index {clipped(repr(index))} is not one of this app's events."
     return None
-
-
-def _quote(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
 
 
 class RefuseBadGradioCalls:
