@@ -92,7 +92,7 @@ def test_length_limit_and_ignore_eos(smol: Registry) -> None:
 
 def test_stop_aborts_the_request_inside_vllm(smol: Registry) -> None:
     """Stop (the cancel event) and a closed tab (closing the stream) both end the request in the
-    engine itself: vLLM's own count of running requests is back to 0 at once."""
+    engine itself: vLLM's own count of running requests goes back to 0 (its gauges lag a little)."""
     backend = smol.get("smol-vllm")
     long = SamplingParams(temperature=0, max_new_tokens=1500, ignore_eos=True)
     cancel = threading.Event()
@@ -102,15 +102,17 @@ def test_stop_aborts_the_request_inside_vllm(smol: Registry) -> None:
         if isinstance(event, TextDelta):
             deltas += 1
             if deltas == 3:
-                assert _metric(backend, "num_requests_running") == 1
+                # vLLM updates its gauges from the engine's stats, which can lag the first tokens.
+                wait_for(lambda: _metric(backend, "num_requests_running") == 1, 60,
+                         "vLLM does not count the streaming request as running")
                 cancel.set()
         else:
             assert event.reason is FinishReason.CANCELLED
-    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 5, "vLLM still runs the stopped request")
+    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 30, "vLLM still runs the stopped request")
     closed = backend.stream([Message("user", "Count to a thousand.")], long)
     assert isinstance(next(e for e in closed if isinstance(e, TextDelta)), TextDelta)
     closed.close()  # what a closed tab or a dropped API client does
-    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 5, "vLLM still runs the closed request")
+    wait_for(lambda: _metric(backend, "num_requests_running") == 0, 30, "vLLM still runs the closed request")
     assert backend.slots.busy == 0
 
 
