@@ -12,7 +12,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from webui.errors import Overloaded, ParamError
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from webui.models.specs import ModelSpec
 
 
+Worker = TypeVar("Worker")
 ENGINE_EXITED = "engine exited"  # the public reason of weights whose engine process died
 
 
@@ -221,6 +222,27 @@ class Weights:
     def close(self) -> None:
         if self._close is not None:
             self._close()
+
+
+def start_in_slot(slots: Slots, model: str, timeout_s: float, cancel: threading.Event,
+                  start: Callable[[], Worker]) -> Worker | None:
+    """Queue for one of `slots`, then `start` the request's worker, which owns the slot from then on
+    and releases it when done. None when the caller gave up while waiting (nothing started); a
+    worker that fails to start gives the slot back here."""
+    if not slots.acquire(model, timeout_s, cancel):
+        return None
+    try:
+        return start()
+    except BaseException:
+        slots.release()
+        raise
+
+
+def decode_rate(tokens: int, first_at: float | None, now: float) -> float | None:
+    """Tokens per second after the first token (prefill belongs to the time to first token)."""
+    if first_at is None or tokens < 2 or now <= first_at:
+        return None
+    return (tokens - 1) / (now - first_at)
 
 
 def cancelled_before_start(prompt_tokens: int = 0, prompt: str = "") -> Iterator[StreamEvent]:

@@ -30,12 +30,21 @@ from typing import Any
 import httpx
 
 from webui.config import Settings
-from webui.engine.base import Backend, ClosingStream, EngineFailure, Slots, Weights, cancelled_before_start
-from webui.engine.stops import StopFilter
+from webui.engine.base import (
+    Backend,
+    ClosingStream,
+    EngineFailure,
+    Slots,
+    Weights,
+    cancelled_before_start,
+    decode_rate,
+    start_in_slot,
+)
+from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import with_system
 from webui.handoff import Handoff, run_in_thread
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.1  # how often a waiting consumer looks at the cancel event
@@ -214,40 +223,25 @@ class RemoteBackend(Backend):
         body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
                 "stream": True, "stream_options": {"include_usage": True}}
         cancel = cancel or threading.Event()
-        if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
-            return cancelled_before_start(prompt_tokens, prompt)
         upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health)
-        try:
-            upstream.start(self.spec.name)
-        except BaseException:
-            self.slots.release()
-            raise
+        if start_in_slot(self.slots, self.spec.name, self.queue_timeout_s, cancel,
+                         lambda: upstream.start(self.spec.name)) is None:
+            return cancelled_before_start(prompt_tokens, prompt)
         events = self._events(upstream, params, cancel, started, chat=path.startswith("chat"), finish=finish)
         return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
                 *, chat: bool,
                 finish: Callable[[Finished], Finished] | None = None) -> Generator[StreamEvent, None, None]:
-        stops = StopFilter(params.stop)
         tally = _Tally(started)
+        texts = (tally.add(chunk, chat=chat) for chunk in upstream.chunks.until(cancel.is_set, _POLL_S))
         reason: FinishReason | None = None
         error: RemoteError | None = None
         try:
-            for chunk in upstream.chunks.until(cancel.is_set, _POLL_S):
-                text = tally.add(chunk, chat=chat)
-                shown, hit = stops.feed(text) if text else ("", False)
-                if shown:
-                    yield TextDelta(shown)
-                if hit:
-                    reason = FinishReason.STOP
-                    break
-            else:
-                if upstream.chunks.ended:
-                    tail = stops.flush()
-                    if tail:
-                        yield TextDelta(tail)
-                else:
-                    reason = FinishReason.CANCELLED
+            if (yield from shown_until_stop(texts, StopFilter(params.stop), complete=lambda: upstream.chunks.ended)):
+                reason = FinishReason.STOP
+            elif not upstream.chunks.ended:
+                reason = FinishReason.CANCELLED
         except RemoteError as exc:
             reason, error = FinishReason.ERROR, exc
         finally:
@@ -287,8 +281,7 @@ class _Tally:
     def finished(self, reason: FinishReason, error: RemoteError | None, spec: ModelSpec) -> Finished:
         usage = self.usage or {}
         completion = int(usage.get("completion_tokens") or self.chunks)
-        now = time.perf_counter()
-        rate = (completion - 1) / (now - self.first_at) if self.first_at and completion > 1 and now > self.first_at else None
+        rate = decode_rate(completion, self.first_at, time.perf_counter())
         extra: dict[str, Any] = {"upstream": spec.base_url, "remote_model": spec.remote_model}
         if error is not None:
             extra["upstream_failure"] = error.public

@@ -6,7 +6,9 @@ any tail of the text that could still become a stop string, and releases it once
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
+
+from webui.types import TextDelta
 
 
 class StopFilter:
@@ -39,3 +41,22 @@ class StopFilter:
                     longest = size
                     break
         return longest
+
+
+def shown_until_stop(texts: Iterable[str], stops: StopFilter, *,
+                     complete: Callable[[], bool] = lambda: True) -> Generator[TextDelta, None, bool]:
+    """A backend's text chunks as the TextDeltas a caller may see, up to the first stop string;
+    returns True when a stop string ended them. When `texts` runs out, the held-back tail is shown
+    only if `complete()`: a stream cut short (Stop) may have held back half a stop string."""
+    for text in texts:
+        if not text:
+            continue
+        shown, hit = stops.feed(text)
+        if shown:
+            yield TextDelta(shown)
+        if hit:
+            return True
+    tail = stops.flush() if complete() else ""
+    if tail:
+        yield TextDelta(tail)
+    return False

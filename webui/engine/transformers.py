@@ -16,14 +16,22 @@ from typing import Any
 import torch
 
 from webui.config import Settings
-from webui.engine.base import Backend, ClosingStream, Slots, Weights, cancelled_before_start
-from webui.engine.stops import StopFilter
+from webui.engine.base import (
+    Backend,
+    ClosingStream,
+    Slots,
+    Weights,
+    cancelled_before_start,
+    decode_rate,
+    start_in_slot,
+)
+from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import PromptBuilder, Rendered, Template
 from webui.engine.zerogpu import generate as generate_on_device
 from webui.handoff import Handoff, run_in_thread
 from webui.models.loading import import_transformers
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 import_transformers()  # under a lock: another loader thread may be importing transformers right now
 from transformers import (  # noqa: E402
@@ -133,17 +141,17 @@ class TransformersBackend(Backend):
         """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
         started = time.perf_counter()
         cancel = cancel or threading.Event()
-        if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
-            return cancelled_before_start(len(rendered.token_ids), rendered.text)
         halt = threading.Event()  # set on a stop string, an error or an early close; `cancel` is the caller's
         texts: Handoff[str] = Handoff()
         streamer = _Streamer(self.tokenizer, texts)
-        try:
-            thread = run_in_thread(lambda: self._generate(rendered.token_ids, params, streamer, _Halt(cancel, halt)),
-                                   texts, name=f"generate:{self.spec.name}")
-        except BaseException:
-            self.slots.release()
-            raise
+
+        def generate() -> None:
+            self._generate(rendered.token_ids, params, streamer, _Halt(cancel, halt))
+
+        thread = start_in_slot(self.slots, self.spec.name, self.queue_timeout_s, cancel,
+                               lambda: run_in_thread(generate, texts, name=f"generate:{self.spec.name}"))
+        if thread is None:
+            return cancelled_before_start(len(rendered.token_ids), rendered.text)
         events = self._events(rendered, params, texts, streamer, thread, cancel, halt, started, template_stops,
                               template_name)
         return ClosingStream(events, stop=halt.set, wait=lambda: self._join(thread))
@@ -151,21 +159,11 @@ class TransformersBackend(Backend):
     def _events(self, rendered: Rendered, params: SamplingParams, texts: Handoff[str], streamer: _Streamer,
                 thread: threading.Thread, cancel: threading.Event, halt: threading.Event, started: float,
                 template_stops: Sequence[str], template_name: str) -> Generator[StreamEvent, None, None]:
-        stops = StopFilter((*params.stop, *template_stops))
         reason: FinishReason | None = None
         error: str | None = None
         try:
-            for item in texts:
-                text, hit = stops.feed(item)
-                if text:
-                    yield TextDelta(text)
-                if hit:
-                    reason = FinishReason.STOP
-                    break
-            else:
-                tail = stops.flush()
-                if tail:
-                    yield TextDelta(tail)
+            if (yield from shown_until_stop(texts, StopFilter((*params.stop, *template_stops)))):
+                reason = FinishReason.STOP
         except Exception as exc:  # the generate thread failed; reported as the finish
             reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
         if reason is None:
@@ -188,14 +186,11 @@ class TransformersBackend(Backend):
 
     def _finished(self, reason: FinishReason, rendered: Rendered, streamer: _Streamer, started: float,
                   error: str | None, template_name: str) -> Finished:
-        now = time.perf_counter()
         first = streamer.first_token_at
-        rate = None
-        if first is not None and streamer.generated > 1 and now > first:
-            rate = (streamer.generated - 1) / (now - first)
         return Finished(
             reason=reason, prompt_tokens=len(rendered.token_ids), completion_tokens=streamer.generated,
-            ttft_s=(first - started) if first is not None else None, tokens_per_s=rate, error=error,
+            ttft_s=(first - started) if first is not None else None,
+            tokens_per_s=decode_rate(streamer.generated, first, time.perf_counter()), error=error,
             prompt=rendered.text, extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
         )
 
