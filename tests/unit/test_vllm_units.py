@@ -17,9 +17,9 @@ from tests.servers import wait_for
 from webui.config import Settings
 from webui.engine import collect
 from webui.engine.registry import ModelState, Registry
-from webui.engine.vllm import VllmInstall, share_gpu_memory, why_not
+from webui.engine.vllm import VllmInstall, why_not
 from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer, summarize_log
-from webui.models.specs import parse_specs
+from webui.models.specs import parse_specs, place
 from webui.types import Message, SamplingParams
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm_server.py"
@@ -111,24 +111,22 @@ def test_gpu_memory_is_shared_among_the_models_that_may_run_on_vllm() -> None:
         {"name": "c", "source": "/c", "backend": "vllm", "vllm": {"gpu_memory_utilization": 0.3}},
         {"name": "t", "source": "/t", "backend": "transformers"},
     ]})
-    shares = {s.name: s.vllm.get("gpu_memory_utilization") for s in share_gpu_memory(specs)}
+    shares = {s.name: s.vllm.get("gpu_memory_utilization") for s in place(specs, cores=1)}
     assert shares == {"a": 0.3, "a-terse": 0.3, "b": 0.3, "c": 0.3, "t": None}
 
 
 def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
     """Two models in a battle on 2 cores: one core each, not both on core 0 (vLLM's own choice)."""
-    from webui.engine.vllm import share_cpu_cores
-
     specs = parse_specs({"models": [
         {"name": "a", "source": "/a"}, {"name": "a2", "source": "/a", "system_prompt": "Arr."},
         {"name": "b", "source": "/b", "backend": "vllm"}, {"name": "t", "source": "/t", "backend": "transformers"},
         {"name": "p", "source": "/p", "vllm": {"cpu_cores": "5"}},
     ]})
-    cores = {n: {s.name: s.vllm.get("cpu_cores") for s in share_cpu_cores(specs, n)} for n in (2, 16)}
+    cores = {n: {s.name: s.vllm.get("cpu_cores") for s in place(specs, n)} for n in (2, 16)}
     assert cores[2] == {"a": "0", "a2": "0", "b": "1", "t": None, "p": "5"}
     assert cores[16] == {"a": "0-6", "a2": "0-6", "b": "7-13", "t": None, "p": "5"}
     (alone,) = parse_specs({"models": [{"name": "x", "source": "/x"}]})
-    assert share_cpu_cores([alone], 2)[0].vllm.get("cpu_cores") is None  # one model: vLLM's own choice
+    assert place([alone], 2)[0].vllm.get("cpu_cores") is None  # one model: vLLM's own choice
 
 
 def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:

@@ -110,9 +110,9 @@ class Registry:
         self._clock = clock  # wall time of retries (an injected one in tests)
         import os
 
-        from webui.engine.vllm import share_cpu_cores, share_gpu_memory
+        from webui.models.specs import place
 
-        placed = share_cpu_cores(share_gpu_memory(list(specs)), os.cpu_count() or 1)
+        placed = place(list(specs), os.cpu_count() or 1)
         self._specs: dict[str, ModelSpec] = {spec.name: spec for spec in placed}
         self._loaders = dict(loaders or {})
         self._retry = (retry_first_s, retry_max_s)
@@ -139,12 +139,10 @@ class Registry:
         return self._engine_concurrency(self._owner(key))
 
     def _engine_concurrency(self, spec: ModelSpec) -> int:
-        """The default for an entry without max_concurrency: vLLM batches, transformers does not."""
-        from webui.models.entries import VLLM_BACKENDS
+        """The default for an entry without max_concurrency: the engine's own (vLLM batches)."""
+        from webui.models.specs import default_concurrency
 
-        if spec.backend in VLLM_BACKENDS and vllm_installed(self.settings):
-            return self.settings.vllm_concurrency
-        return self.settings.max_concurrency
+        return default_concurrency(spec, self.settings)
 
     def generation_slots(self) -> int:
         """Generations all the models can run at once (what the UI's queue is sized to)."""
@@ -437,13 +435,6 @@ def _public_reason(exc: BaseException) -> str:
 def _short_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-def vllm_installed(settings: Settings) -> bool:
-    from webui.config import PACKAGE_DIR
-    from webui.engine.vllm import find_vllm_python
-
-    return find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
 
 
 def build_registry(settings: Settings, specs: list[ModelSpec] | None = None, **kwargs: Any) -> Registry:

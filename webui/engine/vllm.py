@@ -246,14 +246,26 @@ def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
     return weights
 
 
+def default_concurrency(settings: Settings) -> int:
+    """Generations at once for an entry that may run on vLLM: vLLM's batch where it is installed
+    (an `auto` entry it cannot serve is resized to transformers' when it falls back)."""
+    from webui.config import PACKAGE_DIR
+
+    installed = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
+    return settings.vllm_concurrency if installed else settings.max_concurrency
+
+
+def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
+    """The entries that may run on vLLM, each set of weights with its part of the GPU and its cores."""
+    return share_cpu_cores(share_gpu_memory(specs), cores)
+
+
 def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """Entries that may run on vLLM and do not set gpu_memory_utilization get an equal part of
+    """Entries (that may run on vLLM) that do not set gpu_memory_utilization get an equal part of
     what the others leave of GPU_MEMORY_BUDGET, so that several models fit on one GPU together,
     or the one that does not fit fails with vLLM's own reason (not an out-of-memory later on).
     Variants share one server, so a set of weights counts once."""
-    from webui.models.entries import VLLM_BACKENDS
-
-    candidates = [s for s in specs if s.backend in VLLM_BACKENDS]
+    candidates = list(specs)
     fixed = {s.weights_key: s.vllm["gpu_memory_utilization"] for s in candidates if "gpu_memory_utilization" in s.vllm}
     shared = {s.weights_key for s in candidates} - set(fixed)
     if not shared:
@@ -269,9 +281,7 @@ def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
     one core while the others idle. So entries that may run on vLLM and do not set `cpu_cores` get
     cores of their own: with one such model vLLM chooses (it keeps a core for its HTTP side); with
     several, the cores are divided among them (keeping one for the app when there are enough)."""
-    from webui.models.entries import VLLM_BACKENDS
-
-    keys = list(dict.fromkeys(s.weights_key for s in specs if s.backend in VLLM_BACKENDS and "cpu_cores" not in s.vllm))
+    keys = list(dict.fromkeys(s.weights_key for s in specs if "cpu_cores" not in s.vllm))
     if len(keys) < 2 or cores < 2:
         return list(specs)
     usable = cores - 1 if cores > len(keys) else cores

@@ -2,8 +2,8 @@
 
 Each backend has an entry class listing exactly the keys that apply to it; a key that does not
 apply (a `template` on a remote entry, whose server applies its own) is an error like a typo, never
-silently ignored. `BACKENDS` registers each class with its registry loader, so adding a backend is
-one engine module plus one row here. `models_schema()` is the JSON schema of a whole models file,
+silently ignored. `BACKENDS` registers each class with its engine, so adding a backend is one
+engine module plus an entry class and one row here (docs/models.md). `models_schema()` is the JSON schema of a whole models file,
 published as assets/models.schema.json for editors.
 """
 
@@ -165,19 +165,35 @@ class OpenAIEntry(Entry):
 
 
 @dataclass(frozen=True)
-class BackendInfo:
+class Backend:
+    """One backend: the keys its entries take, and its engine as "module:function" names that are
+    imported on first use (a remote-only setup never imports torch).
+
+    - `load(spec, settings) -> Weights`: the registry's loader.
+    - `concurrency(settings) -> int`: generations one copy of the weights runs well at once, for an
+      engine that batches; without it, settings.max_concurrency.
+    - `place(specs, cores) -> specs`: shares devices out among this engine's entries before
+      anything loads (each vLLM server its own cores and part of the GPU).
+    - `own_weights`: every entry is its own copy (a remote server), never a variant of another.
+    """
+
     entry: type[Entry]
-    loader: str  # "module:function", imported on first use (a remote-only setup needs no torch)
+    load: str
+    concurrency: str | None = None
+    place: str | None = None
+    own_weights: bool = False
 
 
-BACKENDS: dict[str, BackendInfo] = {
-    "auto": BackendInfo(AutoEntry, "webui.engine.vllm:load_auto"),
-    "vllm": BackendInfo(VllmEntry, "webui.engine.vllm:load_vllm"),
-    "transformers": BackendInfo(TransformersEntry, "webui.engine.transformers:load_transformers"),
-    "openai": BackendInfo(OpenAIEntry, "webui.engine.openai_remote:load_openai"),
+# Adding a backend: an engine module with its loader, an entry class above, and one row here.
+BACKENDS: dict[str, Backend] = {
+    "auto": Backend(AutoEntry, "webui.engine.vllm:load_auto", concurrency="webui.engine.vllm:default_concurrency",
+                    place="webui.engine.vllm:place"),
+    "vllm": Backend(VllmEntry, "webui.engine.vllm:load_vllm", concurrency="webui.engine.vllm:default_concurrency",
+                    place="webui.engine.vllm:place"),
+    "transformers": Backend(TransformersEntry, "webui.engine.transformers:load_transformers"),
+    "openai": Backend(OpenAIEntry, "webui.engine.openai_remote:load_openai", own_weights=True),
 }
 DEFAULT_BACKEND = "auto"
-VLLM_BACKENDS = ("auto", "vllm")  # entries that may run on vLLM
 
 
 def models_schema() -> dict[str, Any]:

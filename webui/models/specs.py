@@ -7,10 +7,10 @@ edited by hand and a typo must not silently change behaviour (unknown keys are e
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
@@ -29,6 +29,9 @@ from webui.models.entries import (
     resolve_relative,
 )
 from webui.types import SamplingParams
+
+if TYPE_CHECKING:
+    from webui.config import Settings
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,13 @@ class ModelSpec:
     connect_timeout_s: float = 10.0
     vllm: Mapping[str, Any] = field(default_factory=dict)  # VllmOptions as given (backend vllm or auto)
     origin: str = ""  # "file: models[i] (name)", for messages
+    entry: Entry | None = field(default=None, compare=False, repr=False)  # as checked: a backend's own keys
 
     @property
     def weights_key(self) -> tuple[str, ...]:
         """Entries with the same key share one copy of the weights (variants)."""
-        if self.backend == "openai":
-            return ("openai", self.name)
+        if BACKENDS[self.backend].own_weights:
+            return (self.backend, self.name)
         options = ",".join(f"{k}={v}" for k, v in sorted(self.vllm.items()))
         return (self.backend, self.source, self.dtype, self.device.key(), options)
 
@@ -81,8 +85,29 @@ def loader_for(backend: str) -> Any:
     """The registry loader of a backend: `(spec, settings) -> Weights`."""
     if backend not in BACKENDS:
         raise ConfigError(f"no loader for backend {backend!r}; known: {', '.join(BACKENDS)}")
-    module, _, function = BACKENDS[backend].loader.partition(":")
+    return engine_function(BACKENDS[backend].load)
+
+
+def engine_function(name: str) -> Any:
+    """A backend's "module:function", imported now."""
+    module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def default_concurrency(spec: ModelSpec, settings: Settings) -> int:
+    """Generations one copy of `spec`'s weights runs at once unless the models file says."""
+    hook = BACKENDS[spec.backend].concurrency
+    return int(engine_function(hook)(settings)) if hook else settings.max_concurrency
+
+
+def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
+    """Each engine shares devices out among its own entries (`Backend.place`); order is kept."""
+    placed = {spec.name: spec for spec in specs}
+    hooks = {hook: None for s in specs if (hook := BACKENDS[s.backend].place)}
+    for hook in hooks:
+        own = [s for s in specs if BACKENDS[s.backend].place == hook]
+        placed.update((s.name, s) for s in engine_function(hook)(own, cores))
+    return [placed[spec.name] for spec in specs]
 
 
 def load_specs(path: str | Path) -> list[ModelSpec]:
@@ -168,7 +193,7 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
         "name": entry.name, "backend": backend, "origin": where, "description": entry.description,
         "system_prompt": entry.system_prompt, "context_length": entry.context_length,
         "weight": float(entry.weight), "max_concurrency": entry.max_concurrency,
-        "sampling": _sampling(entry), "template": "auto",
+        "sampling": _sampling(entry), "template": "auto", "entry": entry,
     }
     if isinstance(entry, LocalEntry):
         common.update(source=resolve_relative(entry.source.strip(), base_dir), dtype=entry.dtype,
