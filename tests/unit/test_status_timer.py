@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from webui.engine.registry import ModelState, ModelStatus
-from webui.ui import status_updates
+from webui.ui import StatusOutputs, status_updates
 
 
 def services(*statuses: ModelStatus) -> SimpleNamespace:
@@ -16,12 +16,16 @@ def services(*statuses: ModelStatus) -> SimpleNamespace:
 
 
 READY = (ModelStatus("tiny-a", ModelState.READY), ModelStatus("tiny-b", ModelState.READY))
+# Stand-ins for the components: the updates are keyed by whatever the outputs are.
+DRAWN = StatusOutputs(seen="seen", battle="battle", side_by_side="sbs", sbs_models=("sbs-a", "sbs-b", "sbs-c", "sbs-d"),
+                      direct="direct", direct_model="direct-model")
 
 
 def test_an_empty_dropdown_gets_a_ready_model() -> None:
-    out = status_updates(services(*READY), "side_by_side", None, (None, None, None, None, None), 4)
-    assert [out[3 + k]["value"] for k in range(4)] == ["tiny-a", "tiny-b", "tiny-b", "tiny-b"]
-    assert out[1] == gr.skip() and out[7] == gr.skip(), "only the tab on show"
+    out = status_updates(services(*READY), "side_by_side", None, (None, None, None, None, None), DRAWN)
+    assert [out[d]["value"] for d in DRAWN.sbs_models] == ["tiny-a", "tiny-b", "tiny-b", "tiny-b"]
+    assert out["battle"] == gr.skip() and out["direct"] == gr.skip(), "only the tab on show"
+    assert list(out) == DRAWN.components()
 
 
 def test_a_dropdown_with_a_model_gets_new_choices_but_keeps_its_model() -> None:
@@ -29,9 +33,10 @@ def test_a_dropdown_with_a_model_gets_new_choices_but_keeps_its_model() -> None:
     the value, a model picked in between (and its parameters, loaded by that pick) would be put
     back by a model status that changed meanwhile."""
     loading = ModelStatus("long-a", ModelState.LOADING)
-    out = status_updates(services(*READY, loading), "side_by_side", None, ("tiny-a", "tiny-b", None, None, None), 4)
-    for k in (0, 1):
-        assert "value" not in out[3 + k] and ("long-a (loading)", "long-a") in out[3 + k]["choices"]
-    assert out[5]["value"] == "tiny-b", "an empty one is still filled"
-    direct = status_updates(services(*READY), "direct", None, (None, None, None, None, "tiny-b"), 4)
-    assert "value" not in direct[8] and direct[7].startswith("🟢")
+    out = status_updates(services(*READY, loading), "side_by_side", None, ("tiny-a", "tiny-b", None, None, None),
+                         DRAWN)
+    for picked in ("sbs-a", "sbs-b"):
+        assert "value" not in out[picked] and ("long-a (loading)", "long-a") in out[picked]["choices"]
+    assert out["sbs-c"]["value"] == "tiny-b", "an empty one is still filled"
+    direct = status_updates(services(*READY), "direct", None, (None, None, None, None, "tiny-b"), DRAWN)
+    assert "value" not in direct["direct-model"] and direct["direct"].startswith("🟢")

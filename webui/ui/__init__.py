@@ -11,6 +11,7 @@ stylesheet and keys come from webui/ui/page.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -20,7 +21,7 @@ from webui.engine.registry import ModelState
 from webui.records.events import Mode
 from webui.ui import page, views
 from webui.ui.about import build_about_tab
-from webui.ui.common import INTERNAL, owner_of, progress_on
+from webui.ui.common import INTERNAL, in_order, owner_of, progress_on
 from webui.ui.leaderboard_tab import build_leaderboard_tab
 from webui.ui.tab import ChatTab, build_tab
 
@@ -71,16 +72,34 @@ def _install_page(chats: Sequence[ChatTab]) -> None:
     page.install([c.stop.elem_id or "" for c in chats], keys, [c.text.elem_id or "" for c in chats])
 
 
+@dataclass(frozen=True)
+class StatusOutputs:
+    """What the status timer draws: each chat tab's model status and the model dropdowns."""
+
+    seen: Any  # gr.State: what the outputs last showed, so that unchanged ones are skipped
+    battle: Any
+    side_by_side: Any
+    sbs_models: Sequence[Any]
+    direct: Any
+    direct_model: Any
+
+    def components(self) -> list[Any]:
+        return [self.seen, self.battle, self.side_by_side, *self.sbs_models, self.direct, self.direct_model]
+
+
 def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State,
                  seen: gr.State, chats: Mapping[Mode, ChatTab], tab_blocks: Mapping[str, gr.Tab]) -> None:
     sbs, direct = chats["side_by_side"], chats["direct"]
-    status_outputs = [seen, chats["battle"].status, sbs.status, *sbs.dropdowns, direct.status, *direct.dropdowns]
+    (direct_model,) = direct.dropdowns
+    drawn = StatusOutputs(seen=seen, battle=chats["battle"].status, side_by_side=sbs.status, sbs_models=sbs.dropdowns,
+                          direct=direct.status, direct_model=direct_model)
+    status_outputs = drawn.components()
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
     states, modes = [c.state for c in chats.values()], list(chats)
     quiet = progress_on(gr.HTML(visible=False))
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
-        return status_updates(services, tab, last, chosen, len(sbs.dropdowns))
+        return in_order(status_outputs, status_updates(services, tab, last, chosen, drawn))
 
     def on_load(request: gr.Request, last: Any, *values: Any) -> list[Any]:
         """Opens the tab named in ?tab=, and creates each tab's session (owned by this page's
@@ -104,29 +123,29 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
                concurrency_limit=None, **quiet, **INTERNAL)
 
 
-def status_updates(services: Services, tab: str, last: Any, chosen: tuple[str | None, ...], sbs_panes: int) -> list[Any]:
-    """Updates for [seen, battle status, side-by-side status, its dropdowns, direct status, its
-    dropdown]: only for the tab on show, and only when something changed. An empty dropdown gets a
-    ready model (the k-th, or the last when there are fewer); one with a model gets new choices
-    only: `chosen` is what the page showed when the timer fired, and a model picked since then must
-    not be put back."""
+def status_updates(services: Services, tab: str, last: Any, chosen: Sequence[str | None],
+                   drawn: StatusOutputs) -> dict[Any, Any]:
+    """{component of `drawn`: update}: only for the tab on show, and only when something changed.
+    `chosen` is what the model dropdowns (side by side's, then direct's) showed when the timer
+    fired. An empty dropdown gets a ready model (the k-th, or the last when there are fewer); one
+    with a model gets new choices only: a model picked since the timer fired must not be put back."""
     statuses = services.registry.statuses()
     signature = (tab, tuple((s.name, s.state.value, s.reason) for s in statuses), tuple(bool(c) for c in chosen))
-    out: list[Any] = [gr.skip()] * (5 + sbs_panes)
+    out: dict[Any, Any] = {component: gr.skip() for component in drawn.components()}
     if signature == last:
         return out
-    out[0] = signature
+    out[drawn.seen] = signature
     ready = [s.name for s in statuses if s.state is ModelState.READY]
     choices = views.model_choices(statuses)
     if tab == "battle":
-        out[1] = views.anonymous_status(statuses)
+        out[drawn.battle] = views.anonymous_status(statuses)
     elif tab == "side_by_side":
-        out[2] = views.status_markdown(statuses)
-        for k in range(sbs_panes):
-            out[3 + k] = _dropdown(choices, chosen[k], ready[min(k, len(ready) - 1)] if ready else None)
+        out[drawn.side_by_side] = views.status_markdown(statuses)
+        for k, dropdown in enumerate(drawn.sbs_models):
+            out[dropdown] = _dropdown(choices, chosen[k], ready[min(k, len(ready) - 1)] if ready else None)
     elif tab == "direct":
-        out[3 + sbs_panes] = views.status_markdown(statuses)
-        out[4 + sbs_panes] = _dropdown(choices, chosen[sbs_panes], ready[0] if ready else None)
+        out[drawn.direct] = views.status_markdown(statuses)
+        out[drawn.direct_model] = _dropdown(choices, chosen[len(drawn.sbs_models)], ready[0] if ready else None)
     return out
 
 

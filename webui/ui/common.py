@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,16 @@ def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
         allow_tags=False, render_markdown=True, latex_delimiters=LATEX, buttons=["copy", "copy_all"],
         feedback_options=None, layout="bubble", placeholder="The reply appears here.",
     )
+
+
+def in_order(outputs: Sequence[Any], shown: Mapping[Any, Any]) -> list[Any]:
+    """An event's values in the order of its outputs, from {component: value}: the code says what
+    goes where, and a component left out, or one the event does not output, fails here instead of
+    drawing a value in the wrong place."""
+    if len(shown) != len(outputs) or any(c not in shown for c in outputs):
+        missing = [getattr(c, "elem_id", None) or type(c).__name__ for c in outputs if c not in shown]
+        raise ValueError(f"values for {len(shown)} components, {len(outputs)} outputs; missing: {missing}")
+    return [shown[c] for c in outputs]
 
 
 class Delta:

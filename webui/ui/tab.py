@@ -37,6 +37,7 @@ from webui.ui.common import (
     chat_pane,
     client_of,
     guarded,
+    in_order,
     owner_of,
     param_controls,
     progress_on,
@@ -80,12 +81,20 @@ KINDS = {
 }
 
 
-@dataclass
-class PaneUI:
+@dataclass(frozen=True)
+class PaneTop:
+    """A pane's column: its model (not in a battle), its chat and its own Regenerate."""
+
     column: gr.Column
     chat: gr.Chatbot
     dropdown: gr.Dropdown | None
     regen: gr.Button | None
+
+
+@dataclass(frozen=True)
+class PaneUI(PaneTop):
+    """The whole pane: the top, then (below the message box) its settings and exact prompt."""
+
     settings: gr.Column
     controls: Controls
     prompt: gr.Code | None
@@ -136,7 +145,7 @@ class ChatTab:
             self.count = gr.Radio([(f"{n} panes", n) for n in self.kind.counts], value=self.kind.counts[0],
                                   label="Panes", elem_id=f"{p}-panes-count")
         with gr.Row(elem_id=f"{p}-panes", elem_classes=["arena-panes"]):
-            columns = [self._pane_column(i) for i in range(self.kind.max_panes)]
+            tops = [self._pane_column(i) for i in range(self.kind.max_panes)]
         self.reveal = gr.Markdown(elem_id=f"{p}-reveal") if self.kind.anonymous else None
         self.notice = gr.Markdown(elem_id=f"{p}-notice", elem_classes=["arena-notice"])
         with gr.Row(elem_id=f"{p}-votes", elem_classes=["arena-votes"]) as self.vote_row:
@@ -157,14 +166,12 @@ class ChatTab:
         if self.kind.max_panes > 1:
             self.same = gr.Checkbox(False, label="Use Model A's parameters for every pane", elem_id=f"{p}-same")
         with gr.Row(elem_classes=["arena-panes", "arena-settings"]):
-            for i, column in enumerate(columns):
-                column.settings, column.controls, column.prompt = self._pane_settings(i)
-        self.panes = columns
+            self.panes = [self._pane_settings(i, top) for i, top in enumerate(tops)]
         if self.same is not None:
             wire_mirror(self.same, self.panes[0].controls, [c.controls for c in self.panes[1:]],
                         api_name=f"{p}_same_params", sink=self.sink)
 
-    def _pane_column(self, i: int) -> PaneUI:
+    def _pane_column(self, i: int) -> PaneTop:
         suffix, label = self._suffix(i), self._label(i)
         visible = i < self.kind.counts[0]
         with gr.Column(visible=visible, min_width=220, elem_classes=["arena-pane"]) as column:
@@ -179,9 +186,9 @@ class ChatTab:
             if self.kind.max_panes > 1:
                 regen = gr.Button(f"🔄 Regenerate {label.split()[-1]}", interactive=False, size="sm",
                                   elem_id=f"{self.prefix}-regen{suffix}", elem_classes=["arena-controls"])
-        return PaneUI(column, chat, dropdown, regen, None, None, None)  # type: ignore[arg-type]
+        return PaneTop(column=column, chat=chat, dropdown=dropdown, regen=regen)
 
-    def _pane_settings(self, i: int) -> tuple[gr.Column, Controls, gr.Code | None]:
+    def _pane_settings(self, i: int, top: PaneTop) -> PaneUI:
         suffix, label = self._suffix(i), self._label(i)
         with gr.Column(visible=i < self.kind.counts[0], min_width=220, elem_classes=["arena-pane"]) as column:
             controls = param_controls(label, anonymous=self.kind.anonymous, elem_prefix=f"{self.prefix}{suffix}",
@@ -192,40 +199,48 @@ class ChatTab:
                     prompt = gr.Code(value="", language=None, interactive=False, wrap_lines=True,
                                      label="The exact prompt the template produced",
                                      elem_id=f"{self.prefix}-prompt{suffix}")
-        return column, controls, prompt
+        return PaneUI(column=top.column, chat=top.chat, dropdown=top.dropdown, regen=top.regen, settings=column,
+                      controls=controls, prompt=prompt)
 
     # ---- what the outputs show ------------------------------------------------------------------
     def view(self, session: Session | None, clear_text: bool = False) -> list[Any]:
         """Every output of `self.outputs`, from the session alone."""
+        return in_order(self.outputs, self._shown(session, clear_text))
+
+    def _shown(self, session: Session | None, clear_text: bool = False) -> dict[Any, Any]:
         busy = session is not None and session.busy
         revealed = session is not None and session.revealed
         box: dict[str, Any] = {"interactive": not revealed, "placeholder": "Press “New round” to start another battle"
                                if revealed else "Type a message and press Enter"}
         if clear_text:
             box["value"] = ""
-        regen_all, pane_regens = self._regens(session)
-        return [
-            session, *(self._chat(session, i) for i in range(len(self.panes))),
-            *(self._prompt(session, i) for i in range(len(self.prompts))),
-            *([views.reveal_markdown(session)] if self.reveal is not None else []),
-            views.vote_note(session, drop_stopped=self.settings.leaderboard_drop_stopped,
-                            counts_named=self.settings.leaderboard_include_named),
-            *self._vote_updates(session), gr.update(**box), _button(self.send, not busy and not revealed),
-            _button(self.stop, busy), regen_all, *pane_regens,
-        ]
+        shown: dict[Any, Any] = {
+            self.state: session,
+            self.notice: views.vote_note(session, drop_stopped=self.settings.leaderboard_drop_stopped,
+                                         counts_named=self.settings.leaderboard_include_named),
+            self.text: gr.update(**box),
+            self.send: _button(self.send, not busy and not revealed),
+            self.stop: _button(self.stop, busy),
+            **self._vote_updates(session), **self._regens(session),
+        }
+        shown.update((pane.chat, self._chat(session, i)) for i, pane in enumerate(self.panes))
+        shown.update((pane.prompt, self._prompt(session, i)) for i, pane in enumerate(self.panes) if pane.prompt)
+        if self.reveal is not None:
+            shown[self.reveal] = views.reveal_markdown(session)
+        return shown
 
-    def _vote_updates(self, session: Session | None) -> list[Any]:
-        return [_button(button, arena.can_vote(session, vote.kind))
-                for button, vote in zip(self.votes, self.kind.votes, strict=True)]
+    def _vote_updates(self, session: Session | None) -> dict[gr.Button, Any]:
+        return {button: _button(button, arena.can_vote(session, vote.kind))
+                for button, vote in zip(self.votes, self.kind.votes, strict=True)}
 
-    def _regens(self, session: Session | None) -> tuple[Any, list[Any]]:
+    def _regens(self, session: Session | None) -> dict[gr.Button, Any]:
         """Regenerate (every pane on show) and each pane's own: after a reply, not while busy, not
         after a battle's vote."""
         idle = session is not None and not session.busy and not session.revealed
         started = [bool(idle and i < len(session.panes) and session.panes[i].turns)  # type: ignore[union-attr]
                    for i in range(len(self.panes))]
-        return (_button(self.regen, any(started)),
-                [_button(button, started[i]) for i, button in enumerate(self.pane_regens)])
+        own = {pane.regen: _button(pane.regen, started[i]) for i, pane in enumerate(self.panes) if pane.regen}
+        return {self.regen: _button(self.regen, any(started)), **own}
 
     def _chat(self, session: Session | None, i: int) -> dict[str, Any]:
         pane = session.panes[i] if session is not None and i < len(session.panes) else None
@@ -236,11 +251,12 @@ class ChatTab:
     def _prompt(self, session: Session | None, i: int) -> str:
         return views.last_prompt(session.panes[i]) if session is not None and i < len(session.panes) else ""
 
-    def _layout_view(self, count: int) -> list[Any]:
+    def _layout_view(self, count: int) -> dict[Any, Any]:
         """Which panes (and their settings) show, and whether the votes do."""
-        return [*(gr.update(visible=i < count) for i in range(len(self.panes))),
-                *(gr.update(visible=i < count) for i in range(len(self.panes))),
-                gr.update(visible=count <= 2)]
+        shown: dict[Any, Any] = {self.vote_row: gr.update(visible=count <= 2)}
+        for i, pane in enumerate(self.panes):
+            shown[pane.column] = shown[pane.settings] = gr.update(visible=i < count)
+        return shown
 
     # ---- wiring ---------------------------------------------------------------------------------
     def _events(self, **extra: Any) -> dict[str, Any]:
@@ -381,38 +397,46 @@ class ChatTab:
             pane = self.panes[i]
             outputs = [self.state, pane.chat, *([pane.prompt] if pane.prompt else []), *self.votes, self.regen,
                        *([pane.regen] if pane.regen else []), dropdown, *pane.controls.fields]
-            dropdown.change(self._chooser(i), [self.state, dropdown], outputs, api_name=name,
+            dropdown.change(self._chooser(i, outputs), [self.state, dropdown], outputs, api_name=name,
                             concurrency_limit=None, **self._events())
 
-    def _pane_view(self, session: Session | None, i: int) -> list[Any]:
+    def _pane_view(self, session: Session | None, i: int) -> dict[Any, Any]:
         """The chooser's outputs: this pane only (another pane's chooser, answering at the same
         moment, must not overwrite its label), and the buttons that depend on every pane."""
-        regen_all, pane_regens = self._regens(session)
-        prompt = [self._prompt(session, i)] if self.prompts else []
-        return [session, self._chat(session, i), *prompt, *self._vote_updates(session), regen_all,
-                *pane_regens[i:i + 1]]
+        pane = self.panes[i]
+        shown: dict[Any, Any] = {self.state: session, pane.chat: self._chat(session, i), **self._vote_updates(session)}
+        if pane.prompt is not None:
+            shown[pane.prompt] = self._prompt(session, i)
+        regens = self._regens(session)
+        shown.update((button, regens[button]) for button in (self.regen, pane.regen) if button is not None)
+        return shown
 
-    def _chooser(self, index: int) -> Callable[..., list[Any]]:
+    def _chooser(self, index: int, outputs: list[Any]) -> Callable[..., list[Any]]:
         """The dropdown's change handler: select (clearing the pane and loading the model's defaults
         into the controls), or refuse and put the dropdown back."""
         handlers, mode = self.handlers, self.mode
+        pane = self.panes[index]
         keep = [gr.skip()] * len(arena.PaneSettings.FIELDS)
+
+        def answer(session: Session | None, dropdown: Any, controls: list[Any]) -> list[Any]:
+            return in_order(outputs, {**self._pane_view(session, index), pane.dropdown: dropdown,
+                                      **dict(zip(pane.controls.fields, controls, strict=True))})
 
         @guarded
         def on_choose(session: Session | None, model: str | None, request: gr.Request) -> list[Any]:
             if not model:
-                return [*self._pane_view(session, index), gr.skip(), *keep]
+                return answer(session, gr.skip(), keep)
             if session is not None and index >= len(session.panes):
                 # A hidden pane takes its model when it is shown; its controls follow the dropdown now.
-                return [*self._pane_view(session, index), gr.skip(), *self._defaults(model, keep)]
+                return answer(session, gr.skip(), self._defaults(model, keep))
             try:
                 session, changed = handlers.choose_model(session, mode, index, model, owner_of(request))
             except Refused as exc:
                 gr.Warning(str(exc))
                 previous = session.panes[index].model if session is not None else None
-                return [*self._pane_view(session, index), gr.update(value=previous), *keep]
-            defaults = handlers.pane_defaults(model).values() if changed else keep
-            return [*self._pane_view(session, index), gr.skip(), *defaults]
+                return answer(session, gr.update(value=previous), keep)
+            defaults = list(handlers.pane_defaults(model).values()) if changed else keep
+            return answer(session, gr.skip(), defaults)
 
         return on_choose
 
@@ -431,9 +455,10 @@ class ChatTab:
         @guarded
         def on_count(request: gr.Request, session: Session | None, count: int, *models: str | None) -> list[Any]:
             session, _ = handlers.set_pane_count(session, mode, count, owner_of(request), models=models)
-            return [*self._layout_view(len(session.panes)), *self.view(session)]
+            return in_order(outputs, {**self._layout_view(len(session.panes)), **self._shown(session)})
 
-        self.count.change(on_count, [self.state, self.count, *self.dropdowns], [*layout, *self.outputs],
+        outputs = [*layout, *self.outputs]
+        self.count.change(on_count, [self.state, self.count, *self.dropdowns], outputs,
                           api_name=f"{self.prefix}_panes", concurrency_limit=None, **self._events(**INTERNAL))
 
 
