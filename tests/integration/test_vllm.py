@@ -4,6 +4,7 @@ engine process left behind when the app exits (SIGTERM, Ctrl-C or SIGKILL)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -235,14 +237,44 @@ def _engine_port(groups: list[int], served_name: str) -> int:
     raise AssertionError(f"no vLLM server for {served_name}")
 
 
-def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> None:
-    """A client of our API that goes away mid-stream: vLLM's own count of running requests is back
-    to 0 (the app closed its stream to vLLM, which aborted the request)."""
-    metrics = f"http://127.0.0.1:{_engine_port(groups, 'SmolLM2-135M-Instruct')}/metrics"
+def _running_in(groups: list[int], served_name: str) -> Callable[[], float]:
+    """vLLM's own count of the requests it is generating for `served_name` (the gauge is updated
+    per engine step, so callers poll it)."""
+    metrics = f"http://127.0.0.1:{_engine_port(groups, served_name)}/metrics"
 
     def running() -> float:
         lines = httpx.get(metrics, timeout=5).text.splitlines()
         return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("vllm:num_requests_running{"))
+
+    return running
+
+
+def _the_pages_stop_aborts_the_reply_in_vllm(port: int, groups: list[int]) -> None:
+    """Direct chat's Stop, the event the page's button sends, against a model on vLLM: the reply is
+    marked stopped and vLLM's count of running requests is back to 0."""
+    from gradio_client import Client
+
+    running = _running_in(groups, "SmolLM2-135M-Instruct")
+    client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
+    try:
+        # A list this long outlasts the wait below even where the model would stop on its own.
+        job = client.submit(message="Write every number from 1 to 3000, separated by commas.",
+                            model="SmolLM2-135M-Instruct", temperature=0, repetition_penalty=1.0, max_new_tokens=4000,
+                            api_name="/direct_send")
+        wait_for(lambda: job.done() or running() == 1, 120, "vLLM does not count the chat's reply as running")
+        assert not job.done(), f"the reply ended before Stop: {job.status()} {job.outputs()[-1:]}"
+        stopped = client.predict(api_name="/direct_stop")
+        job.result(timeout=60)
+        assert "stopped" in json.dumps(stopped[0]["value"]), stopped[0]
+        wait_for(lambda: running() == 0, 30, "vLLM still generates the reply the page stopped")
+    finally:
+        client.close()
+
+
+def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> None:
+    """A client of our API that goes away mid-stream: vLLM's own count of running requests is back
+    to 0 (the app closed its stream to vLLM, which aborted the request)."""
+    running = _running_in(groups, "SmolLM2-135M-Instruct")
 
     # Nearly the whole context, so that a stalled app on a busy 2-core machine cannot see the request
     # finish before the client leaves; the running gauge is polled because vLLM updates it per step.
@@ -278,6 +310,7 @@ def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(v
                 {"role": "user", "content": "What is the capital of France? Answer briefly."}]}).json()
         assert "Paris" in reply["choices"][0]["message"]["content"]
         _a_dropped_api_client_is_aborted_in_vllm(port, groups)
+        _the_pages_stop_aborts_the_reply_in_vllm(port, groups)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
         wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived the app")
