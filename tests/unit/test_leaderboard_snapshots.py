@@ -25,6 +25,7 @@ from webui.leaderboard.snapshot import (
     Entry,
     Snapshot,
     SnapshotError,
+    battles_hash,
     build_snapshot,
     latest_snapshot,
     load_snapshot,
@@ -82,6 +83,27 @@ def test_a_snapshot_round_trips_through_its_file(snapshots: tuple[Snapshot, Snap
     assert again.name == "board-20260103T000000Z-2.json" and load_snapshot(path) == snap
     assert latest_snapshot(tmp_path / "snaps") == again and load_snapshot(tmp_path / "snaps") == snap
     assert not [p for p in (tmp_path / "snaps").iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_the_battles_hash_tells_the_counted_battles_apart(boards: tuple[Board, Board]):
+    counted = boards[0].counted
+    assert battles_hash(counted.copy()) == battles_hash(counted) != battles_hash(boards[1].counted)
+    other = counted.copy()
+    other.loc[3, "winner"] = "model_a" if other.loc[3, "winner"] != "model_a" else "model_b"
+    assert battles_hash(other) != battles_hash(counted)
+    swapped = counted.copy()
+    swapped.loc[3, ["model_a", "model_b"]] = [counted.loc[3, "model_b"], counted.loc[3, "model_a"]]
+    assert battles_hash(swapped) != battles_hash(counted)
+
+
+def test_a_board_without_battles_has_empty_views_and_everyone_is_new(tmp_path: Path,
+                                                                     boards: tuple[Board, Board]):
+    empty = build_snapshot(board_from_logs(tmp_path, OPTIONS), created=THEN, code_version="test")
+    assert dict(empty.views) == {"raw": (), "style": ()} and empty.battles == 0 and not empty.pairs
+    assert load_snapshot(write_snapshot(empty, tmp_path / "snaps")) == empty
+    found = changes(empty, build_snapshot(boards[0], created=LATER, code_version="test"))
+    assert {c.kind for c in found.moved} == {"new"} and len(found.moved) == 2 * len(boards[0].table)
+    assert found.battles_added == len(boards[0].counted)
 
 
 def test_the_snapshot_holds_the_boards_views(boards: tuple[Board, Board], snapshots: tuple[Snapshot, Snapshot]):

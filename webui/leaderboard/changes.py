@@ -85,7 +85,7 @@ class Changes:
 
 
 def changes(before: Snapshot, after: Snapshot) -> Changes:
-    views = [v for v in VIEW_LABELS if v in before.views or v in after.views]
+    views = [v for v in VIEW_LABELS if v in before.views and v in after.views]  # else: settings differ
     moved = tuple(c for v in views for c in _view_changes(v, before.views.get(v, ()), after.views.get(v, ())))
     days = dict(sorted(_added(before.days, after.days).items()))
     return Changes(before, after, moved, _added(before.pairs, after.pairs), days, _other_settings(before, after))
@@ -167,7 +167,7 @@ def changes_lines(found: Changes) -> list[str]:
     lines = [f"Changes from {_label(found.before)}", f"          to {_label(found.after)}"]
     lines += _warnings(found)
     for view, label in VIEW_LABELS.items():
-        if view not in found.before.views and view not in found.after.views:
+        if view not in found.before.views or view not in found.after.views:
             continue
         mine = [change_text(c) for c in found.moved if c.view == view]
         lines += [f"\n{label}:", *(f"  {line}" for line in mine or ["(no rank changed and no rating moved by more "
