@@ -220,7 +220,9 @@ def _with(snapshot: Snapshot, **fields: object) -> Snapshot:
 # --- the command line -------------------------------------------------------------------------
 
 def test_cli_snapshot_then_diff_against_now_and_between_files(simulated: tuple[Path, Path], tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture):
+                                                              capsys: pytest.CaptureFixture,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
     logs = tmp_path / "logs"
     shutil.copytree(simulated[0], logs)
     assert main([str(logs), "--rounds", "10", "--snapshot"]) == 0
@@ -229,14 +231,15 @@ def test_cli_snapshot_then_diff_against_now_and_between_files(simulated: tuple[P
     assert first is not None and f"wrote {first} (a snapshot of the board: " in err
     assert load_snapshot(first).index is not None and load_snapshot(first).code_version.startswith("0.")
     shutil.copy(simulated[1] / f"{NEW_DAY}-conv.json", logs)
-    assert main([str(logs), "--rounds", "10", "--diff", str(logs / "snapshots"), "--snapshot", str(tmp_path / "s")]) == 0
+    assert main([str(logs), "--rounds", "10", "--diff", str(logs / "snapshots"), "--snapshot", "snapshots"]) == 0
     out = capsys.readouterr().out
     assert out.index("Based on") < out.index("Changes from") < out.index("Ratings:") < out.index("Style-controlled")
     assert f"by day (UTC):\n    {NEW_DAY}: +" in out and "by pair:" in out and "warning" not in out
-    second = latest_snapshot(tmp_path / "s")
+    second = latest_snapshot(tmp_path / "snapshots")  # a folder named: there, not beside the logs
+    assert len(list((logs / "snapshots").iterdir())) == 1
     assert second is not None
     assert main(["--diff", str(first), str(second)]) == 0  # the board then was written as the second snapshot
-    assert capsys.readouterr().out == out[out.index("\nChanges from"):]
+    assert capsys.readouterr().out == out[out.index("Changes from"):]
 
 
 def test_cli_diff_json_on_standard_output(simulated: tuple[Path, Path], tmp_path: Path,
@@ -254,7 +257,7 @@ def test_cli_diff_json_on_standard_output(simulated: tuple[Path, Path], tmp_path
     assert "Based on" in captured.err and "Changes from" in captured.err and data["settings_differ"] == {}
     assert main(["--diff", "snaps", "snaps", "--diff-json", str(tmp_path / "d.json")]) == 0
     same = json.loads((tmp_path / "d.json").read_text())
-    assert same["views"] == {} and same["battles_added"] == 0 and same["pairs"] == []
+    assert same["views"] == {"raw": [], "style": []} and same["battles_added"] == 0 and same["pairs"] == []
     assert "both were built from the same counted battles" in capsys.readouterr().out
 
 

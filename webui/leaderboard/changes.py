@@ -205,7 +205,8 @@ def changes_json(found: Changes) -> dict[str, Any]:
         return {"created": s.created, "code_version": s.code_version, "battles": s.battles,
                 "votes_read": s.votes_read, "battles_sha256": s.battles_sha256}
 
-    views: dict[str, list[dict[str, Any]]] = {}
+    views: dict[str, list[dict[str, Any]]] = {v: [] for v in VIEW_LABELS
+                                              if v in found.before.views and v in found.after.views}
     for c in found.moved:
         views.setdefault(c.view, []).append({
             "model": c.model, "change": c.kind,

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import secrets
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -220,8 +221,8 @@ def write_snapshot(snapshot: Snapshot, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.strptime(snapshot.created, "%Y-%m-%dT%H:%M:%SZ").strftime(STAMP)
     data = (json.dumps(to_json(snapshot), indent=1, allow_nan=False) + "\n").encode("utf-8")
-    temporary = folder / f".board-{stamp}.{os.getpid()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    temporary = folder / f".board-{stamp}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, data)
         os.fsync(fd)
@@ -242,9 +243,15 @@ def write_snapshot(snapshot: Snapshot, folder: Path) -> Path:
 
 
 def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
+    """Make the new name durable too; where a file system cannot, the snapshot is still whole."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
     try:
         os.fsync(fd)
+    except OSError:
+        pass
     finally:
         os.close(fd)
 

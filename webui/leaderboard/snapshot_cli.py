@@ -33,13 +33,13 @@ from webui.leaderboard.snapshot import (
 )
 
 STDOUT = "-"
-BESIDE_THE_LOGS = Path(FOLDER)  # `--snapshot` alone: LOGDIR/snapshots
 NEEDS_LOGDIR = ("snapshot", "csv", "over_time", "battles", "pairs")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--snapshot", metavar="DIR", nargs="?", const=BESIDE_THE_LOGS, type=Path,
+    # `--snapshot` alone gives True (not a string, which argparse would turn into a Path): LOG_DIR/snapshots
+    add("--snapshot", metavar="DIR", nargs="?", const=True, type=Path,
         help=f"write the board and what it was built from to DIR/board-<UTC time>.json; DIR defaults to "
              f"LOG_DIR/{FOLDER}, where the tab looks")
     add("--diff", metavar="SNAPSHOT", nargs="+", type=Path,
@@ -85,7 +85,7 @@ def compare_snapshots(args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return _report(args, before, after)
+    return _report(args, before, after, after_a_board=False)
 
 
 def after_board(args: argparse.Namespace, board: Board) -> int:
@@ -100,22 +100,23 @@ def after_board(args: argparse.Namespace, board: Board) -> int:
     now = build_snapshot(board, created=dt.datetime.now(dt.timezone.utc), code_version=code_version(),
                          index_state=board.index_state)
     if args.snapshot:
-        folder = args.log_dir / args.snapshot if args.snapshot == BESIDE_THE_LOGS else args.snapshot
+        folder = args.log_dir / FOLDER if args.snapshot is True else args.snapshot
         try:
             path = write_snapshot(now, folder)
         except OSError as exc:
             print(f"error: the snapshot cannot be written to {folder} ({exc})", file=sys.stderr)
             return 1
         print(f"wrote {path} (a snapshot of the board: {now.battles} battles counted)", file=sys.stderr)
-    return _report(args, before, now) if before is not None else 0
+    return _report(args, before, now, after_a_board=True) if before is not None else 0
 
 
-def _report(args: argparse.Namespace, before: Snapshot, after: Snapshot) -> int:
+def _report(args: argparse.Namespace, before: Snapshot, after: Snapshot, *, after_a_board: bool) -> int:
     """The changes as text (on stderr when the JSON goes to stdout), and as JSON when asked."""
     found = changes(before, after)
     out: TextIO = sys.stderr if args.diff_json == STDOUT else sys.stdout
     say: Callable[..., None] = partial(print, file=out)
-    say("")
+    if after_a_board:
+        say("")
     for line in changes_lines(found):
         say(line)
     if not args.diff_json:
