@@ -21,8 +21,7 @@ from typing import Any
 
 from webui.leaderboard.board import Board
 from webui.leaderboard.snapshot import (
-    MOVE_POINTS,
-    VIEW_LABELS,
+    VIEWS,
     Entry,
     Snapshot,
     SnapshotError,
@@ -33,7 +32,9 @@ from webui.leaderboard.snapshot import (
 
 log = logging.getLogger(__name__)
 
+MOVE_POINTS = 1.0  # a rating that moved less (and kept its rank) is not reported
 TAB_NAMES = 5  # models named in the tab's one line; the rest are counted
+NOTHING_MOVED = f"(no rank changed and no rating moved by more than {MOVE_POINTS:g} point)"
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,14 @@ class Changes:
 
 
 def changes(before: Snapshot, after: Snapshot) -> Changes:
-    views = [v for v in VIEW_LABELS if v in before.views and v in after.views]  # else: settings differ
-    moved = tuple(c for v in views for c in _view_changes(v, before.views.get(v, ()), after.views.get(v, ())))
+    moved = tuple(c for v in compared_views(before, after) for c in _view_changes(v, before.views[v], after.views[v]))
     days = dict(sorted(_added(before.days, after.days).items()))
     return Changes(before, after, moved, _added(before.pairs, after.pairs), days, _other_settings(before, after))
+
+
+def compared_views(before: Snapshot, after: Snapshot) -> list[str]:
+    """The views both snapshots have (one without: their settings differ, and the warning says so)."""
+    return [v for v in VIEWS if v in before.views and v in after.views]
 
 
 def _other_settings(before: Snapshot, after: Snapshot) -> dict[str, tuple[Any, Any]]:
@@ -111,10 +116,9 @@ def _view_changes(view: str, before: tuple[Entry, ...], after: tuple[Entry, ...]
     new_models = {e.model for e in after}
     out = []
     for entry in after:
-        change = Change(view, entry.model, old.get(entry.model), entry)
-        if change.kind == "new" or change.before is None or change.before.rank != entry.rank \
-                or abs(change.delta) > MOVE_POINTS:
-            out.append(change)
+        was = old.get(entry.model)
+        if was is None or was.rank != entry.rank or abs(entry.rating - was.rating) > MOVE_POINTS:
+            out.append(Change(view, entry.model, was, entry))
     out += [Change(view, e.model, e, None) for e in before if e.model not in new_models]
     return out
 
@@ -166,12 +170,9 @@ def changes_lines(found: Changes) -> list[str]:
     """The report `--diff` prints."""
     lines = [f"Changes from {_label(found.before)}", f"          to {_label(found.after)}"]
     lines += _warnings(found)
-    for view, label in VIEW_LABELS.items():
-        if view not in found.before.views or view not in found.after.views:
-            continue
-        mine = [change_text(c) for c in found.moved if c.view == view]
-        lines += [f"\n{label}:", *(f"  {line}" for line in mine or ["(no rank changed and no rating moved by more "
-                                                                      f"than {MOVE_POINTS:g} point)"])]
+    for view in compared_views(found.before, found.after):
+        mine = [change_text(c) for c in found.moved if c.view == view] or [NOTHING_MOVED]
+        lines += [f"\n{VIEWS[view].label}:", *(f"  {line}" for line in mine)]
     lines.append(f"\nBattles added: {found.battles_added:+,} counted "
                  f"({found.after.votes_read - found.before.votes_read:+,} battle votes read)")
     if found.pairs:
@@ -205,8 +206,7 @@ def changes_json(found: Changes) -> dict[str, Any]:
         return {"created": s.created, "code_version": s.code_version, "battles": s.battles,
                 "votes_read": s.votes_read, "battles_sha256": s.battles_sha256}
 
-    views: dict[str, list[dict[str, Any]]] = {v: [] for v in VIEW_LABELS
-                                              if v in found.before.views and v in found.after.views}
+    views: dict[str, list[dict[str, Any]]] = {v: [] for v in compared_views(found.before, found.after)}
     for c in found.moved:
         views.setdefault(c.view, []).append({
             "model": c.model, "change": c.kind,

@@ -45,14 +45,21 @@ FORMAT_VERSION = 1
 FOLDER = "snapshots"  # LOG_DIR/snapshots: where `--snapshot` writes by default and the tab looks
 NAME = re.compile(r"^board-(\d{8}T\d{6}Z)(?:-(\d+))?\.json$")
 STAMP = "%Y%m%dT%H%M%SZ"
-MOVE_POINTS = 1.0  # a rating that moved less (and kept its rank) is not reported
-# The views a snapshot keeps: view name -> the table's (rating, lower, upper, rank) columns.
-VIEWS = {
-    "raw": ("rating", "lower", "upper", "rank"),
-    "style": ("style_rating", "style_lower", "style_upper", "style_rank"),
-}
-VIEW_LABELS = {"raw": "Ratings", "style": "Style-controlled ratings"}
 UNSHAPING = ("history_points",)  # options that change what is printed, not the ratings
+
+
+@dataclass(frozen=True)
+class View:
+    """One of the board's rankings: what texts call it and its table's columns."""
+
+    label: str
+    columns: tuple[str, str, str, str]  # rating, lower, upper, rank
+
+
+VIEWS = {  # the views a snapshot keeps, in the order texts show them
+    "raw": View("Ratings", ("rating", "lower", "upper", "rank")),
+    "style": View("Style-controlled ratings", ("style_rating", "style_lower", "style_upper", "style_rank")),
+}
 
 
 class SnapshotError(ValueError):
@@ -95,7 +102,7 @@ def build_snapshot(board: Board, *, created: dt.datetime, code_version: str,
                    index_state: tuple[int, int] | None = None) -> Snapshot:
     """The snapshot of a built board. `index_state`: `VoteIndex.state()` when built from one."""
     table, counted = board.table, board.counted
-    views = {name: _entries(table, columns) for name, columns in VIEWS.items()
+    views = {name: _entries(table, view.columns) for name, view in VIEWS.items()
              if name != "style" or board.options.style}
     pairs: dict[tuple[str, str], int] = {}
     for (a, b), n in counted.groupby(["model_a", "model_b"]).size().items():  # a few rows per pair, then folded
