@@ -233,7 +233,8 @@ def since_line(found: Changes) -> str:
     if len(raw) > TAB_NAMES:
         said.append(f"{len(raw) - TAB_NAMES} more")
     what = ", ".join(said) if said else "no rank or rating moved"
-    text = f"Changes since the last snapshot ({when}): {what}; {found.battles_added:+,} battles."
+    added = found.battles_added
+    text = f"Changes since the last snapshot ({when}): {what}; {added:+,} battle{'' if abs(added) == 1 else 's'}."
     if found.settings:
         text += f" (The snapshot was built with other settings: {', '.join(found.settings)}.)"
     return text
