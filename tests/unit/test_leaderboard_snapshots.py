@@ -271,6 +271,7 @@ def _corrupt(folder: Path, good: dict) -> dict[str, tuple[Path, str]]:
         "other version": (folder / "v9.json", "a snapshot of format version 9; this code reads version 1"),
         "a part missing": (folder / "part.json", "not a usable board snapshot (missing 'views')"),
         "a wrong type": (folder / "type.json", "not a usable board snapshot ('high' is not a number)"),
+        "a bad time": (folder / "time.json", "not a usable board snapshot (time data 'yesterday' does not match"),
         "an empty folder": (folder / "empty", "no snapshots (board-*.json) in this folder"),
     }
     cases["not JSON"][0].write_text(json.dumps(good)[:200])
@@ -279,6 +280,7 @@ def _corrupt(folder: Path, good: dict) -> dict[str, tuple[Path, str]]:
     cases["a part missing"][0].write_text(json.dumps({k: v for k, v in good.items() if k != "views"}))
     bad_rating = {**good, "views": {"raw": [{**good["views"]["raw"][0], "rating": "high"}]}}
     cases["a wrong type"][0].write_text(json.dumps(bad_rating))
+    cases["a bad time"][0].write_text(json.dumps({**good, "created": "yesterday"}))
     cases["an empty folder"][0].mkdir()
     return cases
 

@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m webui.leaderboard",
                                      description="Leaderboard from Pairwise Arena (or FastChat) vote logs.",
                                      epilog="A FILE of '-' is standard output (CSV; JSON Lines for --battles and "
-                                            "--pairs), and the report then goes to standard error.")
+                                            "--pairs; JSON for --diff-json), and the report then goes to "
+                                            "standard error.")
     add = parser.add_argument
     add("log_dir", type=Path, nargs="?", help="folder holding YYYY-MM-DD-conv.json files")
     add("--rounds", type=int, default=200, help="bootstrap rounds for the 95%% intervals (0: none); default 200")

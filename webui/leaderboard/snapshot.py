@@ -1,12 +1,12 @@
-"""Board snapshots and the differences between two of them.
+"""Board snapshots: the board as it stood and what it was built from, as one JSON file.
 
 A snapshot is the board as it stood (each view's ratings, intervals and ranks) together with
 what it was built from: the battle votes read and counted, a hash of the counted battles, the
 vote index's state, the code version and the settings that shape the board; and the counted
 battles by pair of models and by UTC day, so that a difference can say which new battles moved
-things. Guarantees:
+things (webui.leaderboard.changes). Guarantees:
 
-- **Pure where it can be.** `build_snapshot`, `diff` and the texts are functions of their
+- **Pure where it can be.** `build_snapshot`, `to_json` and `from_json` are functions of their
   arguments (the clock and the code version are passed in); only `write_snapshot`,
   `load_snapshot`, `latest_snapshot` and `code_version` touch the disk or a process.
 - **Round trip.** `load_snapshot(write_snapshot(s, folder)) == s`: every float is written
@@ -44,7 +44,8 @@ FORMAT = "pairwise-arena/board-snapshot"
 FORMAT_VERSION = 1
 FOLDER = "snapshots"  # LOG_DIR/snapshots: where `--snapshot` writes by default and the tab looks
 NAME = re.compile(r"^board-(\d{8}T\d{6}Z)(?:-(\d+))?\.json$")
-STAMP = "%Y%m%dT%H%M%SZ"
+STAMP = "%Y%m%dT%H%M%SZ"  # in file names
+CREATED = "%Y-%m-%dT%H:%M:%SZ"  # in the document
 UNSHAPING = ("history_points",)  # options that change what is printed, not the ratings
 
 
@@ -111,7 +112,7 @@ def build_snapshot(board: Board, *, created: dt.datetime, code_version: str,
     day_numbers = (counted["tstamp"].astype(float) // 86_400).value_counts().sort_index()
     days = {_day(number): int(n) for number, n in day_numbers.items()}
     return Snapshot(
-        created=created.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created=created.astimezone(dt.timezone.utc).strftime(CREATED),
         code_version=code_version, settings=shaping_settings(board.options),
         votes_read=int(board.votes_read), battles=len(counted), battles_sha256=battles_hash(counted),
         index={"generation": index_state[0], "last_row": index_state[1]} if index_state else None,
@@ -190,6 +191,7 @@ def from_json(data: Any) -> Snapshot:
         raise SnapshotError(f"a snapshot of format version {version}; this code reads version {FORMAT_VERSION} "
                             "(take a new snapshot with this code)")
     index = data["index"]
+    dt.datetime.strptime(data["created"], CREATED)  # a ValueError unless a time written as we write it
     return Snapshot(
         created=str(data["created"]), code_version=str(data["code_version"]), settings=dict(data["settings"]),
         votes_read=int(data["votes_read"]), battles=int(data["battles"]), battles_sha256=str(data["battles_sha256"]),
@@ -226,7 +228,7 @@ def write_snapshot(snapshot: Snapshot, folder: Path) -> Path:
     """Write `folder/board-<created>.json` (`-2`, `-3`, ... when taken) atomically; its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.strptime(snapshot.created, "%Y-%m-%dT%H:%M:%SZ").strftime(STAMP)
+    stamp = dt.datetime.strptime(snapshot.created, CREATED).strftime(STAMP)
     data = (json.dumps(to_json(snapshot), indent=1, allow_nan=False) + "\n").encode("utf-8")
     temporary = folder / f".board-{stamp}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
