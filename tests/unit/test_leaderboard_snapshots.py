@@ -305,8 +305,10 @@ def test_bad_snapshots_exit_2_with_one_line(snapshots: tuple[Snapshot, Snapshot]
     ([], "give LOG_DIR"),
     (["--diff", "a.json"], "give LOG_DIR"),
     (["--snapshot", "LOGS"], "give LOG_DIR first"),
-    (["--diff", "a.json", "b.json", "--csv", "x.csv"], "--csv need LOG_DIR"),
-], ids=["three", "two-with-logdir", "json-alone", "nothing", "one-alone", "logdir-after", "csv-without-logdir"])
+    (["--diff", "a.json", "b.json", "--csv", "x.csv"], "--csv needs LOG_DIR"),
+    (["--diff", "a.json", "b.json", "--voters", "--pairs", "-"], "--pairs, --voters need LOG_DIR"),
+], ids=["three", "two-with-logdir", "json-alone", "nothing", "one-alone", "logdir-after", "csv-without-logdir",
+    "two-without-logdir"])
 def test_cli_refuses_option_mixes(argv: list[str], message: str, simulated: tuple[Path, Path],
                                   capsys: pytest.CaptureFixture):
     argv = [str(simulated[0]) if a == "LOGS" else a for a in argv]

@@ -33,7 +33,7 @@ from webui.leaderboard.snapshot import (
 )
 
 STDOUT = "-"
-NEEDS_LOGDIR = ("snapshot", "csv", "over_time", "battles", "pairs")
+NEEDS_LOGDIR = ("csv", "over_time", "battles", "pairs", "category", "categories", "voters", "reindex")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +59,9 @@ def check(args: argparse.Namespace) -> str | None:
         if len(diff) != 2:
             return "give LOG_DIR (the folder of the logs), or --diff with two snapshots"
         given = [f"--{name.replace('_', '-')}" for name in NEEDS_LOGDIR if getattr(args, name)]
-        return f"{', '.join(given)} need LOG_DIR" if given else _unreadable(diff)
+        if given:
+            return f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} LOG_DIR (a board to show)"
+        return _unreadable(diff)
     if len(diff) == 2:
         return "with LOG_DIR, --diff takes one snapshot (the board now is the other); without it, two"
     if args.diff_json and not diff:
