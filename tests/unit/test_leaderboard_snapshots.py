@@ -115,7 +115,9 @@ def test_the_snapshot_holds_the_boards_views(boards: tuple[Board, Board], snapsh
         for entry in snap.views[view]:
             row = table.loc[entry.model]
             assert entry.rating == row[columns[0]] and entry.battles == row["battles"]
-            assert (entry.rank is None) == pd.isna(row[columns[3]])
+            for value, column in ((entry.lower, columns[1]), (entry.upper, columns[2])):
+                assert value == row[column] or (math.isnan(value) and pd.isna(row[column]))
+            assert _same_rank(entry.rank if entry.rank is not None else pd.NA, row[columns[3]])
     assert snap.battles == len(boards[0].counted) and snap.votes_read == boards[0].votes_read
 
 
