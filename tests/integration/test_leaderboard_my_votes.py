@@ -14,6 +14,8 @@ from gradio_client import Client
 
 from tests.servers import serve_app
 from webui.config import Settings
+from webui.leaderboard.__main__ import main as leaderboard_main
+from webui.leaderboard.snapshot import load_snapshot
 from webui.records.storage import read_logs
 from webui.server.app import create_app
 from webui.services import build_services
@@ -103,3 +105,21 @@ def test_operator_views_are_not_offered_without_an_operator_key(app):
         assert call.status_code >= 400 and "hello world" not in call.text, call.text
     config = httpx.get(url + "config", timeout=10).text
     assert "ARENA_OPERATOR_KEY" in config and "--operator-key-file" in config  # the accordion says how
+
+
+@pytest.mark.timeout(300)
+def test_the_tab_says_what_changed_since_the_last_snapshot(app):
+    """A snapshot taken with the command line beside the running app's logs: after one more vote
+    the tab's summary says what changed since, on the page a visitor gets."""
+    url, services = app
+    log_dir = services.settings.log_dir
+    client = Client(url, verbose=False, download_files=False)
+    try:
+        vote(client, "a")
+        assert leaderboard_main([str(log_dir), "--rounds", "5", "--snapshot"]) == 0  # the app's own settings
+        when = load_snapshot(log_dir / "snapshots").created.replace("T", " ")[:16]
+        vote(client, "b")
+        summary = board_summary(client, "+1 battle.")
+    finally:
+        client.close()
+    assert f"Changes since the last snapshot ({when} UTC): " in summary and summary.endswith("; +1 battle.")

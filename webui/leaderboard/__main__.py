@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from webui.leaderboard import snapshot_cli
 from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
 from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.history import wide
@@ -24,16 +25,17 @@ from webui.leaderboard.index import INDEX_NAME, VoteIndex
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
-FILE_OPTIONS = ("csv", "over_time", "battles", "pairs")  # the options that write a file, or STDOUT
+FILE_OPTIONS = ("csv", "over_time", "battles", "pairs", "diff_json")  # the options that write a file, or STDOUT
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m webui.leaderboard",
                                      description="Leaderboard from Pairwise Arena (or FastChat) vote logs.",
                                      epilog="A FILE of '-' is standard output (CSV; JSON Lines for --battles and "
-                                            "--pairs), and the report then goes to standard error.")
+                                            "--pairs; JSON for --diff-json), and the report then goes to "
+                                            "standard error.")
     add = parser.add_argument
-    add("log_dir", type=Path, help="folder holding YYYY-MM-DD-conv.json files")
+    add("log_dir", type=Path, nargs="?", help="folder holding YYYY-MM-DD-conv.json files")
     add("--rounds", type=int, default=200, help="bootstrap rounds for the 95%% intervals (0: none); default 200")
     add("--seed", type=int, default=0, help="bootstrap seed; default 0")
     add("--include-named", action="store_true", help="also count votes cast with the model names visible")
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
+    snapshot_cli.add_arguments(parser)
     return parser
 
 
@@ -80,10 +83,12 @@ def options_from(args: argparse.Namespace) -> BoardOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = _check(args)
+    problem = snapshot_cli.check(args) or (_check(args) if args.log_dir is not None else None)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    if args.log_dir is None:  # --diff A B: two snapshots, no board to build
+        return snapshot_cli.compare_snapshots(args)
     try:
         board = _board(args, options_from(args))
     except (OSError, sqlite3.Error) as exc:
@@ -98,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    return 0
+    return snapshot_cli.after_board(args, board)
 
 
 def _index_path(args: argparse.Namespace) -> Path:

@@ -90,6 +90,7 @@ class Board:
     voters: pd.DataFrame = field(default_factory=pd.DataFrame)
     history: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+    index_state: tuple[int, int] | None = None  # (generation, last row id) of the vote index rows used
 
     @property
     def table(self) -> pd.DataFrame:
@@ -252,7 +253,10 @@ def board_from_index(index: VoteIndex, options: BoardOptions, *, catch_up: bool 
     """The board of a vote index (brought up to date with the logs first, unless told not to)."""
     if catch_up:
         index.catch_up(options.model_names, options.extra_identity_words)
-    return board_from_rows(index.rows(), options, index.skipped_lines())
+    generation, rows = index.state()[0], index.rows()
+    board = board_from_rows(rows, options, index.skipped_lines())
+    board.index_state = (generation, int(rows["id"].max()) if len(rows) else 0)
+    return board
 
 
 def board_from_rows(rows: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:

@@ -10,6 +10,8 @@ newer one exists. Category boards are computed on first request and kept for tha
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import functools
 import logging
 import math
@@ -31,11 +33,13 @@ from webui.config import Settings
 from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
+from webui.leaderboard.changes import since_snapshot
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
+from webui.leaderboard.snapshot import FOLDER, latest_snapshot
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
@@ -74,6 +78,7 @@ class LeaderboardView:
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
+        self._since: tuple[tuple, str] = ((), "")  # (board version, snapshot file, its mtime): the line
 
     def close(self) -> None:
         self.live.close()
@@ -93,7 +98,7 @@ class LeaderboardView:
         """The board, the tables of one category, a sentence about it, and the board's version."""
         published = self.live.latest()  # once: the sentence must be about the board shown
         board, version = self._board(published)
-        summary = self._status(published) + board.summary()
+        summary = self._status(published) + board.summary() + self._since_snapshot(board, version)
         if not category or category == ALL:
             return board, board.rated, summary, version
         with self._lock:
@@ -103,6 +108,19 @@ class LeaderboardView:
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
         return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary, version
+
+    def _since_snapshot(self, board: Board, version: int) -> str:
+        """"Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
+        them into LOG_DIR/snapshots); worked out once per board and snapshot."""
+        path = latest_snapshot(self.log_dir / FOLDER)
+        if path is None or not version:
+            return ""
+        with contextlib.suppress(OSError):
+            key = (version, path, path.stat().st_mtime_ns)
+            if self._since[0] != key:
+                self._since = (key, "\n\n" + since_snapshot(board, path, dt.datetime.now(dt.timezone.utc)))
+            return self._since[1]
+        return ""
 
     def _status(self, published: Published | None) -> str:
         if published is None:
