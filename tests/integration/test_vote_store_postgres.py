@@ -1,0 +1,122 @@
+"""The vote index on a real PostgreSQL server shared by several servers (tests/postgres.py starts
+one): two servers' logs make one board, the same as the SQLite index gives for both folders'
+files together; the database going away and coming back loses no vote and counts none twice;
+the schema's migrations are recorded; bad or unreachable databases get a one-line error."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+
+from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
+from tests.records import battle, vote
+from webui.leaderboard.__main__ import main as leaderboard_cli
+from webui.leaderboard.board import BoardOptions, board_from_index
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.live import LiveBoard
+from webui.leaderboard.schema import LATEST, MIGRATIONS
+from webui.leaderboard.simulate import simulate
+from webui.leaderboard.store import StoreError
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder, log_files
+
+OPTIONS = BoardOptions(rounds=20, min_battles=0)
+
+
+@pytest.fixture
+def database(postgres_server: PostgresServer) -> str:  # noqa: F811
+    return postgres_server.new_database()
+
+
+def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
+    a, b, both = tmp_path / "a", tmp_path / "b", tmp_path / "both"
+    simulate(a, 1200, seed=1, days=3, server="web1")
+    simulate(b, 800, seed=2, days=3, server="web2")
+    indexes = [VoteIndex(a, database=database, server="web1"), VoteIndex(b, database=database, server="web2")]
+    for index in indexes * 2:  # the second round: each re-checks its rows for the names the other added
+        index.catch_up()
+    both.mkdir()
+    for path in [*log_files(a), *log_files(b)]:
+        shutil.copy(path, both / path.name)
+    local = VoteIndex(both)  # the SQLite index of every file in one folder
+    try:
+        shared, alone = board_from_index(indexes[1], OPTIONS), board_from_index(local, OPTIONS)
+        assert len(shared.battles) == len(alone.battles) == local.count()
+        assert {"web1", "web2"} == {name.split("-")[3] for name in shared.battles["file"]}
+        pd.testing.assert_frame_equal(shared.table, alone.table)
+        pd.testing.assert_frame_equal(shared.battles.drop(columns="id"), alone.battles.drop(columns="id"))
+    finally:
+        for index in [*indexes, local]:
+            index.close()
+
+
+def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, postgres_server: PostgresServer,  # noqa: F811
+                                                                 database: str):
+    logs = tmp_path / "logs"
+    recorder = JsonlRecorder(logs, IdentityPolicy("none"), server_name="web1")
+    live = LiveBoard(VoteIndex(logs, database=database, server="web1"), BoardOptions(rounds=0, min_battles=0),
+                     poll_s=3600.0).start()
+    recorder.vote_listeners.append(live.nudge)
+    try:
+        for _ in range(4):
+            recorder.vote(vote("leftvote", battle("alpha", "beta")))
+        before = live.sync()
+        assert before is not None and before.votes == 4 and live.error is None
+        postgres_server.stop()
+        try:
+            for _ in range(3):  # recorded all the same: the log comes first
+                recorder.vote(vote("rightvote", battle("alpha", "beta")))
+            assert live.sync() is before  # the board stays; the failure is named
+            assert live.error is not None and "StoreError" in live.error and "connection" in live.error
+        finally:
+            postgres_server.start()
+        recorder.vote(vote("tievote", battle("alpha", "beta")))
+        after = live.sync()
+        assert after is not None and live.error is None
+        assert after.votes == live.index.count() == 8
+        assert list(after.board.battles["winner"].value_counts().sort_index().items()) == \
+            [("model_a", 4), ("model_b", 3), ("tie", 1)]
+        assert live.index.catch_up().votes == 0
+    finally:
+        live.close()
+        recorder.close()
+
+
+def test_migrations_are_recorded_and_a_newer_store_is_refused(tmp_path: Path, database: str):
+    VoteIndex(tmp_path, database=database, server="web1").close()
+    with psycopg.connect(database, autocommit=True) as conn:
+        applied = conn.execute("SELECT version FROM migrations ORDER BY version").fetchall()
+        assert applied == [(m.version,) for m in MIGRATIONS]
+        conn.execute("INSERT INTO migrations (version, what) VALUES (%s, 'from a newer arena')", (LATEST + 1,))
+    with pytest.raises(StoreError, match="newer than this arena knows"):
+        VoteIndex(tmp_path, database=database, server="web1")
+
+
+def test_two_servers_with_one_name_are_stopped_not_mixed(tmp_path: Path, database: str):
+    for folder in ("a", "b"):
+        simulate(tmp_path / folder, 50, seed=len(folder), days=1)  # unnamed: both write YYYY-MM-DD-conv.json
+    first = VoteIndex(tmp_path / "a", database=database, server="web1")
+    second = VoteIndex(tmp_path / "b", database=database, server="web2")
+    try:
+        first.catch_up()
+        with pytest.raises(StoreError, match="needs its own --server-name"):
+            second.catch_up()
+        assert first.count() == len(first.rows())  # the other's attempt changed nothing
+        assert first.catch_up().votes == 0 and first.catch_up().reread_files == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_cli_one_line_errors_for_a_bad_or_unreachable_database(tmp_path: Path, database: str, capsys):
+    simulate(tmp_path, 60, seed=1, days=1, server="web1")
+    assert leaderboard_cli([str(tmp_path), "--database", database, "--server-name", "web1", "--rounds", "0"]) == 0
+    assert f"vote index {database}:" in capsys.readouterr().err
+    for url in ("mysql://arena@127.0.0.1/x", "postgresql://arena:secret@127.0.0.1:1/x"):
+        assert leaderboard_cli([str(tmp_path), "--database", url, "--server-name", "web1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "secret" not in err
