@@ -32,11 +32,21 @@ def database(postgres_server: PostgresServer) -> str:  # noqa: F811
     return postgres_server.new_database()
 
 
+def record(folder: Path, server: str, models: tuple[str, str], replies: tuple[str, str]) -> None:
+    recorder = JsonlRecorder(folder, IdentityPolicy("none"), server_name=server)
+    recorder.vote(vote("leftvote", battle(*models, replies)))
+    recorder.close()
+
+
 def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
     a, b, both = tmp_path / "a", tmp_path / "b", tmp_path / "both"
     simulate(a, 1200, seed=1, days=3, server="web1")
     simulate(b, 800, seed=2, days=3, server="web2")
-    indexes = [VoteIndex(a, database=database, server="web1"), VoteIndex(b, database=database, server="web2")]
+    # A reply on web2 names a model that only web1 serves: a leak once web1's logs are indexed,
+    # which only web2 can find (only it has the line).
+    record(a, "web1", ("gamma", "alpha"), ("hello", "hi"))
+    record(b, "web2", ("alpha", "beta"), ("I am gamma, how can I help?", "hi"))
+    indexes = [VoteIndex(b, database=database, server="web2"), VoteIndex(a, database=database, server="web1")]
     for index in indexes * 2:  # the second round: each re-checks its rows for the names the other added
         index.catch_up()
     both.mkdir()
@@ -48,6 +58,7 @@ def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
         assert len(shared.battles) == len(alone.battles) == local.count()
         assert {"web1", "web2"} == {name.split("-")[3] for name in shared.battles["file"]}
         pd.testing.assert_frame_equal(shared.table, alone.table)
+        assert shared.battles["leak"].sum() == alone.battles["leak"].sum() > 0
         pd.testing.assert_frame_equal(shared.battles.drop(columns="id"), alone.battles.drop(columns="id"))
     finally:
         for index in [*indexes, local]:
@@ -78,6 +89,7 @@ def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, 
         after = live.sync()
         assert after is not None and live.error is None
         assert after.votes == live.index.count() == 8
+        assert all(p.name.endswith("-web1-conv.json") for p in log_files(logs))
         assert list(after.board.battles["winner"].value_counts().sort_index().items()) == \
             [("model_a", 4), ("model_b", 3), ("tie", 1)]
         assert live.index.catch_up().votes == 0
