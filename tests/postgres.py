@@ -30,8 +30,8 @@ USER = "arena"  # the database's superuser (trust authentication: a throwaway se
 def server_binaries() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
     if not found:
-        pytest.fail("PostgreSQL's server binaries are missing (no /usr/lib/postgresql/*/bin/initdb): "
-                    "run scripts/install-postgres.sh (make test does)", pytrace=False)
+        raise FileNotFoundError("PostgreSQL's server binaries are missing (no /usr/lib/postgresql/*/bin/initdb): "
+                                "run scripts/install-postgres.sh (make test does)")
     return Path(found[-1]).parent
 
 
@@ -78,20 +78,32 @@ class PostgresServer:
             raise RuntimeError(f"{program} failed ({done.returncode}): {done.stderr.strip()}\n{log}")
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    binaries = server_binaries()
+def start_server() -> PostgresServer:
+    """A new server in a temporary folder, started (bench/vote_store.py uses it too)."""
     folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")
         os.chown(folder, owner.pw_uid, owner.pw_gid)
-    server = PostgresServer(binaries, folder, _free_port())
+    server = PostgresServer(server_binaries(), folder, _free_port())
     server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", USER, "--no-sync")
     server.start()
+    return server
+
+
+def remove_server(server: PostgresServer) -> None:
+    try:
+        server.stop()
+    finally:
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        server = start_server()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc), pytrace=False)
     try:
         yield server
     finally:
-        try:
-            server.stop()
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        remove_server(server)
