@@ -17,12 +17,12 @@ from tests.records import battle, vote
 from webui.leaderboard.__main__ import main as leaderboard_cli
 from webui.leaderboard.board import BoardOptions, board_from_index
 from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.live import LiveBoard
 from webui.leaderboard.schema import LATEST, MIGRATIONS
 from webui.leaderboard.simulate import simulate
 from webui.leaderboard.store import StoreError
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
+from webui.ui.leaderboard_tab import DATABASE_AWAY, LeaderboardView
 
 OPTIONS = BoardOptions(rounds=20, min_battles=0)
 
@@ -67,10 +67,13 @@ def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
 
 def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, postgres_server: PostgresServer,  # noqa: F811
                                                                  database: str):
+    """Through the app's leaderboard view: votes recorded while the database is stopped reach the
+    board once it is back, each once; meanwhile the board stays and "my votes" says why it waits."""
     logs = tmp_path / "logs"
     recorder = JsonlRecorder(logs, IdentityPolicy("none"), server_name="web1")
-    live = LiveBoard(VoteIndex(logs, database=database, server="web1"), BoardOptions(rounds=0, min_battles=0),
-                     poll_s=3600.0).start()
+    view = LeaderboardView(logs, BoardOptions(rounds=0, min_battles=0), poll_s=3600.0, database=database,
+                           server="web1")
+    live = view.live
     recorder.vote_listeners.append(live.nudge)
     try:
         for _ in range(4):
@@ -83,6 +86,7 @@ def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, 
                 recorder.vote(vote("rightvote", battle("alpha", "beta")))
             assert live.sync() is before  # the board stays; the failure is named
             assert live.error is not None and "StoreError" in live.error and "connection" in live.error
+            assert view.my_votes("some-session")[0] == DATABASE_AWAY
         finally:
             postgres_server.start()
         recorder.vote(vote("tievote", battle("alpha", "beta")))
@@ -93,8 +97,9 @@ def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, 
         assert list(after.board.battles["winner"].value_counts().sort_index().items()) == \
             [("model_a", 4), ("model_b", 3), ("tie", 1)]
         assert live.index.catch_up().votes == 0
+        assert view.my_votes("some-session")[0].startswith("You have not voted")
     finally:
-        live.close()
+        view.close()
         recorder.close()
 
 

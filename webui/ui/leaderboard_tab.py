@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
+DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
+                 "cannot be shown. Please try again in a moment.")
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
@@ -135,8 +137,12 @@ class LeaderboardView:
             return ("This server does not keep a session key with votes (ip_logging is none).",
                     session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
         index = self.live.index
-        index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
-        rows = index.session_rows(session_key)
+        try:
+            index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
+            rows = index.session_rows(session_key)
+        except StoreError as exc:  # the shared database is away: the votes are in the logs all the same
+            log.warning("my votes: %s", exc)
+            return (DATABASE_AWAY, session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
         table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
         if table.empty:
             return "You have not voted in a battle in this browser session yet.", table
