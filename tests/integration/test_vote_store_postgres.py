@@ -6,6 +6,7 @@ the schema's migrations are recorded; bad or unreachable databases get a one-lin
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -137,3 +138,33 @@ def test_cli_one_line_errors_for_a_bad_or_unreachable_database(tmp_path: Path, d
         assert leaderboard_cli([str(tmp_path), "--database", url, "--server-name", "web1"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error: ") and "secret" not in err
+
+
+def test_writers_at_once_count_every_vote_once(tmp_path: Path, database: str):
+    """Two processes of one server (the app and the command line) and a second server, catching
+    up at the same moment: the writers' lock and the offset check keep every vote once."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    simulate(a, 1500, seed=3, days=2, server="web1")
+    simulate(b, 600, seed=4, days=2, server="web2")
+    indexes = [VoteIndex(a, database=database, server="web1"), VoteIndex(a, database=database, server="web1"),
+               VoteIndex(b, database=database, server="web2")]
+    errors: list[BaseException] = []
+
+    def run(index: VoteIndex) -> None:
+        try:
+            index.catch_up()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in indexes]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        rows = indexes[0].rows()
+        assert not errors and len(rows) == indexes[0].count() == 1502 + 602
+        assert not rows[["file", "offset"]].duplicated().any()
+    finally:
+        for index in indexes:
+            index.close()
