@@ -60,6 +60,8 @@ def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
         assert {"web1", "web2"} == {name.split("-")[3] for name in shared.battles["file"]}
         pd.testing.assert_frame_equal(shared.table, alone.table)
         assert shared.battles["leak"].sum() == alone.battles["leak"].sum() > 0
+        text, own = indexes[1].details(shared.battles), shared.battles["file"].str.contains("-web1-")
+        assert text.loc[own, "conversation_a"].notna().all() and text.loc[~own, "conversation_a"].isna().all()
         pd.testing.assert_frame_equal(shared.battles.drop(columns="id"), alone.battles.drop(columns="id"))
     finally:
         for index in [*indexes, local]:

@@ -384,7 +384,8 @@ class VoteIndex:
 
     def details(self, rows: pd.DataFrame) -> pd.DataFrame:
         """What `rows` does not load, for exports: `DETAIL_COLUMNS` from the index and the
-        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line."""
+        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line
+        (empty where that line is not in this log folder)."""
         ids = [int(i) for i in rows["id"]]
         found: dict[int, tuple] = {}
         with self._read() as db:
@@ -399,7 +400,11 @@ class VoteIndex:
     def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
         found: dict[tuple[str, int], dict[str, Any]] = {}
         for name, group in rows.groupby("file", sort=False):
-            with (self.log_dir / str(name)).open("rb") as handle:
+            try:
+                handle = (self.log_dir / str(name)).open("rb")
+            except FileNotFoundError:
+                continue  # another server's file (a shared store), or deleted since: its rows go without text
+            with handle:
                 for offset, length in zip(group["offset"], group["length"], strict=True):
                     record = parse(os.pread(handle.fileno(), int(length), int(offset)))
                     if record is not None:
