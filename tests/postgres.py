@@ -81,10 +81,15 @@ class PostgresServer:
 def start_server() -> PostgresServer:
     """A new server in a temporary folder, started (bench/vote_store.py uses it too)."""
     folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
+    binaries = server_binaries()
     if os.geteuid() == 0:
-        owner = pwd.getpwnam("postgres")
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            raise FileNotFoundError("running as root, the test server needs the 'postgres' user that Debian's "
+                                    "postgresql package creates: run scripts/install-postgres.sh") from None
         os.chown(folder, owner.pw_uid, owner.pw_gid)
-    server = PostgresServer(server_binaries(), folder, _free_port())
+    server = PostgresServer(binaries, folder, _free_port())
     server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", USER, "--no-sync")
     server.start()
     return server
