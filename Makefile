@@ -9,11 +9,14 @@ ARGS ?=
 run: $(VENV)/.installed
 	$(PY) app.py $(ARGS)
 
-# arena-rank's own venv (mostly downloads) installs while lint and the browser install run.
+# arena-rank's own venv (mostly downloads) and PostgreSQL's binaries install while lint and the
+# browser install run; a failed install fails the command.
 test: $(VENV)/.installed-test
 	PYTHON_BASE=$(PY) bash scripts/install-arena-rank.sh & arena_rank=$$!; \
+	  bash scripts/install-postgres.sh & postgres=$$!; \
 	  $(MAKE) --no-print-directory lint && bash scripts/install-browser.sh; checks=$$?; \
-	  wait $$arena_rank && exit $$checks
+	  wait $$arena_rank; ranked=$$?; wait $$postgres; pg=$$?; \
+	  [ $$ranked -eq 0 ] && [ $$pg -eq 0 ] && exit $$checks
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
 
 install: $(VENV)/.installed

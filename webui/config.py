@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from webui.errors import ConfigError
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_MODELS_FILE = PACKAGE_DIR.parent / "assets" / "models.yaml"
 IP_LOGGING_MODES: tuple[str, ...] = ("hash", "raw", "none")
+DATABASE_SCHEMES = ("postgresql://", "postgres://")
+SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # it goes into log file names
 
 
 def _default_log_dir() -> Path:
@@ -87,6 +90,10 @@ class Settings:
     leaderboard_votes_per_day: int = 0  # counted votes per voter per UTC day on the board (0: no cap)
     leaderboard_exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
+    # Several servers, one board (docs/deploy.md): the vote index in this PostgreSQL database instead of the SQLite
+    # file beside the logs, and this server's name, which its log file names carry (needed with a database).
+    database: str = field(default="", repr=False)  # the URL may hold a password
+    server_name: str = ""
     # The operator's views in the Leaderboard tab (the voter check, the exports of every conversation) answer only
     # a request that carries this key (docs/leaderboard.md); none set: they are not offered at all. The key comes
     # from ARENA_OPERATOR_KEY (environment only: `ps` shows arguments) or the file --operator-key-file names.
@@ -121,6 +128,7 @@ class Settings:
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
         self._check_operator()
+        self._check_database()
         if self.hf_oauth and (self.auth_file or self.auth):
             raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
 
@@ -130,6 +138,17 @@ class Settings:
         if self.ui_export == "on" and not (self.operator_key or self.operator_key_file):
             raise ConfigError("ui_export: 'on' needs an operator key, which the exports and the voter check now "
                               "require: set ARENA_OPERATOR_KEY or --operator-key-file (docs/leaderboard.md)")
+
+    def _check_database(self) -> None:
+        if self.server_name and not SERVER_NAME.fullmatch(self.server_name):
+            raise ConfigError(f"server_name: letters, digits, '.', '_' and '-' (at most 63, a letter or digit first), "
+                              f"got {self.server_name!r}")
+        if self.database and not self.database.startswith(DATABASE_SCHEMES):
+            raise ConfigError("database: must be a PostgreSQL URL like postgresql://USER@HOST:PORT/DBNAME "
+                              "(leave it out for the SQLite file beside the logs)")
+        if self.database and not self.server_name:
+            raise ConfigError("server_name: --database needs --server-name: each server sharing the vote index "
+                              "writes log files named for it, so that two servers' day files never collide")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -238,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance")
     add("--identity-words", dest="identity_words",
         help="extra comma-separated words that disqualify a battle when a reply contains one")
+    add("--database", dest="database",
+        help="keep the vote index in this PostgreSQL database (postgresql://USER@HOST:PORT/DBNAME), shared by "
+        "several servers; default: an SQLite file beside the logs. Needs --server-name")
+    add("--server-name", dest="server_name",
+        help="this server's name among those sharing --database; its log files are named YYYY-MM-DD-NAME-conv.json")
     add("--operator-key-file", dest="operator_key_file",
         help="a file holding the operator key (at least 16 characters; or set ARENA_OPERATOR_KEY): the "
         "Leaderboard tab's voter check and downloads of every conversation answer only requests that carry it; "

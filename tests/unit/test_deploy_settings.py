@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.records import battle, vote
 from webui.config import Settings, settings_from_cli
 from webui.engine.registry import build_registry
 from webui.errors import ConfigError
 from webui.models.specs import parse_specs
+from webui.records.storage import JsonlRecorder, log_files
 from webui.server import security
 from webui.server.deploy import public_warnings
 from webui.services import Services
@@ -34,6 +36,9 @@ def test_host_and_port_follow_the_platform_unless_set(monkeypatch) -> None:
     ({"queue_size": -1}, "queue_size: must be 0"),
     ({"max_request_mb": 0}, "max_request_mb: must be > 0"),
     ({"hub_every_min": 0}, "hub_every_min: must be > 0"),
+    ({"database": "postgresql://arena@db/arena"}, "server_name: --database needs --server-name"),
+    ({"database": "mysql://arena@db/arena", "server_name": "web1"}, "database: must be a PostgreSQL URL"),
+    ({"server_name": "../web1"}, "server_name: letters, digits"),
 ])
 def test_bad_deploy_settings_name_the_field(tmp_path: Path, changes: dict, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
@@ -46,6 +51,16 @@ def test_deploy_flags_and_environment() -> None:
     assert (s.rate_messages, s.rate_votes, s.queue_size, s.max_request_mb, s.hub_dataset, s.hub_every_min) == \
         (5, 0, 12, 0.5, "me/logs", 3.0)
     assert Services(s, None, None).rate_limiter.limits["vote"].enabled is False  # type: ignore[arg-type]
+
+
+def test_a_named_server_writes_log_files_named_for_it(tmp_path: Path) -> None:
+    s = settings_from_cli(["--log-dir", str(tmp_path), "--server-name", "web1"],
+                          {"ARENA_DATABASE": "postgresql://arena@db/arena"})
+    recorder = JsonlRecorder.from_settings(s)
+    recorder.vote(vote("leftvote", battle("alpha", "beta")))
+    recorder.close()
+    assert [p.name.endswith("-web1-conv.json") for p in log_files(tmp_path)] == [True]
+    assert "postgresql" not in repr(s)  # the URL may carry a password
 
 
 def _registry(yaml: str, settings: Settings):

@@ -3,8 +3,10 @@ counted twice when a writer dies, a line is torn, logs are copied in or the iden
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 
 from tests.records import battle, vote
 from webui.leaderboard.board import BoardOptions, board_from_index, board_from_logs
-from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.index import INDEX_NAME, VoteIndex
+from webui.leaderboard.schema import MIGRATIONS
 from webui.leaderboard.simulate import simulate
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
@@ -290,3 +293,18 @@ def test_readers_do_not_wait_for_a_long_catch_up(tmp_path: Path, monkeypatch: py
         release.set()
         writer.join(60)
     assert index.count() == 5
+
+
+def test_an_index_from_before_numbered_migrations_is_read_again(tmp_path: Path):
+    record_votes(tmp_path, 3)
+    with contextlib.closing(sqlite3.connect(tmp_path / INDEX_NAME)) as db:  # the layout before migrations
+        db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                         "INSERT INTO meta VALUES ('schema_version', '1'), ('generation', '4');"
+                         "CREATE TABLE files (name TEXT PRIMARY KEY, head TEXT NOT NULL, offset INTEGER NOT NULL, "
+                         "bad INTEGER NOT NULL, torn INTEGER NOT NULL);"
+                         "CREATE TABLE votes (id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL);")
+    index = VoteIndex(tmp_path)
+    assert index.catch_up().votes == 3 and index.count() == 3
+    with contextlib.closing(sqlite3.connect(tmp_path / INDEX_NAME)) as db:
+        assert db.execute("SELECT version FROM migrations").fetchall() == [(m.version,) for m in MIGRATIONS]
+    index.close()

@@ -17,11 +17,13 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from webui.config import SERVER_NAME
 from webui.leaderboard import snapshot_cli
 from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
 from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, VoteIndex
+from webui.leaderboard.store import StoreError, check_target
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
@@ -55,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--index", type=Path, help=f"the vote index file; default LOG_DIR/{INDEX_NAME} (made or brought up to date)")
     add("--reindex", action="store_true", help="rebuild the vote index from the logs before printing")
     add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")
+    add("--database", metavar="URL", default="",
+        help="the vote index shared by several servers, in PostgreSQL (postgresql://USER@HOST:PORT/DBNAME): "
+             "LOG_DIR's files are indexed there as --server-name's, and the board holds every server's votes")
+    add("--server-name", default="", help="whose log folder LOG_DIR is, among the servers sharing --database")
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
     snapshot_cli.add_arguments(parser)
@@ -67,10 +73,23 @@ def _check(args: argparse.Namespace) -> str | None:
     for name in ("rounds", "min_battles", "votes_per_day", "over_time_points"):
         if getattr(args, name) < 0:
             return f"--{name.replace('_', '-')} must be 0 or more"
+    problem = _check_database(args)
+    if problem:
+        return problem
     on_stdout = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name) == STDOUT]
     if len(on_stdout) > 1:  # two tables run together on one stream cannot be read back apart
         return f"only one of {', '.join(on_stdout)} can be '-' (standard output)"
     return None
+
+
+def _check_database(args: argparse.Namespace) -> str | None:
+    if not args.database:
+        return None
+    if args.index or args.no_index:
+        return "--database replaces --index and --no-index: give one of them"
+    if not args.server_name or not SERVER_NAME.fullmatch(args.server_name):
+        return "--database needs --server-name NAME (letters, digits, '.', '_', '-'): the server whose logs LOG_DIR holds"
+    return check_target(args.database)
 
 
 def options_from(args: argparse.Namespace) -> BoardOptions:
@@ -91,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return snapshot_cli.compare_snapshots(args)
     try:
         board = _board(args, options_from(args))
+    except StoreError as exc:  # the database cannot be reached or used: nothing was changed
+        print(f"error: the vote index cannot be used: {exc}", file=sys.stderr)
+        return 2
     except (OSError, sqlite3.Error) as exc:
         print(f"error: the vote index at {_index_path(args)} cannot be used ({exc}); "
               "pass --index PATH to keep it elsewhere, or --no-index", file=sys.stderr)
@@ -114,12 +136,12 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
     """The board from the vote index (brought up to date first), or from every log line."""
     if args.no_index:
         return board_from_logs(args.log_dir, options)
-    index = VoteIndex(args.log_dir, _index_path(args))
+    index = VoteIndex(args.log_dir, _index_path(args), database=args.database, server=args.server_name)
     try:
         started = time.perf_counter()
         catch = index.reindex if args.reindex else index.catch_up
         report = catch(options.model_names, options.extra_identity_words)
-        print(f"vote index {index.path}: {index.count()} battle votes, {report.votes} new, "
+        print(f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
               f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
         board = board_from_index(index, options, catch_up=False)
         if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines

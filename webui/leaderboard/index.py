@@ -18,9 +18,15 @@ derived from them, so that the board never re-reads transcripts. Guarantees:
   where the list just grew. Redacted votes keep the check made when they were written.
 - **No conversation text.** Rows hold what the board needs (`battles.ROW_COLUMNS`).
 
-SQLite in WAL mode: readers never block the writer, and the app, the command line and a
-catch-up in another process may share one file; writers take turns (`BEGIN IMMEDIATE`).
-docs/leaderboard.md says why SQLite and not DuckDB.
+- **Several servers, one store.** On PostgreSQL (`database=`) the index of each server's own log
+  folder goes into one shared set of tables: file names carry the server's name, each file row
+  says which server reads it (only that one may, and only it re-checks the file's rows), and the
+  board is built from every server's rows.
+
+The store (webui.leaderboard.store) is an SQLite file in WAL mode by default, where readers never
+block the writer and the app, the command line and a catch-up in another process may share one
+file; or a PostgreSQL database. Writers take turns in either. docs/leaderboard.md says why SQLite
+and not DuckDB; webui.leaderboard.schema holds the tables, as numbered migrations.
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -45,11 +50,13 @@ import pandas as pd
 from webui.leaderboard import columns
 from webui.leaderboard.battles import CONVERSATION_COLUMNS, ROW_COLUMNS, conversation_columns, identity_leak
 from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
+from webui.leaderboard.schema import BOOL_COLUMNS, INTEGER_COLUMNS, TEXT_COLUMNS, drop_all, migrate, quoted
+from webui.leaderboard.store import Store, StoreError, open_store
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
 
 INDEX_NAME = "votes-index.sqlite3"
-SCHEMA_VERSION = 1
+SHARED_SNAPSHOT_NAME = "votes-index.postgresql.rows.npz"  # this server's columnar copy of a shared store
 HEAD_BYTES = 4096  # how much of a file's start identifies it
 PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker processes
 MAX_WORKERS = 4
@@ -59,19 +66,10 @@ SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writ
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
 DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
-_BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files (
-    name TEXT PRIMARY KEY, head TEXT NOT NULL, offset INTEGER NOT NULL, bad INTEGER NOT NULL, torn INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS word_sets (id INTEGER PRIMARY KEY, words TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS votes (
-    id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL,
-    word_set INTEGER, {", ".join(ROW_COLUMNS)});
-CREATE INDEX IF NOT EXISTS votes_session ON votes (session);
-"""
+_ORDER = 'ORDER BY tstamp, file, "offset"'  # time, then as the logs are read
+_INSERT_VOTE = (f'INSERT INTO votes (file, "offset", length, word_set, {quoted(ROW_COLUMNS)}) '
+                f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})")
+_SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 
 
 @dataclass
@@ -85,27 +83,38 @@ class CatchUpReport:
 
 
 class VoteIndex:
-    """The index of one log folder. Thread-safe: writing (catching up, rebuilding) holds one
-    connection and its lock; reading has a connection of its own, so that a reader never waits
-    for a long catch-up (WAL: it sees what was committed). Several processes may open one file."""
+    """The index of one log folder, in the SQLite file `path` (default LOG_DIR/votes-index.sqlite3)
+    or, with `database` (a postgresql:// URL), in a store several servers share, each naming
+    itself `server`. Thread-safe: writing (catching up, rebuilding) holds one connection and its
+    lock; reading has a connection of its own, so that a reader never waits for a long catch-up
+    (it sees what was committed). Several processes may open one store."""
 
-    def __init__(self, log_dir: Path, path: Path | None = None) -> None:
+    def __init__(self, log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> None:
         self.log_dir = Path(log_dir)
-        self.path = Path(path) if path is not None else self.log_dir / INDEX_NAME
-        self.snapshot_path = self.path.with_name(self.path.name + ".rows.npz")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.server = server
+        if database:
+            self.path: Path | None = None
+            self.snapshot_path = self.log_dir / SHARED_SNAPSHOT_NAME
+            target: str | Path = database
+        else:
+            self.path = target = Path(path) if path is not None else self.log_dir / INDEX_NAME
+            self.snapshot_path = self.path.with_name(self.path.name + ".rows.npz")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         # Files this object has read to the end, by (size, mtime, inode) then: looked at again
         # only once that changes, so a catch-up with nothing new costs a stat per file.
         self._unchanged: dict[str, tuple[int, int, int] | None] = {}
         self._identity: str | None = None
-        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
-        with self._lock:
-            self._migrate()
-        self._read_lock = threading.Lock()
-        self._reader = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        self._db: Store = open_store(target)
+        self.location = self._db.location
+        try:
+            with self._lock, self._db.transaction():
+                self._migrate()
+            self._read_lock = threading.Lock()
+            self._reader: Store = open_store(target)
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         with self._lock, self._read_lock:
@@ -113,7 +122,7 @@ class VoteIndex:
             self._reader.close()
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[Store]:
         with self._read_lock:
             yield self._reader
 
@@ -153,7 +162,7 @@ class VoteIndex:
         return info.st_size, info.st_mtime_ns, info.st_ino
 
     def _unread_bytes(self, paths: list[Path]) -> int:
-        done = dict(self._db.execute("SELECT name, offset FROM files").fetchall())
+        done = dict(self._db.execute('SELECT name, "offset" FROM files').fetchall())
         total = 0
         for path in paths:
             try:
@@ -164,12 +173,11 @@ class VoteIndex:
 
     def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
         """Forget everything and index the logs from the start."""
-        with self._lock:
+        with self._lock, self._db.transaction():
             generation = self._generation()
-            self._db.executescript("DROP TABLE IF EXISTS votes; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS names;"
-                                   "DROP TABLE IF EXISTS word_sets; DROP TABLE IF EXISTS meta;")
+            drop_all(self._db)
             self._migrate()
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(generation + 1),))
+            self._db.execute(_SET_META, ("generation", str(generation + 1)))
         return self.catch_up(model_names, extra_words)
 
     def state(self) -> tuple[int, int]:
@@ -178,27 +186,23 @@ class VoteIndex:
         with self._read() as db:
             return self._generation(db), int(db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
 
-    def _generation(self, db: sqlite3.Connection | None = None) -> int:
+    def _generation(self, db: Store | None = None) -> int:
         return int(self._meta("generation", db) or 0)
 
-    def _meta(self, key: str, db: sqlite3.Connection | None = None) -> str | None:
+    def _meta(self, key: str, db: Store | None = None) -> str | None:
         row = (db or self._db).execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
     def _bump_generation(self) -> None:
-        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(self._generation() + 1),))
+        self._db.execute(_SET_META, ("generation", str(self._generation() + 1)))
 
     def _migrate(self) -> None:
-        self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and int(row[0]) != SCHEMA_VERSION:  # a cache: rebuild rather than convert
-            self._db.executescript("DROP TABLE votes; DROP TABLE files; DROP TABLE names; DROP TABLE word_sets;"
-                                   "DELETE FROM meta WHERE key = 'identity';")
-            self._db.executescript(_SCHEMA)
-        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        # Names this index among others at the same path (a rebuild, a deleted file): the columnar
+        """Inside a write transaction: the newest tables, and this store's identity."""
+        migrate(self._db)
+        # Names this index among others at the same place (a rebuild, a deleted file): the columnar
         # copy of its rows is only valid for the index that wrote it.
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (uuid.uuid4().hex,))
+        self._db.execute("INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT (key) DO NOTHING",
+                         (uuid.uuid4().hex,))
 
     def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str,
                        pool: Executor | None) -> None:
@@ -232,45 +236,43 @@ class VoteIndex:
                     return False
         return True
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")  # one writer at a time, across processes too
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+        return self._db.transaction()  # one writer at a time, across processes and servers too
 
     def _commit(self, name: str, chunk: Chunk, report: CatchUpReport) -> bool:
         """Add one chunk's rows and move the file's offset past it, if it still starts there."""
-        stored = self._db.execute("SELECT offset, bad FROM files WHERE name = ?", (name,)).fetchone()
+        stored = self._db.execute('SELECT "offset", bad FROM files WHERE name = ?', (name,)).fetchone()
         if stored is None or stored[0] != chunk.start:
             return False
-        self._db.executemany("INSERT OR IGNORE INTO names VALUES (?)", [(n,) for n in chunk.names])
+        self._db.executemany("INSERT INTO names (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                             [(n,) for n in sorted(chunk.names)])
         word_set = self._word_set_id(chunk.words)
-        self._db.executemany(f"INSERT INTO votes (file, offset, length, word_set, {', '.join(ROW_COLUMNS)}) "
-                             f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})",
-                             [(name, offset, length, word_set if checked else None, *values)
-                              for offset, length, checked, *values in chunk.rows])
-        self._db.execute("UPDATE files SET offset = ?, bad = ?, torn = ? WHERE name = ?",
+        rows = [(name, offset, length, word_set if checked else None, *values)
+                for offset, length, checked, *values in chunk.rows]
+        self._db.executemany(_INSERT_VOTE, _typed(rows) if self._db.strict_types else rows)
+        self._db.execute('UPDATE files SET "offset" = ?, bad = ?, torn = ? WHERE name = ?',
                          (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name))
         report.votes += len(chunk.rows)
         return True
 
     def _file_position(self, name: str, handle: Any, report: CatchUpReport) -> tuple[int, int]:
         """(offset, bad lines so far) of a file, starting it again if it is not the file indexed."""
-        known = self._db.execute("SELECT head, offset, bad FROM files WHERE name = ?", (name,)).fetchone()
+        known = self._db.execute('SELECT server, head, "offset", bad FROM files WHERE name = ?', (name,)).fetchone()
         size = os.fstat(handle.fileno()).st_size
         if known is not None:
-            head, offset, bad = known
+            server, head, offset, bad = known
+            if server != self.server:  # two servers' files under one name: neither may undo the other's rows
+                raise StoreError(f"the log file {name} is indexed for the server {server!r}, not {self.server!r}: "
+                                 "each server that shares a database needs its own --server-name")
             if offset <= size and _head(handle, min(offset, HEAD_BYTES)) == head:
                 return offset, bad
             self._db.execute("DELETE FROM votes WHERE file = ?", (name,))
             self._bump_generation()
             report.reread_files += 1
         head = _head(handle, HEAD_BYTES)
-        self._db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, 0, 0, 0)", (name, head))
+        self._db.execute('INSERT INTO files (name, server, head, "offset", bad, torn) VALUES (?, ?, ?, 0, 0, 0) '
+                         'ON CONFLICT (name) DO UPDATE SET head = excluded.head, "offset" = 0, bad = 0, torn = 0',
+                         (name, self.server, head))
         return 0, 0
 
     def _words(self, model_names: Sequence[str], extra: str) -> tuple[str, ...]:
@@ -279,12 +281,15 @@ class VoteIndex:
 
     def _word_set_id(self, words: Sequence[str]) -> int:
         text = json.dumps(sorted(set(words)))
-        self._db.execute("INSERT OR IGNORE INTO word_sets (words) VALUES (?)", (text,))
-        return int(self._db.execute("SELECT id FROM word_sets WHERE words = ?", (text,)).fetchone()[0])
+        key = hashlib.sha256(text.encode()).hexdigest()
+        self._db.execute("INSERT INTO word_sets (key, words) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, text))
+        return int(self._db.execute("SELECT id FROM word_sets WHERE key = ?", (key,)).fetchone()[0])
 
     def _recheck(self, words: Sequence[str]) -> int:
-        """Check again, against `words`, every row checked with another word list."""
+        """Check again, against `words`, every row of this server's files checked with another word
+        list (another server's rows are its own to check: only it has their lines)."""
         current = self._word_set_id(words)
+        mine = "file IN (SELECT name FROM files WHERE server = ?)"
         others = self._db.execute("SELECT id, words FROM word_sets WHERE id != ? AND id IN "
                                   "(SELECT DISTINCT word_set FROM votes)", (current,)).fetchall()
         rechecked = 0
@@ -294,16 +299,16 @@ class VoteIndex:
             check = sorted(set(words) - old) if grown else list(words)
             where = "word_set = ? AND leak = 0" if grown else "word_set = ?"
             newest = int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
-            targets = self._db.execute(f"SELECT id, file, offset, length, leak FROM votes WHERE {where} AND id <= ? "
-                                       "ORDER BY file, offset", (old_id, newest)).fetchall()
+            targets = self._db.execute(f'SELECT id, file, "offset", length, leak FROM votes WHERE {where} AND {mine} '
+                                       'AND id <= ? ORDER BY file, "offset"', (old_id, self.server, newest)).fetchall()
             before = {row_id: bool(leak) for row_id, _, _, _, leak in targets}
             changed = [(int(leak), row_id) for row_id, leak in self._leaks(targets, check) if leak != before[row_id]]
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("UPDATE votes SET leak = ? WHERE id = ?", changed)
-            self._db.execute("UPDATE votes SET word_set = ? WHERE word_set = ? AND id <= ?", (current, old_id, newest))
-            if changed:
-                self._bump_generation()
-            self._db.execute("COMMIT")
+            with self._transaction():
+                self._db.executemany("UPDATE votes SET leak = ? WHERE id = ?", changed)
+                self._db.execute(f"UPDATE votes SET word_set = ? WHERE word_set = ? AND {mine} AND id <= ?",
+                                 (current, old_id, self.server, newest))
+                if changed:
+                    self._bump_generation()
             rechecked += len(targets)
         return rechecked
 
@@ -348,8 +353,8 @@ class VoteIndex:
 
     def _fetch(self, after_id: int) -> pd.DataFrame:
         with self._read() as db:
-            data = db.execute(f"SELECT {', '.join(LOADED_COLUMNS)} FROM votes WHERE id > ? "
-                              "ORDER BY tstamp, file, offset", (after_id,)).fetchall()
+            data = db.execute(f"SELECT {quoted(LOADED_COLUMNS)} FROM votes WHERE id > ? {_ORDER}",
+                              (after_id,)).fetchall()
         return _frame(data)
 
     def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
@@ -363,8 +368,8 @@ class VoteIndex:
     def session_rows(self, session: str) -> pd.DataFrame:
         """The rows of one session's votes (`LOADED_COLUMNS`), in time order."""
         with self._read() as db:
-            data = db.execute(f"SELECT {', '.join(LOADED_COLUMNS)}, session FROM votes WHERE session = ? "
-                              "ORDER BY tstamp, file, offset", (session,)).fetchall()
+            data = db.execute(f"SELECT {quoted(LOADED_COLUMNS)}, session FROM votes WHERE session = ? {_ORDER}",
+                              (session,)).fetchall()
         return _frame(data, session=True)
 
     def skipped_lines(self) -> int:
@@ -379,11 +384,12 @@ class VoteIndex:
 
     def details(self, rows: pd.DataFrame) -> pd.DataFrame:
         """What `rows` does not load, for exports: `DETAIL_COLUMNS` from the index and the
-        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line."""
+        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line
+        (empty where that line is not in this log folder)."""
         ids = [int(i) for i in rows["id"]]
         found: dict[int, tuple] = {}
         with self._read() as db:
-            for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+            for start in range(0, len(ids), 500):  # databases cap the parameters of one statement
                 batch = ids[start:start + 500]
                 query = f"SELECT id, {', '.join(DETAIL_COLUMNS)} FROM votes WHERE id IN ({', '.join('?' * len(batch))})"
                 found.update((row[0], row[1:]) for row in db.execute(query, batch))
@@ -394,7 +400,11 @@ class VoteIndex:
     def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
         found: dict[tuple[str, int], dict[str, Any]] = {}
         for name, group in rows.groupby("file", sort=False):
-            with (self.log_dir / str(name)).open("rb") as handle:
+            try:
+                handle = (self.log_dir / str(name)).open("rb")
+            except FileNotFoundError:
+                continue  # another server's file (a shared store), or deleted since: its rows go without text
+            with handle:
                 for offset, length in zip(group["offset"], group["length"], strict=True):
                     record = parse(os.pread(handle.fileno(), int(length), int(offset)))
                     if record is not None:
@@ -406,9 +416,29 @@ class VoteIndex:
 
 def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(data, columns=[*LOADED_COLUMNS, *(("session",) if session else ())])
-    for column in _BOOL_COLUMNS:
+    for column in BOOL_COLUMNS:
         frame[column] = frame[column].astype(bool)
     return frame
+
+
+_TEXT_AT = [4 + ROW_COLUMNS.index(c) for c in TEXT_COLUMNS]
+_INTEGER_AT = [4 + ROW_COLUMNS.index(c) for c in INTEGER_COLUMNS]
+
+
+def _typed(rows: list[tuple]) -> list[list]:
+    """Rows as a store that checks types wants them: 0/1 for flags, and text for text columns even
+    where a malformed record put a number (SQLite keeps what it is given; the board reads it alike)."""
+    out = []
+    for row in rows:
+        values = list(row)
+        for at in _INTEGER_AT:
+            if isinstance(values[at], bool):
+                values[at] = int(values[at])
+        for at in _TEXT_AT:
+            if values[at] is not None and not isinstance(values[at], str):
+                values[at] = str(values[at])
+        out.append(values)
+    return out
 
 
 def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from webui.records.storage import day_file_name
+
 TRUE = {"granite-3-8b": 1120.0, "command-r": 1070.0, "solar-10.7b": 1030.0, "ember-7b": 1000.0,
         "verbose-7b": 1000.0, "nous-hermes-2": 970.0, "falcon-7b": 940.0, "SmolLM2-135M-Instruct": 870.0,
         "late-7b": 1050.0}
@@ -156,8 +158,9 @@ def _rare(n: int) -> list[dict]:
     return out
 
 
-def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10, voters: int = 300) -> dict:
-    """Write the log files and truth.json; return the truth."""
+def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10, voters: int = 300,
+             server: str = "") -> dict:
+    """Write the log files (named for `server`, if given) and truth.json; return the truth."""
     rng = np.random.default_rng(seed)
     records = [_vote(rng, i, battles, days, voters) for i in range(battles)] + _rare(battles)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +169,7 @@ def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10
         day = np.datetime64(int(record["tstamp"]), "s").astype("datetime64[D]").astype(str)
         by_day.setdefault(day, []).append(json.dumps(record, ensure_ascii=True))
     for day, lines in by_day.items():
-        (out_dir / f"{day}-conv.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (out_dir / day_file_name(day, server)).write_text("\n".join(lines) + "\n", encoding="utf-8")
     truth = {"ratings": TRUE, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
              "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day)}
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
@@ -179,11 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--battles", type=int, default=20_000, help="battle votes to simulate; default 20000")
     parser.add_argument("--seed", type=int, default=0, help="random seed; default 0")
     parser.add_argument("--days", type=int, default=10, help="days the votes spread over; default 10")
+    parser.add_argument("--server-name", default="", help="name the files as this server's (YYYY-MM-DD-NAME-conv.json)")
     args = parser.parse_args(argv)
     if args.battles < 1 or args.days < 1:
         print("error: --battles and --days must be at least 1", file=sys.stderr)
         return 2
-    truth = simulate(args.out_dir, args.battles, args.seed, args.days)
+    truth = simulate(args.out_dir, args.battles, args.seed, args.days, server=args.server_name)
     print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
     return 0
 

@@ -1,7 +1,8 @@
 """Votes and transcripts on disk: append-only JSON Lines in FastChat's arena-log format.
 
 Files are `LOG_DIR/YYYY-MM-DD-conv.json` (UTC dates), one JSON object per line, so that FastChat's
-`clean_battle_data` reads them unchanged. Our additions ride along as extra keys that FastChat
+`clean_battle_data` reads them unchanged; a server with a name (several sharing one vote index)
+writes `YYYY-MM-DD-NAME-conv.json`, so that its files never share a name with another's. Our additions ride along as extra keys that FastChat
 ignores; docs/logging.md lists them.
 
 Durability rules, and why:
@@ -58,10 +59,15 @@ def session_key(session: str, policy: IdentityPolicy) -> str:
     return policy.apply(SESSION_PREFIX + session)
 
 
-def day_file(log_dir: Path, tstamp: float) -> Path:
+def day_file(log_dir: Path, tstamp: float, server: str = "") -> Path:
     """The file a record stamped `tstamp` belongs in: its UTC date, named like FastChat's."""
     day = dt.datetime.fromtimestamp(tstamp, tz=dt.timezone.utc).strftime("%Y-%m-%d")
-    return log_dir / f"{day}{FILE_SUFFIX}"
+    return log_dir / day_file_name(day, server)
+
+
+def day_file_name(day: str, server: str = "") -> str:
+    """`YYYY-MM-DD-conv.json`, or with the writing server's name `YYYY-MM-DD-NAME-conv.json`."""
+    return f"{day}-{server}{FILE_SUFFIX}" if server else f"{day}{FILE_SUFFIX}"
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -272,8 +278,10 @@ class JsonlRecorder:
         clock: Callable[[], float] = time.time,
         writer: AppendLog | None = None,
         session_policy: IdentityPolicy | None = None,
+        server_name: str = "",
     ) -> None:
         self.log_dir = Path(log_dir)
+        self.server_name = server_name
         self.policy = policy
         # Sessions are always hashed (never kept raw), with the address key; none keeps nothing.
         self.session_policy = session_policy or (policy if policy.mode == "hash" else IdentityPolicy("none"))
@@ -296,7 +304,7 @@ class JsonlRecorder:
             build_policy("hash", Path(settings.log_dir), settings.ip_hash_secret)
         words = identity_words(model_names, settings.identity_words)
         return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words,
-                   session_policy=sessions)
+                   session_policy=sessions, server_name=settings.server_name)
 
     def chat(self, event: ChatEvent) -> None:
         """Log a finished or stopped reply (unless transcripts are off); remember how it ended so
@@ -325,7 +333,7 @@ class JsonlRecorder:
         self._writer.close()
 
     def _write(self, record: dict[str, Any], tstamp: float, *, durable: bool, failure: str) -> None:
-        path = day_file(self.log_dir, tstamp)
+        path = day_file(self.log_dir, tstamp, self.server_name)
         try:
             self._writer.append(path, encode(record), durable=durable)
         except OSError as exc:

@@ -30,6 +30,7 @@ from gradio.context import Context
 from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
 from webui.config import Settings
+from webui.errors import ConfigError
 from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
@@ -40,6 +41,7 @@ from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
 from webui.leaderboard.snapshot import FOLDER, latest_snapshot
+from webui.leaderboard.store import StoreError
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
+DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
+                 "cannot be shown. Please try again in a moment.")
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
 DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
@@ -71,10 +75,11 @@ class LeaderboardView:
     call answers at once with the last board built."""
 
     def __init__(self, log_dir: Path, options: BoardOptions, *, index_path: Path | None = None,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, database: str = "", server: str = "") -> None:
         self.log_dir = Path(log_dir)
         self.options = options
-        self.live = LiveBoard(open_index(self.log_dir, index_path), options, poll_s=poll_s).start()
+        index = open_index(self.log_dir, index_path, database=database, server=server)
+        self.live = LiveBoard(index, options, poll_s=poll_s).start()
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
@@ -150,8 +155,12 @@ class LeaderboardView:
             return ("This server does not keep a session key with votes (ip_logging is none).",
                     session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
         index = self.live.index
-        index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
-        rows = index.session_rows(session_key)
+        try:
+            index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
+            rows = index.session_rows(session_key)
+        except StoreError as exc:  # the shared database is away: the votes are in the logs all the same
+            log.warning("my votes: %s", exc)
+            return (DATABASE_AWAY, session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
         table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
         if table.empty:
             return "You have not voted in a battle in this browser session yet.", table
@@ -184,9 +193,16 @@ class LeaderboardView:
         return str(path)
 
 
-def open_index(log_dir: Path, path: Path | None = None) -> VoteIndex:
+def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:
     """The vote index beside the logs, or, where it cannot be written there (a read-only folder),
-    one in a temporary folder: the board is then rebuilt from the logs at each start."""
+    one in a temporary folder: the board is then rebuilt from the logs at each start. With a
+    `database`, the shared one there, or a ConfigError (the server does not start) if it cannot be
+    reached now; once running, an outage only delays the board (the logs keep every vote)."""
+    if database:
+        try:
+            return VoteIndex(log_dir, database=database, server=server)
+        except StoreError as exc:
+            raise ConfigError(f"database: {exc}") from exc
     try:
         return VoteIndex(log_dir, path)
     except (OSError, sqlite3.Error) as exc:
@@ -257,7 +273,8 @@ def category_choices(board: Board) -> list[tuple[str, str]]:
 def build_leaderboard_tab(services: Services) -> None:
     """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
     settings = services.settings
-    view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()))
+    view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()),
+                           database=settings.database, server=settings.server_name)
     listeners = getattr(services.recorder, "vote_listeners", None)
     if listeners is not None:  # a vote reaches the board at once, not at the next poll
         listeners.append(view.live.nudge)

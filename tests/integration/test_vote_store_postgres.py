@@ -1,0 +1,172 @@
+"""The vote index on a real PostgreSQL server shared by several servers (tests/postgres.py starts
+one): two servers' logs make one board, the same as the SQLite index gives for both folders'
+files together; the database going away and coming back loses no vote and counts none twice;
+the schema's migrations are recorded; bad or unreachable databases get a one-line error."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+
+from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
+from tests.records import battle, vote
+from webui.leaderboard.__main__ import main as leaderboard_cli
+from webui.leaderboard.board import BoardOptions, board_from_index
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.schema import LATEST, MIGRATIONS
+from webui.leaderboard.simulate import simulate
+from webui.leaderboard.store import StoreError
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder, log_files
+from webui.ui.leaderboard_tab import DATABASE_AWAY, LeaderboardView
+
+OPTIONS = BoardOptions(rounds=20, min_battles=0)
+
+
+@pytest.fixture
+def database(postgres_server: PostgresServer) -> str:  # noqa: F811
+    return postgres_server.new_database()
+
+
+def record(folder: Path, server: str, models: tuple[str, str], replies: tuple[str, str]) -> None:
+    recorder = JsonlRecorder(folder, IdentityPolicy("none"), server_name=server)
+    recorder.vote(vote("leftvote", battle(*models, replies)))
+    recorder.close()
+
+
+def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
+    a, b, both = tmp_path / "a", tmp_path / "b", tmp_path / "both"
+    simulate(a, 1200, seed=1, days=3, server="web1")
+    simulate(b, 800, seed=2, days=3, server="web2")
+    # A reply on web2 names a model that only web1 serves: a leak once web1's logs are indexed,
+    # which only web2 can find (only it has the line).
+    record(a, "web1", ("gamma", "alpha"), ("hello", "hi"))
+    record(b, "web2", ("alpha", "beta"), ("I am gamma, how can I help?", "hi"))
+    indexes = [VoteIndex(b, database=database, server="web2"), VoteIndex(a, database=database, server="web1")]
+    for index in indexes * 2:  # the second round: each re-checks its rows for the names the other added
+        index.catch_up()
+    both.mkdir()
+    for path in [*log_files(a), *log_files(b)]:
+        shutil.copy(path, both / path.name)
+    local = VoteIndex(both)  # the SQLite index of every file in one folder
+    try:
+        shared, alone = board_from_index(indexes[1], OPTIONS), board_from_index(local, OPTIONS)
+        assert len(shared.battles) == len(alone.battles) == local.count()
+        assert {"web1", "web2"} == {name.split("-")[3] for name in shared.battles["file"]}
+        pd.testing.assert_frame_equal(shared.table, alone.table)
+        assert shared.battles["leak"].sum() == alone.battles["leak"].sum() > 0
+        text, own = indexes[1].details(shared.battles), shared.battles["file"].str.contains("-web1-")
+        assert text.loc[own, "conversation_a"].notna().all() and text.loc[~own, "conversation_a"].isna().all()
+        pd.testing.assert_frame_equal(shared.battles.drop(columns="id"), alone.battles.drop(columns="id"))
+    finally:
+        for index in [*indexes, local]:
+            index.close()
+
+
+def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, postgres_server: PostgresServer,  # noqa: F811
+                                                                 database: str):
+    """Through the app's leaderboard view: votes recorded while the database is stopped reach the
+    board once it is back, each once; meanwhile the board stays and "my votes" says why it waits."""
+    logs = tmp_path / "logs"
+    recorder = JsonlRecorder(logs, IdentityPolicy("none"), server_name="web1")
+    view = LeaderboardView(logs, BoardOptions(rounds=0, min_battles=0), poll_s=3600.0, database=database,
+                           server="web1")
+    live = view.live
+    recorder.vote_listeners.append(live.nudge)
+    try:
+        for _ in range(4):
+            recorder.vote(vote("leftvote", battle("alpha", "beta")))
+        before = live.sync()
+        assert before is not None and before.votes == 4 and live.error is None
+        postgres_server.stop()
+        try:
+            for _ in range(3):  # recorded all the same: the log comes first
+                recorder.vote(vote("rightvote", battle("alpha", "beta")))
+            assert live.sync() is before  # the board stays; the failure is named
+            assert live.error is not None and "StoreError" in live.error and "connection" in live.error
+            assert view.my_votes("some-session")[0] == DATABASE_AWAY
+        finally:
+            postgres_server.start()
+        recorder.vote(vote("tievote", battle("alpha", "beta")))
+        after = live.sync()
+        assert after is not None and live.error is None
+        assert after.votes == live.index.count() == 8
+        assert all(p.name.endswith("-web1-conv.json") for p in log_files(logs))
+        assert list(after.board.battles["winner"].value_counts().sort_index().items()) == \
+            [("model_a", 4), ("model_b", 3), ("tie", 1)]
+        assert live.index.catch_up().votes == 0
+        assert view.my_votes("some-session")[0].startswith("You have not voted")
+    finally:
+        view.close()
+        recorder.close()
+
+
+def test_migrations_are_recorded_and_a_newer_store_is_refused(tmp_path: Path, database: str):
+    VoteIndex(tmp_path, database=database, server="web1").close()
+    with psycopg.connect(database, autocommit=True) as conn:
+        applied = conn.execute("SELECT version FROM migrations ORDER BY version").fetchall()
+        assert applied == [(m.version,) for m in MIGRATIONS]
+        conn.execute("INSERT INTO migrations (version, what) VALUES (%s, 'from a newer arena')", (LATEST + 1,))
+    with pytest.raises(StoreError, match="newer than this arena knows"):
+        VoteIndex(tmp_path, database=database, server="web1")
+
+
+def test_two_servers_with_one_name_are_stopped_not_mixed(tmp_path: Path, database: str):
+    for folder in ("a", "b"):
+        simulate(tmp_path / folder, 50, seed=len(folder), days=1)  # unnamed: both write YYYY-MM-DD-conv.json
+    first = VoteIndex(tmp_path / "a", database=database, server="web1")
+    second = VoteIndex(tmp_path / "b", database=database, server="web2")
+    try:
+        first.catch_up()
+        with pytest.raises(StoreError, match="needs its own --server-name"):
+            second.catch_up()
+        assert first.count() == len(first.rows())  # the other's attempt changed nothing
+        assert first.catch_up().votes == 0 and first.catch_up().reread_files == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_cli_one_line_errors_for_a_bad_or_unreachable_database(tmp_path: Path, database: str, capsys):
+    simulate(tmp_path, 60, seed=1, days=1, server="web1")
+    assert leaderboard_cli([str(tmp_path), "--database", database, "--server-name", "web1", "--rounds", "0"]) == 0
+    assert f"vote index {database}:" in capsys.readouterr().err
+    for url in ("mysql://arena@127.0.0.1/x", "postgresql://arena:secret@127.0.0.1:1/x"):
+        assert leaderboard_cli([str(tmp_path), "--database", url, "--server-name", "web1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "secret" not in err
+
+
+def test_writers_at_once_count_every_vote_once(tmp_path: Path, database: str):
+    """Two processes of one server (the app and the command line) and a second server, catching
+    up at the same moment: the writers' lock and the offset check keep every vote once."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    simulate(a, 1500, seed=3, days=2, server="web1")
+    simulate(b, 600, seed=4, days=2, server="web2")
+    indexes = [VoteIndex(a, database=database, server="web1"), VoteIndex(a, database=database, server="web1"),
+               VoteIndex(b, database=database, server="web2")]
+    errors: list[BaseException] = []
+
+    def run(index: VoteIndex) -> None:
+        try:
+            index.catch_up()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in indexes]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        rows = indexes[0].rows()
+        assert not errors and len(rows) == indexes[0].count() == 1502 + 602
+        assert not rows[["file", "offset"]].duplicated().any()
+    finally:
+        for index in indexes:
+            index.close()

@@ -1,0 +1,91 @@
+"""The vote index's tables, as numbered migrations that SQLite and PostgreSQL run alike.
+
+`migrate` brings a store to the newest version inside the caller's transaction (one writer at a
+time, so two servers starting at once never both create a table) and records each version it
+applies in `migrations`. A store that a newer version of the arena migrated further is refused
+rather than guessed at. An SQLite index written before migrations were numbered (it has
+`meta.schema_version` and no `migrations` rows) is a cache: its tables are dropped and the logs
+read again. Add a change as a new migration at the end; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from webui.leaderboard.battles import ROW_COLUMNS, STYLE_COUNT_COLUMNS
+from webui.leaderboard.store import Dialect, Store, StoreError
+
+BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
+# The row columns by type (the rest are text); booleans are kept as 0/1, as SQLite has no other.
+REAL_COLUMNS = ("tstamp",)
+INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
+TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
+# Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
+TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations")
+
+
+def quoted(names: tuple[str, ...] | list[str]) -> str:
+    """Column names for a statement: "offset" is a reserved word in PostgreSQL."""
+    return ", ".join(f'"{n}"' for n in names)
+
+
+def _column_type(d: Dialect, column: str) -> str:
+    return d.real if column in REAL_COLUMNS else d.integer if column in INTEGER_COLUMNS else "TEXT"
+
+
+def _first(d: Dialect) -> tuple[str, ...]:
+    row_columns = ", ".join(f'"{c}" {_column_type(d, c)}' for c in ROW_COLUMNS)
+    return (
+        # A log file, by name (which carries its server's name), and which server reads it.
+        f'CREATE TABLE files (name {d.text_key} PRIMARY KEY, server TEXT NOT NULL, head TEXT NOT NULL, '
+        f'"offset" {d.integer} NOT NULL, bad {d.integer} NOT NULL, torn {d.integer} NOT NULL)',
+        "CREATE TABLE names (name TEXT PRIMARY KEY)",
+        # `key` is a digest of `words`: a word list may outgrow what a unique index can hold.
+        f"CREATE TABLE word_sets (id {d.serial_key}, key TEXT UNIQUE NOT NULL, words TEXT NOT NULL)",
+        f'CREATE TABLE votes (id {d.serial_key}, file {d.text_key} NOT NULL, "offset" {d.integer} NOT NULL, '
+        f"length {d.integer} NOT NULL, word_set {d.integer}, {row_columns})",
+        "CREATE INDEX votes_session ON votes (session)",
+        "CREATE INDEX votes_file ON votes (file)",
+    )
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    what: str
+    statements: Callable[[Dialect], tuple[str, ...]]
+
+
+MIGRATIONS = (
+    Migration(1, "votes, log files and their offsets, model names, word lists", _first),
+)
+LATEST = MIGRATIONS[-1].version
+
+
+def migrate(store: Store) -> list[int]:
+    """Apply the migrations `store` lacks, inside the caller's transaction; the versions applied."""
+    store.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    store.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, what TEXT NOT NULL)")
+    applied = {int(v) for (v,) in store.execute("SELECT version FROM migrations").fetchall()}
+    if max(applied, default=0) > LATEST:
+        raise StoreError(f"the vote index at {store.location} is at version {max(applied)}, newer than this "
+                         f"arena knows ({LATEST}): upgrade this server, or point it at another database")
+    if not applied and store.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone():
+        for table in ("votes", "files", "names", "word_sets"):  # an unnumbered SQLite cache: read again
+            store.execute(f"DROP TABLE IF EXISTS {table}")
+        store.execute("DELETE FROM meta WHERE key IN ('schema_version', 'identity')")
+    done = []
+    for migration in MIGRATIONS:
+        if migration.version in applied:
+            continue
+        for statement in migration.statements(store.dialect):
+            store.execute(statement)
+        store.execute("INSERT INTO migrations (version, what) VALUES (?, ?)", (migration.version, migration.what))
+        done.append(migration.version)
+    return done
+
+
+def drop_all(store: Store) -> None:
+    for table in TABLES:
+        store.execute(f"DROP TABLE IF EXISTS {table}")
