@@ -43,13 +43,19 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from webui.leaderboard import columns
-from webui.leaderboard.battles import CONVERSATION_COLUMNS, ROW_COLUMNS, conversation_columns, identity_leak
+from webui.leaderboard.battles import (
+    CONVERSATION_COLUMNS,
+    ROW_COLUMNS,
+    SPEED_COLUMNS,
+    conversation_columns,
+    identity_leak,
+)
 from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
 from webui.records.identity import first_token, identity_words
 from webui.records.storage import log_files
 
 INDEX_NAME = "votes-index.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the judged replies' speeds (battles.SPEED_COLUMNS)
 HEAD_BYTES = 4096  # how much of a file's start identifies it
 PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker processes
 MAX_WORKERS = 4
@@ -408,6 +414,8 @@ def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(data, columns=[*LOADED_COLUMNS, *(("session",) if session else ())])
     for column in _BOOL_COLUMNS:
         frame[column] = frame[column].astype(bool)
+    for column in SPEED_COLUMNS:  # NULL where not logged: NaN, also when a whole load has none
+        frame[column] = frame[column].astype(float)
     return frame
 
 

@@ -1,0 +1,143 @@
+"""Rank confidence (webui.leaderboard.confidence) and speed beside quality (webui.leaderboard.speed),
+on constructed counts whose answers are known, and the speeds carried from a reply to the board."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.records import battle, chat_event, vote
+from webui.leaderboard import ratings
+from webui.leaderboard.battles import vote_row
+from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.confidence import battles_to_separate, next_comparison, order_probability
+from webui.leaderboard.speed import model_speeds
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder, read_logs
+from webui.types import Finished, FinishReason
+
+POINTS_PER_LOG_ODDS = ratings.SCALE / math.log(ratings.BASE)  # 173.7
+
+
+def counts(*pairs: tuple[str, str, int, int]) -> pd.DataFrame:
+    """Battles from (model_a, model_b, wins of a, wins of b) counts."""
+    rows = []
+    for a, b, wins, losses in pairs:
+        rows += [{"model_a": a, "model_b": b, "winner": "model_a", "tstamp": 0.0}] * wins
+        rows += [{"model_a": a, "model_b": b, "winner": "model_b", "tstamp": 0.0}] * losses
+    return pd.DataFrame(rows)
+
+
+def pair_of(a_wins: int, b_wins: int, rounds: int = 400, seed: int = 1) -> pd.Series:
+    """The board's row of A (the upper model) for A against B alone."""
+    table = ratings.leaderboard(counts(("A", "B", a_wins, b_wins)), rounds=rounds, seed=seed)
+    assert list(table["model"]) == ["A", "B"] or a_wins == b_wins
+    return table.iloc[0]
+
+
+def test_the_worked_example_of_the_docs():
+    """docs/leaderboard.md: 30 points apart with a standard error of 20 points."""
+    assert order_probability(30.0, 20.0) == pytest.approx(0.9332, abs=1e-4)
+    # x = 0.1727, var = 0.01325 (1/var = 75.4), (1.96/x)^2 = 128.8, p(1 - p) = 0.2481: (128.8 - 75.4) / 0.2481
+    assert battles_to_separate(30.0, 20.0, POINTS_PER_LOG_ODDS) == 216
+
+
+def test_the_formulas_at_their_edges():
+    assert order_probability(0.0, 20.0) == 0.5
+    assert order_probability(-30.0, 20.0) == pytest.approx(1 - 0.9332, abs=1e-4)  # an upper model rated lower
+    assert order_probability(5.0, 0.0) == 1.0
+    assert np.isnan(order_probability(30.0, np.nan))
+    assert battles_to_separate(0.0, 20.0, POINTS_PER_LOG_ODDS) == math.inf
+    assert battles_to_separate(100.0, 20.0, POINTS_PER_LOG_ODDS) == 0  # already 5 standard errors apart
+    assert battles_to_separate(-30.0, 20.0, POINTS_PER_LOG_ODDS) == 216  # either order: how far apart
+    assert np.isnan(battles_to_separate(30.0, np.nan, POINTS_PER_LOG_ODDS))
+
+
+def test_a_clearly_separated_pair_is_sure_and_an_equal_pair_is_a_coin_toss():
+    separated = pair_of(90, 10)
+    assert separated["p_above_next"] > 0.999 and separated["more_battles_next"] == 0
+    equal = pair_of(50, 50)
+    assert equal["p_above_next"] == 0.5 and equal["more_battles_next"] == math.inf
+
+
+def test_more_battles_needed_shrink_as_the_counts_grow():
+    needed = [pair_of(53 * k, 47 * k)["more_battles_next"] for k in (1, 2, 4)]
+    assert needed[0] > needed[1] > needed[2] > 0
+    sure = [pair_of(53 * k, 47 * k)["p_above_next"] for k in (1, 2, 4)]
+    assert 0.5 < sure[0] < sure[1] < sure[2] < 0.975
+
+
+def test_the_battles_it_asks_for_separate_the_pair_at_95_percent():
+    """525-475 is not yet significant; played on at the same share for the number of battles the
+    board asks for, the pair reaches P(order right) = 0.975 (significant at 95%); half as many fall
+    short, twice as many overshoot. (Many battles, so that a share in whole battles stays 52.5%.)"""
+    first = pair_of(525, 475)
+    extra = int(first["more_battles_next"])
+    assert first["p_above_next"] < 0.96 and 200 < extra < 1000
+
+    def sure_after(more: int) -> float:
+        total = 1000 + more
+        wins = round(total * 0.525)
+        return float(pair_of(wins, total - wins, rounds=1000, seed=2)["p_above_next"])
+
+    assert sure_after(extra) == pytest.approx(0.975, abs=0.006)
+    assert sure_after(extra // 2) < 0.97 and sure_after(2 * extra) > 0.98
+
+
+def test_the_next_comparison_is_the_least_sure_neighbouring_pair():
+    """A far above B and C, who are close: B vs C is the comparison to make next."""
+    battles = counts(("A", "B", 90, 10), ("A", "C", 92, 8), ("B", "C", 52, 48))
+    table = ratings.leaderboard(battles, rounds=200)
+    assert list(table["model"]) == ["A", "B", "C"]
+    assert table.loc[0, "p_above_next"] > 0.999 and 0.5 < table.loc[1, "p_above_next"] < 0.8
+    assert np.isnan(table.loc[2, "p_above_next"])  # nobody below the last
+    line = next_comparison(table)
+    assert line.startswith("Most useful next comparison: B vs C") and "more battles between them" in line
+    assert next_comparison(ratings.leaderboard(battles, rounds=0)) == ""  # no bootstrap: no confidence to rank by
+    sure = ratings.leaderboard(counts(("A", "B", 90, 10)), rounds=200)
+    assert next_comparison(sure).startswith("Every neighbouring pair of ranked models is in a sure order")
+
+
+def test_preliminary_models_are_not_neighbours():
+    battles = counts(("A", "B", 60, 40), ("A", "C", 1, 0))
+    table = ratings.leaderboard(battles, rounds=100, min_battles=50)
+    assert list(table["model"]) == ["A", "B", "C"] and bool(table.loc[2, "preliminary"])
+    assert table.loc[0, "p_above_next"] > 0.5 and table.loc[1:, "p_above_next"].isna().all()
+
+
+def test_median_speeds_per_model_are_blank_where_not_logged():
+    battles = pd.DataFrame({"model_a": ["x", "x", "y", "z"], "model_b": ["y", "y", "x", "x"],
+                            "ttft_s_a": [0.2, 0.4, 1.0, None], "ttft_s_b": [1.2, None, 0.3, 0.9],
+                            "tokens_per_s_a": [30.0, 50.0, 10.0, None], "tokens_per_s_b": [12.0, None, 40.0, 20.0],
+                            "winner": ["model_a"] * 4})
+    speeds = model_speeds(battles).set_index("model")
+    assert speeds.loc["x", "ttft_s"] == pytest.approx(0.35) and speeds.loc["x", "tokens_per_s"] == 35.0
+    assert speeds.loc["y", "ttft_s"] == 1.1 and speeds.loc["y", "tokens_per_s"] == 11.0
+    assert speeds.loc["z"].isna().all()  # z's reply had no speed logged
+
+
+def test_a_replys_speed_goes_from_the_recorder_to_the_board(tmp_path: Path):
+    """The recorder stamps each reply's measured speed onto the votes on its conversation (with
+    transcripts off too, when no chat record is written); the board takes the judged reply's."""
+    rec = JsonlRecorder(tmp_path, IdentityPolicy("none"), log_transcripts=False)
+    for i in range(3):
+        left, right = battle("fast", "slow")
+        for conv, ttft, rate in ((left, 0.1 * (i + 1), 40.0 + i), (right, 2.0, 5.0)):
+            done = Finished(FinishReason.STOP, completion_tokens=9, ttft_s=ttft, tokens_per_s=rate)
+            rec.chat(dataclasses.replace(chat_event(conv), finished=done))
+        rec.vote(vote("rightvote", (left, right)))
+    records = read_logs(tmp_path).records
+    assert [r["type"] for r in records] == ["rightvote"] * 3  # no chat records: transcripts are off
+    assert records[0]["states"][0]["ttft_s"] == [0.1] and records[0]["states"][1]["tokens_per_s"] == [5.0]
+    row = vote_row(records[2])
+    assert row is not None
+    assert (row["ttft_s_a"], row["tokens_per_s_a"], row["ttft_s_b"], row["tokens_per_s_b"]) == \
+        (pytest.approx(0.3), 42.0, 2.0, 5.0)
+    table = board_from_logs(tmp_path, BoardOptions(rounds=0, min_battles=1)).table.set_index("model")
+    assert table.loc["fast", "ttft_s"] == pytest.approx(0.2) and table.loc["fast", "tokens_per_s"] == 41.0
+    assert table.loc["slow", "ttft_s"] == 2.0 and table.loc["slow", "tokens_per_s"] == 5.0
