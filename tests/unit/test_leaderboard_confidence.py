@@ -15,7 +15,7 @@ from tests.records import battle, chat_event, vote
 from webui.leaderboard import ratings
 from webui.leaderboard.battles import vote_row
 from webui.leaderboard.board import BoardOptions, board_from_logs
-from webui.leaderboard.confidence import battles_to_separate, next_comparison, order_probability
+from webui.leaderboard.confidence import battles_to_separate, gain_per_battle, next_comparison, order_probability
 from webui.leaderboard.speed import model_speeds
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, read_logs
@@ -45,6 +45,7 @@ def test_the_worked_example_of_the_docs():
     assert order_probability(30.0, 20.0) == pytest.approx(0.9332, abs=1e-4)
     # x = 0.1727, var = 0.01325 (1/var = 75.4), (1.96/x)^2 = 128.8, p(1 - p) = 0.2481: (128.8 - 75.4) / 0.2481
     assert battles_to_separate(30.0, 20.0, POINTS_PER_LOG_ODDS) == 216
+    assert gain_per_battle(30.0, 20.0, POINTS_PER_LOG_ODDS) == pytest.approx(0.00032, abs=5e-6)  # phi(1.5) x ... / 2
 
 
 def test_the_formulas_at_their_edges():
@@ -89,16 +90,39 @@ def test_the_battles_it_asks_for_separate_the_pair_at_95_percent():
     assert sure_after(extra // 2) < 0.97 and sure_after(2 * extra) > 0.98
 
 
-def test_the_next_comparison_is_the_least_sure_neighbouring_pair():
-    """A far above B and C, who are close: B vs C is the comparison to make next."""
-    battles = counts(("A", "B", 90, 10), ("A", "C", 92, 8), ("B", "C", 52, 48))
+def test_the_gain_per_battle_is_the_slope_of_p_order_right():
+    """The derivative of P(n) = Phi(x sqrt(1/s^2 + n p(1 - p))) at n = 0, against a finite difference."""
+    difference, se = 30.0, 20.0
+    x, s = difference / POINTS_PER_LOG_ODDS, se / POINTS_PER_LOG_ODDS
+    w = 1.0 / (1.0 + math.exp(-x)) * (1.0 - 1.0 / (1.0 + math.exp(-x)))
+
+    def sure(n: float) -> float:
+        return float(order_probability(x * math.sqrt(1.0 / s ** 2 + n * w), 1.0))
+
+    assert gain_per_battle(difference, se, POINTS_PER_LOG_ODDS) == pytest.approx((sure(0.01) - sure(0.0)) / 0.01,
+                                                                                    rel=1e-3)
+    assert gain_per_battle(0.0, se, POINTS_PER_LOG_ODDS) == 0.0  # a level pair: battles do not separate it
+    assert gain_per_battle(difference, 0.0, POINTS_PER_LOG_ODDS) == 0.0  # nothing left to learn
+    assert gain_per_battle(300.0, se, POINTS_PER_LOG_ODDS) < 1e-6  # already sure
+
+
+def test_the_next_comparison_is_the_unsure_pair_a_battle_helps_most():
+    """A far above B and C, who are close: B vs C. With B and C level instead (no battle would
+    separate them) the least sure pair is B vs C, but the useful one is the unsure A vs B."""
+    battles = counts(("A", "B", 90, 10), ("A", "C", 92, 8), ("B", "C", 56, 44))
     table = ratings.leaderboard(battles, rounds=200)
     assert list(table["model"]) == ["A", "B", "C"]
-    assert table.loc[0, "p_above_next"] > 0.999 and 0.5 < table.loc[1, "p_above_next"] < 0.8
+    assert table.loc[0, "p_above_next"] > 0.999 and 0.5 < table.loc[1, "p_above_next"] < 0.975
     assert np.isnan(table.loc[2, "p_above_next"])  # nobody below the last
     line = next_comparison(table)
-    assert line.startswith("Most useful next comparison: B vs C") and "more battles between them" in line
+    assert line.startswith("Most useful next comparison: B vs C (P(order right) = ") and "more battles between" in line
     assert next_comparison(ratings.leaderboard(battles, rounds=0)) == ""  # no bootstrap: no confidence to rank by
+
+    level = ratings.leaderboard(counts(("A", "B", 55, 45), ("A", "C", 55, 45), ("B", "C", 50, 50)), rounds=400)
+    assert list(level["model"]) == ["A", "B", "C"] and level.loc[0, "p_above_next"] < 0.975
+    assert level.loc[1, "p_above_next"] == 0.5 and level.loc[1, "more_battles_next"] == math.inf
+    assert next_comparison(level).startswith("Most useful next comparison: A vs B")
+
     sure = ratings.leaderboard(counts(("A", "B", 90, 10)), rounds=200)
     assert next_comparison(sure).startswith("Every neighbouring pair of ranked models is in a sure order")
 

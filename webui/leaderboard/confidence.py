@@ -13,8 +13,15 @@ covariance of the two ratings: var d = var i + var j - 2 cov(i, j)):
   stays where it is, n = ((1.96 / x)^2 - 1 / var x) / (p (1 - p)), rounded up; 0 when already
   significant, infinite when d is 0. docs/leaderboard.md works an example.
 
-The most useful next comparison is the neighbouring pair with the lowest P(order right): the
-weakest link of the ranking as it stands (ties broken by fewer battles needed).
+- **Gain per battle**: how much one more battle between them raises P(order right), if d stays:
+  P(n) = Phi(x sqrt(1 / var x + n p(1 - p))), so dP/dn at n = 0 is phi(z) x p(1 - p) sd x / 2
+  with z = x / sd x. Small for a pair already sure (phi(z) is small) and for a level pair (x is
+  small: battles do not separate models that are equal).
+
+The most useful next comparison is the unsure neighbouring pair (P below 0.975) with the largest
+gain per battle: the battle that raises the board's expected number of rightly ordered pairs the
+most. Not simply the least sure pair: that is often two models so level that no practical number
+of battles separates them (hundreds of thousands), where a battle is all but wasted.
 """
 
 from __future__ import annotations
@@ -29,8 +36,8 @@ import pandas as pd
 LEVEL = 0.95
 Z = NormalDist().inv_cdf((1.0 + LEVEL) / 2.0)
 SURE = (1.0 + LEVEL) / 2.0  # P(order right) at which the difference is significant at LEVEL
-PAIR_COLUMNS = ("upper", "lower", "difference", "se", "p_order", "more_battles")
-NEXT_COLUMNS = ("p_above_next", "more_battles_next")  # on the upper model's row of the board
+PAIR_COLUMNS = ("upper", "lower", "difference", "se", "p_order", "more_battles", "gain")
+NEXT_COLUMNS = ("p_above_next", "more_battles_next", "gain_next")  # on the upper model's row of the board
 
 
 def order_probability(difference: np.ndarray, se: np.ndarray) -> np.ndarray:
@@ -75,6 +82,19 @@ def se_from_covariance(covariance: pd.DataFrame, upper: list[str], lower: list[s
     return np.sqrt(np.clip(np.array(variance, float), 0.0, None))
 
 
+def gain_per_battle(difference: np.ndarray, se: np.ndarray, points_per_log_odds: float) -> np.ndarray:
+    """How much one more battle between the two raises P(order right) (the module docstring's
+    derivative): 0 for a level pair or a certain one, NaN where the standard error is unknown."""
+    x = np.abs(np.asarray(difference, float)) / points_per_log_odds
+    sd = np.asarray(se, float) / points_per_log_odds
+    p = 1.0 / (1.0 + np.exp(-x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sd > 0, x / sd, np.inf)
+        density = np.exp(-0.5 * z ** 2) / math.sqrt(2.0 * math.pi)
+        gain = np.where(np.isfinite(z), density * x * p * (1.0 - p) * sd / 2.0, 0.0)
+    return np.where(np.isnan(sd), np.nan, gain)
+
+
 def neighbours(order: list[str], rating: pd.Series, se: Callable[[list[str], list[str]], np.ndarray] | None,
                points_per_log_odds: float) -> pd.DataFrame:
     """One row per neighbouring pair of `order` (the board's ranked models, top first):
@@ -85,7 +105,8 @@ def neighbours(order: list[str], rating: pd.Series, se: Callable[[list[str], lis
     errors = se(upper, lower) if se is not None and upper else np.full(len(upper), np.nan)
     return pd.DataFrame({"upper": upper, "lower": lower, "difference": difference, "se": errors,
                          "p_order": order_probability(difference, errors),
-                         "more_battles": battles_to_separate(difference, errors, points_per_log_odds)},
+                         "more_battles": battles_to_separate(difference, errors, points_per_log_odds),
+                         "gain": gain_per_battle(difference, errors, points_per_log_odds)},
                         columns=list(PAIR_COLUMNS))
 
 
@@ -94,7 +115,8 @@ def next_columns(models: pd.Series, pairs: pd.DataFrame) -> pd.DataFrame:
     row; NaN on the last ranked model and the preliminary ones."""
     by_upper = pairs.set_index("upper")
     return pd.DataFrame({"p_above_next": models.map(by_upper["p_order"]).astype(float),
-                         "more_battles_next": models.map(by_upper["more_battles"]).astype(float)},
+                         "more_battles_next": models.map(by_upper["more_battles"]).astype(float),
+                         "gain_next": models.map(by_upper["gain"]).astype(float)},
                         index=models.index)
 
 
@@ -107,12 +129,13 @@ def next_comparison(table: pd.DataFrame) -> str:
     known = rows[rows["p_above_next"].notna()]
     if known.empty:
         return ""
-    if (known["p_above_next"] >= SURE).all():
-        return f"Every neighbouring pair of ranked models is in a sure order (P ≥ {SURE:.3f}, 95%)."
-    weakest = known.sort_values(["p_above_next", "more_battles_next"], kind="stable").index[0]
-    upper, lower = rows.at[weakest, "model"], rows.at[weakest + 1, "model"]
-    more = rows.at[weakest, "more_battles_next"]
+    unsure = known[known["p_above_next"] < SURE]
+    if unsure.empty:
+        return f"Every neighbouring pair of ranked models is in a sure order (P(order right) ≥ {SURE}, 95%)."
+    best = unsure.sort_values(["gain_next", "p_above_next"], ascending=[False, True], kind="stable").index[0]
+    upper, lower = rows.at[best, "model"], rows.at[best + 1, "model"]  # neighbours: the next row down
+    more = rows.at[best, "more_battles_next"]
     battles = "no number of battles would separate them (equal ratings)" if math.isinf(more) else \
         f"about {int(more):,} more battles between them would separate them at 95%"
-    return (f"Most useful next comparison: {upper} vs {lower} (the least sure order on the board: "
-            f"P(order right) = {rows.at[weakest, 'p_above_next']:.2f}; {battles}).")
+    return (f"Most useful next comparison: {upper} vs {lower} (P(order right) = {rows.at[best, 'p_above_next']:.2f}, "
+            f"the largest gain per battle of the unsure neighbours; {battles}).")
