@@ -165,3 +165,21 @@ def test_a_replys_speed_goes_from_the_recorder_to_the_board(tmp_path: Path):
     table = board_from_logs(tmp_path, BoardOptions(rounds=0, min_battles=1)).table.set_index("model")
     assert table.loc["fast", "ttft_s"] == pytest.approx(0.2) and table.loc["fast", "tokens_per_s"] == 41.0
     assert table.loc["slow", "ttft_s"] == 2.0 and table.loc["slow", "tokens_per_s"] == 5.0
+
+
+def test_a_multi_turn_vote_carries_every_turns_speed_and_the_board_takes_the_judged_one(tmp_path: Path):
+    rec = JsonlRecorder(tmp_path, IdentityPolicy("none"))
+    first = battle("fast", "slow")
+    second = tuple(dataclasses.replace(c, turn=2) for c in first)  # the same conversations, a turn later
+    for convs, ttft in ((first, 5.0), (second, 0.7)):  # turn 1 waited for a model to load
+        for conv in convs:
+            done = Finished(FinishReason.STOP, ttft_s=ttft, tokens_per_s=None if ttft > 1 else 30.0)
+            rec.chat(dataclasses.replace(chat_event(conv), finished=done))
+    rec.vote(vote("leftvote", second))
+    (record,) = [r for r in read_logs(tmp_path).records if r["type"] == "leftvote"]
+    assert record["states"][0]["ttft_s"] == [5.0, 0.7] and record["states"][0]["tokens_per_s"] == [None, 30.0]
+    row = vote_row(record)
+    assert row is not None and (row["ttft_s_a"], row["tokens_per_s_a"]) == (0.7, 30.0)
+    bad = {**record, "states": [{**s, "ttft_s": ["soon"], "tokens_per_s": [float("nan")]} for s in record["states"]]}
+    row = vote_row(bad)  # not a number: no speed, and the vote still counts
+    assert row is not None and row["ttft_s_a"] is None and row["tokens_per_s_b"] is None and row["base_reason"] is None
