@@ -73,6 +73,7 @@ def test_cli_shows_rank_confidence_and_speed(log_dir: Path, tmp_path: Path, caps
             if line.split()[1:2] in (["strong"], ["weak"])}
     assert 0.5 < float(rows["strong"]["p_above_next"]) < 0.975 and int(float(rows["strong"]["more_battles_next"])) > 0
     assert rows["weak"]["p_above_next"] == "NaN"  # nobody ranked below it
+    assert 0.5 < float(rows["strong"]["style_p_above_next"]) < 0.975  # in the style ranking's own order
     assert (rows["strong"]["ttft_s"], rows["strong"]["tokens_per_s"]) == ("1.56", "13.5")
     assert (rows["weak"]["ttft_s"], rows["weak"]["tokens_per_s"]) == ("0.20", "30.0")
     line = next(line for line in printed if line.startswith("Most useful next comparison: strong vs weak"))
@@ -202,6 +203,7 @@ def test_view_shows_rank_confidence_and_the_next_comparison(log_dir: Path):
     assert shown.loc["strong", "P(above next)"] == f"{sure.loc['strong', 'p_above_next']:.2f}"
     assert shown.loc["strong", "More battles (next)"] == f"{sure.loc['strong', 'more_battles_next']:,.0f}"
     assert (shown.loc["weak", "P(above next)"], shown.loc["weak", "More battles (next)"]) == ("", "")
+    assert shown.loc["strong", "P(above next) (style)"] == f"{sure.loc['strong', 'style_p_above_next']:.2f}" != ""
     assert "Most useful next comparison: strong vs weak" in summary
     view.close()
 

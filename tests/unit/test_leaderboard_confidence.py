@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, chat_event, vote
-from webui.leaderboard import ratings
-from webui.leaderboard.battles import vote_row
+from webui.leaderboard import ratings, style
+from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, vote_row
 from webui.leaderboard.board import BoardOptions, board_from_logs
 from webui.leaderboard.confidence import battles_to_separate, gain_per_battle, next_comparison, order_probability
 from webui.leaderboard.speed import model_speeds
@@ -125,6 +125,26 @@ def test_the_next_comparison_is_the_unsure_pair_a_battle_helps_most():
 
     sure = ratings.leaderboard(counts(("A", "B", 90, 10)), rounds=200)
     assert next_comparison(sure).startswith("Every neighbouring pair of ranked models is in a sure order")
+
+
+def test_style_confidence_from_the_sandwich_agrees_with_the_bootstraps_without_a_style_effect():
+    """Two ways to the same numbers: with no style differences the style fit is plain Bradley-Terry,
+    and P(order right) from its sandwich covariance matches the raw board's from the bootstrap."""
+    four = counts(("A", "B", 120, 110), ("B", "C", 125, 105), ("A", "C", 130, 100), ("C", "D", 118, 112),
+                  ("B", "D", 140, 90))
+    two = counts(("A", "B", 525, 475))  # centred, B's rating is minus A's: the covariance is all of it
+    for battles, models in ((four, list("ABCD")), (two, list("AB"))):
+        raw = ratings.leaderboard(battles, rounds=1000).set_index("model")
+        flat = pd.DataFrame(0.0, index=battles.index, columns=list(STYLE_COUNT_COLUMNS))
+        styled = style.style_table(battles, 200, 0, flat, ranked=models)[0].set_index("model")
+        assert list(raw.index) == list(styled.index) == models
+        middling = raw["p_above_next"].dropna()
+        assert ((middling > 0.6) & (middling < 0.97)).any()  # not at the ends, where any method agrees
+        assert styled["style_p_above_next"].dropna().to_numpy() == pytest.approx(middling.to_numpy(), abs=0.02)
+        assert styled["style_more_battles_next"].dropna().to_numpy() == pytest.approx(
+            raw["more_battles_next"].dropna().to_numpy(), rel=0.15)
+    no_rounds = style.style_table(two, 0, 0, flat, ranked=list("AB"))[0]  # no interval: no confidence either
+    assert no_rounds["style_p_above_next"].isna().all()
 
 
 def test_preliminary_models_are_not_neighbours():

@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
-                   "Battles", "Wins", "Ties", "Losses", "P(above next)", "More battles (next)", "First token (s)",
-                   "Tokens/s", "Note"]
+DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
+                   "Rating (style)", "95% CI (style)", "P(above next) (style)", "First token (s)", "Tokens/s", "Elo",
+                   "Battles", "Wins", "Ties", "Losses", "Note"]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
 EXPORTS = {
     "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
@@ -224,6 +224,7 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
         "95% CI (style)": [_interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)]
         if styled else blank,
+        "P(above next) (style)": [_fixed(p, 2) for p in table["style_p_above_next"]] if styled else blank,
         "Elo": table["elo"].round().astype(int),
         "Battles": table["battles"].astype(int),
         "Wins": table["wins"].astype(int),
