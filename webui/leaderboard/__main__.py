@@ -26,7 +26,8 @@ from webui.leaderboard.index import INDEX_NAME, VoteIndex
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
 FILE_OPTIONS = ("csv", "over_time", "battles", "pairs")  # the options that write a file, or STDOUT
-ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s": 2}  # probabilities and sub-second times need more than 0.1
+# Probabilities, small gains and sub-second times need more than the table's one decimal.
+ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s": 2}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -171,11 +171,11 @@ def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list
     }
     counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
     row.update(zip(STYLE_COUNT_COLUMNS, counts, strict=True))
-    row.update(zip(SPEED_COLUMNS, (judged_speed(s, f) for s in states for f in SPEED_FIELDS), strict=True))
+    row.update(zip(SPEED_COLUMNS, (_judged_speed(s, f) for s in states for f in SPEED_FIELDS), strict=True))
     return row
 
 
-def judged_speed(state: dict[str, Any], name: str) -> float | None:
+def _judged_speed(state: dict[str, Any], name: str) -> float | None:
     """The judged (last) reply's `name` in a vote state, None where it was not logged (older logs,
     FastChat's, an engine that did not measure it) or is not a finite number."""
     values = state.get(name)

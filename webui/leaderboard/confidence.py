@@ -1,22 +1,23 @@
 """Rank confidence: how sure the board is of each neighbouring pair's order, and which battles
 would make it surer. Pure numpy/pandas, on the Elo scale the ratings use.
 
-For two neighbours, i above j, with rating difference d and its standard error se (from the
-covariance of the two ratings: var d = var i + var j - 2 cov(i, j)):
+For two neighbours, i above j, with rating difference d and its standard error se: from the
+bootstrap rounds for the raw ratings (`se_from_samples`: their fit gives no covariance), from the
+covariance where the fit gives one, as the style fit's sandwich does (`se_from_covariance`:
+var d = var i + var j - 2 cov(i, j)). In log-odds, x = d ln 10 / 400 and s = se ln 10 / 400.
 
 - **P(order right)** = Phi(d / se), the normal approximation of the estimate's sampling
   distribution. It reaches 0.975 exactly when d is significant at 95% (two-sided, z = 1.96).
-- **More battles to separate them at 95%**: in log-odds units (x = d ln 10 / 400), one more
-  battle between i and j adds p(1 - p), p = sigmoid(x), to the Fisher information of the
-  difference, and information adds (Sherman-Morrison: with the fit's information matrix I,
-  adding n p(1 - p) (e_i - e_j)(e_i - e_j)^T makes 1/var d grow by exactly n p(1 - p)). So, if d
-  stays where it is, n = ((1.96 / x)^2 - 1 / var x) / (p (1 - p)), rounded up; 0 when already
-  significant, infinite when d is 0. docs/leaderboard.md works an example.
-
+- **More battles to separate them at 95%**: one more battle between i and j adds p(1 - p),
+  p = sigmoid(x), to the Fisher information of the difference, and information adds
+  (Sherman-Morrison: adding n p(1 - p) (e_i - e_j)(e_i - e_j)^T to the fit's information matrix
+  makes 1 / s^2 grow by exactly n p(1 - p)). So, if d stays where it is,
+  n = ((1.96 / x)^2 - 1 / s^2) / (p (1 - p)), rounded up; 0 when already significant, infinite
+  when d is 0. docs/leaderboard.md works an example.
 - **Gain per battle**: how much one more battle between them raises P(order right), if d stays:
-  P(n) = Phi(x sqrt(1 / var x + n p(1 - p))), so dP/dn at n = 0 is phi(z) x p(1 - p) sd x / 2
-  with z = x / sd x. Small for a pair already sure (phi(z) is small) and for a level pair (x is
-  small: battles do not separate models that are equal).
+  P(n) = Phi(x sqrt(1 / s^2 + n p(1 - p))), so dP/dn at n = 0 is phi(z) x p(1 - p) s / 2 with
+  z = x / s. Small for a pair already sure (phi(z) is small) and for a level pair (x is small:
+  battles do not separate models that are equal).
 
 The most useful next comparison is the unsure neighbouring pair (P below 0.975) with the largest
 gain per battle: the battle that raises the board's expected number of rightly ordered pairs the
@@ -43,9 +44,9 @@ NEXT_COLUMNS = ("p_above_next", "more_battles_next", "gain_next")  # on the uppe
 def order_probability(difference: np.ndarray, se: np.ndarray) -> np.ndarray:
     """Phi(difference / se); NaN where the standard error is unknown (NaN)."""
     difference, se = np.asarray(difference, float), np.asarray(se, float)
-    z = np.divide(difference, se, out=np.where(difference > 0, np.inf, np.where(difference < 0, -np.inf, 0.0)),
-                  where=se > 0)
-    p = np.array([NormalDist().cdf(v) if math.isfinite(v) else float(v > 0) for v in z.ravel()]).reshape(z.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):  # se 0: the sign decides; 0 / 0: a coin toss
+        z = np.where(se > 0, difference / se, np.sign(difference) * np.inf)
+    p = np.vectorize(NormalDist().cdf, otypes=[float])(np.nan_to_num(z, nan=0.0))
     return np.where(np.isnan(se), np.nan, p)
 
 
