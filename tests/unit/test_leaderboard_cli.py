@@ -54,6 +54,7 @@ def test_cli_prints_the_table_and_writes_files(log_dir: Path, tmp_path: Path, ca
     assert list(table["model"]) == ["strong", "weak"] and list(table["battles"]) == [13, 13]
     battles = pd.read_parquet(out / "battles.parquet")
     assert len(battles) == 15 and battles["conversation_a"][0][0]["content"] == "question 0"
+    assert (battles["ttft_s_a"][0], battles["tokens_per_s_b"][0]) == (1.5, 30.0)  # the judged replies' speeds
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert len(pairs) == 12  # 12 decisive single-turn anonymous battles; tie, leak and multi-turn left out
     first = pairs[0]
