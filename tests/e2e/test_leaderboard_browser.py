@@ -72,7 +72,9 @@ def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Br
             page.wait_for_function(f"() => ({BROKEN_WORDS})('leaderboard-table').length === 0", timeout=10_000)
         shot(page, f"leaderboard-{device}")
         headers = table.locator("th .header").all_inner_texts()
-        assert {"Rating", "Battles", "Losses", "95% CI (style)"} <= set(headers)
+        assert {"Rating", "Battles", "Losses", "95% CI (style)", "P(above next)", "More battles (next)",
+                "First token (s)", "Tokens/s"} <= set(headers)
+        expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
         assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
     finally:
         context.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -11,22 +12,27 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.records import battle, conversation, vote
+from tests.records import battle, chat_event, conversation, vote
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board import BoardOptions, board_from_logs
 from webui.leaderboard.export import preference_pairs, write_table
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
+from webui.types import Finished, FinishReason
 from webui.ui.leaderboard_tab import LeaderboardView, display_table
 
 
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
-    """Twelve anonymous battles (strong beats weak 9-3), one named, one leaked, one multi-turn."""
+    """Twelve anonymous battles (strong beats weak 9-3; strong is the slower), one named, one leaked,
+    one multi-turn."""
     folder = tmp_path / "logs"
     rec = JsonlRecorder(folder, IdentityPolicy("none"))
     for i in range(12):
         left, right = battle("strong", "weak", (f"good answer {i}", f"poor answer {i}"), prompt=f"question {i}")
+        for conv, ttft, rate in ((left, 1.5 + i / 100, 8.0 + i), (right, 0.2, 30.0)):  # medians 1.56, 13.5; 0.2, 30
+            done = Finished(FinishReason.STOP, completion_tokens=9, ttft_s=ttft, tokens_per_s=rate)
+            rec.chat(dataclasses.replace(chat_event(conv), finished=done))
         rec.vote(vote("leftvote" if i < 9 else "rightvote", (left, right)))
     rec.vote(vote("tievote", battle("strong", "weak", anonymous=False)))
     rec.vote(vote("leftvote", battle("strong", "weak", ("As Strong, I say", "hm"))))
@@ -48,6 +54,7 @@ def test_cli_prints_the_table_and_writes_files(log_dir: Path, tmp_path: Path, ca
     assert list(table["model"]) == ["strong", "weak"] and list(table["battles"]) == [13, 13]
     battles = pd.read_parquet(out / "battles.parquet")
     assert len(battles) == 15 and battles["conversation_a"][0][0]["content"] == "question 0"
+    assert (battles["ttft_s_a"][0], battles["tokens_per_s_b"][0]) == (1.5, 30.0)  # the judged replies' speeds
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert len(pairs) == 12  # 12 decisive single-turn anonymous battles; tie, leak and multi-turn left out
     first = pairs[0]
@@ -55,6 +62,26 @@ def test_cli_prints_the_table_and_writes_files(log_dir: Path, tmp_path: Path, ca
     assert first["chosen"] == [{"role": "assistant", "content": "good answer 0"}]
     assert first["rejected"] == [{"role": "assistant", "content": "poor answer 0"}]
     assert (first["model_chosen"], first["model_rejected"]) == ("strong", "weak")
+
+
+def test_cli_shows_rank_confidence_and_speed(log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    """With both models ranked: how sure their order is, the comparison to make next, and each
+    model's median speed (strong wins on its answers while being the slower one)."""
+    assert main([str(log_dir), "--rounds", "50", "--min-battles", "5", "--csv", str(tmp_path / "board.csv")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    header = next(line.split() for line in printed if line.split()[:2] == ["rank", "model"])
+    rows = {line.split()[1]: dict(zip(header, line.split(), strict=True)) for line in printed
+            if line.split()[1:2] in (["strong"], ["weak"])}
+    assert 0.5 < float(rows["strong"]["p_above_next"]) < 0.975 and int(float(rows["strong"]["more_battles_next"])) > 0
+    assert rows["weak"]["p_above_next"] == "NaN"  # nobody ranked below it
+    assert 0.5 < float(rows["strong"]["style_p_above_next"]) < 0.975  # in the style ranking's own order
+    assert (rows["strong"]["ttft_s"], rows["strong"]["tokens_per_s"]) == ("1.56", "13.5")
+    assert (rows["weak"]["ttft_s"], rows["weak"]["tokens_per_s"]) == ("0.20", "30.0")
+    line = next(line for line in printed if line.startswith("Most useful next comparison: strong vs weak"))
+    assert f"P(order right) = {float(rows['strong']['p_above_next']):.2f}" in line
+    table = pd.read_csv(tmp_path / "board.csv").set_index("model")
+    assert table.loc["strong", "ttft_s"] == pytest.approx(1.555) and table.loc["weak", "tokens_per_s"] == 30.0
+    assert table.loc["strong", "p_above_next"] == pytest.approx(float(rows["strong"]["p_above_next"]), abs=5e-4)
 
 
 def test_cli_counts_named_battles_when_asked(log_dir: Path, capsys: pytest.CaptureFixture):
@@ -157,9 +184,28 @@ def test_view_shows_a_new_vote_after_the_background_build(log_dir: Path):
     summary, table, *_ = view.outputs()
     assert summary.startswith("Updated 0 s ago.") and "14 battles" in summary
     assert list(table.columns)[:4] == ["Rank", "Model", "Rating", "95% CI"]
+    shown = table.set_index("Model")  # both preliminary (under 50 battles): no order to be sure of, speeds still
+    assert list(shown["P(above next)"]) == ["", ""] and "next comparison" not in summary
+    assert (shown.loc["strong", "First token (s)"], shown.loc["strong", "Tokens/s"]) == ("1.56", "13.5")
+    assert (shown.loc["weak", "First token (s)"], shown.loc["weak", "Tokens/s"]) == ("0.20", "30.0")
     assert Path(view.export("pairs_jsonl")).read_text().count("\n") == 13
     battles = pd.read_parquet(view.export("battles_parquet"))
     assert len(battles) == 16 and "conversation_a" in battles and "offset" not in battles
+    view.close()
+
+
+def test_view_shows_rank_confidence_and_the_next_comparison(log_dir: Path):
+    view = LeaderboardView(log_dir, BoardOptions(rounds=50, min_battles=5))
+    view.live.sync()
+    summary, table, *_ = view.outputs()
+    board, _ = view.board()
+    sure = board.table.set_index("model")
+    shown = table.set_index("Model")
+    assert shown.loc["strong", "P(above next)"] == f"{sure.loc['strong', 'p_above_next']:.2f}"
+    assert shown.loc["strong", "More battles (next)"] == f"{sure.loc['strong', 'more_battles_next']:,.0f}"
+    assert (shown.loc["weak", "P(above next)"], shown.loc["weak", "More battles (next)"]) == ("", "")
+    assert shown.loc["strong", "P(above next) (style)"] == f"{sure.loc['strong', 'style_p_above_next']:.2f}" != ""
+    assert "Most useful next comparison: strong vs weak" in summary
     view.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 import re
 import unicodedata
@@ -167,6 +168,12 @@ def ref_row(record, states, models, convs):
     }
     counts = [ref_reply_style(c) for c in convs]
     row.update(zip(battles.STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
+    for side, state in zip("ab", states, strict=True):
+        for name in battles.SPEED_FIELDS:
+            values = state.get(name)
+            last = values[-1] if isinstance(values, list) and values else None
+            ok = type(last) in (int, float) and math.isfinite(last)
+            row[f"{name}_{side}"] = float(last) if ok else None
     return row
 
 

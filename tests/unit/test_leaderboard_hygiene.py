@@ -148,12 +148,24 @@ def test_cli_prints_every_view(sim, tmp_path: Path, capsys: pytest.CaptureFixtur
     printed = capsys.readouterr().out
     assert code == 0
     for text in ("Category 'coding':", "Style coefficients", "Left out, by filter:", "over daily cap",
-                 "language: English", "flagged: 1", "style_rating", "preliminary"):
+                 "language: English", "flagged: 1", "style_rating", "preliminary", "p_above_next",
+                 "more_battles_next", "ttft_s", "tokens_per_s", "Most useful next comparison: "):
         assert text in printed, text
     history = pd.read_csv(out)
     assert history.columns[0] == "battles" and "late-7b" in history.columns
     assert main([str(sim[0]), "--rounds", "0", "--category", "poetry"]) == 1
     assert "unknown category" in capsys.readouterr().err
+
+
+def test_the_board_finds_the_planted_speeds(board, sim):
+    """Each simulated model replies at its own speed (times 0.8 to 1.2): the board's medians are
+    those speeds; rare-1b's votes carry none. The weakest model is the fastest."""
+    table = board.table.set_index("model")
+    for model, (ttft, rate) in sim[1]["speeds"].items():
+        assert (table.loc[model, "ttft_s"], table.loc[model, "tokens_per_s"]) == pytest.approx((ttft, rate)), model
+    assert table.loc["rare-1b", ["ttft_s", "tokens_per_s"]].isna().all()
+    ranked = table[~table["preliminary"].astype(bool)]
+    assert ranked["rating"].idxmin() == ranked["tokens_per_s"].idxmax() == "SmolLM2-135M-Instruct"
 
 
 def test_simulator_cli(tmp_path: Path, capsys: pytest.CaptureFixture):

@@ -4,6 +4,7 @@ counted twice when a writer dies, a line is torn, logs are copied in or the iden
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -13,13 +14,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.records import battle, vote
+from tests.records import battle, chat_event, vote
+from webui.leaderboard.battles import SPEED_COLUMNS
 from webui.leaderboard.board import BoardOptions, board_from_index, board_from_logs
 from webui.leaderboard.index import INDEX_NAME, VoteIndex
 from webui.leaderboard.schema import MIGRATIONS
 from webui.leaderboard.simulate import simulate
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
+from webui.types import Finished, FinishReason
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,33 @@ def test_the_board_from_the_index_is_the_board_from_the_logs(simulated: Path, tm
                                                           votes_per_day=30, exclude_flagged=True)):
         same_board(index, simulated, options)
     assert index.count() == 3002 and not index.catch_up().votes  # read once, not again
+
+
+def test_an_index_without_the_speeds_is_rebuilt_with_them(tmp_path: Path):
+    """An index written before the rows carried the replies' speeds (and before numbered
+    migrations) is rebuilt when opened, and then gives the board the logs give, speeds included."""
+    folder, path = tmp_path / "logs", tmp_path / "index.sqlite3"
+    rec = JsonlRecorder(folder, IdentityPolicy("none"))
+    for i in range(4):
+        left, right = battle("alpha", "beta")
+        for conv, ttft in ((left, 0.1 * (i + 1)), (right, 1.0)):
+            rec.chat(dataclasses.replace(chat_event(conv), finished=Finished(FinishReason.STOP, ttft_s=ttft,
+                                                                             tokens_per_s=20.0)))
+        rec.vote(vote("leftvote", (left, right)))
+    rec.close()
+    VoteIndex(folder, path).catch_up()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # as the index before them left it
+        for column in SPEED_COLUMNS:
+            db.execute(f"ALTER TABLE votes DROP COLUMN {column}")
+        db.execute("DROP TABLE migrations")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    index = VoteIndex(folder, path)
+    index.catch_up()
+    assert index.count() == 4 and list(index.rows()["ttft_s_a"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    same_board(index, folder, BoardOptions(rounds=0, min_battles=1))
+    assert board_from_index(index, BoardOptions(rounds=0)).table.set_index("model").loc["alpha", "ttft_s"] == \
+        pytest.approx(0.25)
+    index.close()
 
 
 def test_a_crash_between_the_log_and_the_index_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

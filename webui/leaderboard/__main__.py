@@ -20,6 +20,7 @@ import pandas as pd
 from webui.config import SERVER_NAME
 from webui.leaderboard import snapshot_cli
 from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
+from webui.leaderboard.confidence import next_comparison
 from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, VoteIndex
@@ -28,6 +29,8 @@ from webui.leaderboard.store import StoreError, check_target
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
 FILE_OPTIONS = ("csv", "over_time", "battles", "pairs", "diff_json")  # the options that write a file, or STDOUT
+# Probabilities, small gains and sub-second times need more than the table's one decimal.
+ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s": 2}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,7 +166,11 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
         say(f"\nCategory {args.category!r}: {n} battles")
         table = rated.table
     if not table.empty:
-        say(table.round(1).to_string(index=False))
+        finer = {column: table[column].round(digits) for column, digits in ROUNDING.items() if column in table}
+        say(table.round(1).assign(**finer).to_string(index=False))
+        line = next_comparison(table)
+        if line:
+            say(line)
     coefficients = board.rated.style_coefficients
     if not coefficients.empty:
         say("\nStyle coefficients (log-odds per standard deviation of the A-B difference): "

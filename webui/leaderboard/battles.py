@@ -7,6 +7,7 @@ so that the leaderboard can say what it is based on and what it left out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +26,14 @@ WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 # `base_reason` is the drop reason that no setting changes (invalid, same_model); `leak` is the
 # identity check under the word list the row was checked with (`redacted`: the write-time check,
 # final); `error`/`stopped` say how the replies ended; the style counts and the prompt flags feed
-# style control and the categories.
+# style control and the categories; the speeds are the judged replies' (None where not logged).
 STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)
+SPEED_FIELDS = ("ttft_s", "tokens_per_s")  # per turn in each vote state (webui.records.storage.vote_state)
+SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS)
 ROW_COLUMNS = (
     "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
     "language", "voter", "session", "base_reason", "redacted", "leak", "error", "stopped", "coding", "long_prompt",
-    *STYLE_COUNT_COLUMNS,
+    *STYLE_COUNT_COLUMNS, *SPEED_COLUMNS,
 )
 CONVERSATION_COLUMNS = ("conversation_a", "conversation_b", "system_a", "system_b")
 BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
@@ -119,7 +122,7 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
 
 def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
     """The row of a vote record that cannot be read: what can be, and "invalid"."""
-    row: dict[str, Any] = dict.fromkeys(STYLE_COUNT_COLUMNS, 0)
+    row: dict[str, Any] = {**dict.fromkeys(STYLE_COUNT_COLUMNS, 0), **dict.fromkeys(SPEED_COLUMNS)}
     tstamp = record.get("tstamp")
     models = [public_name(m) for m in record["models"]]
     row.update({
@@ -168,7 +171,18 @@ def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list
     }
     counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
     row.update(zip(STYLE_COUNT_COLUMNS, counts, strict=True))
+    row.update(zip(SPEED_COLUMNS, (_judged_speed(s, f) for s in states for f in SPEED_FIELDS), strict=True))
     return row
+
+
+def _judged_speed(state: dict[str, Any], name: str) -> float | None:
+    """The judged (last) reply's `name` in a vote state, None where it was not logged (older logs,
+    FastChat's, an engine that did not measure it) or is not a finite number."""
+    values = state.get(name)
+    last = values[-1] if isinstance(values, list) and values else None
+    if isinstance(last, bool) or not isinstance(last, (int, float)) or not math.isfinite(last):
+        return None
+    return float(last)
 
 
 def conversation_columns(record: dict[str, Any]) -> dict[str, Any]:

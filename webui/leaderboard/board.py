@@ -17,10 +17,11 @@ import pandas as pd
 
 from webui.config import Settings
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
+from webui.leaderboard.battles import SPEED_FIELDS, STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
 from webui.leaderboard.categories import category_counts, category_masks
 from webui.leaderboard.history import ratings_over_time
 from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.speed import model_speeds
 from webui.leaderboard.style import style_table
 from webui.leaderboard.voters import over_daily_cap, voter_agreement
 from webui.records.identity import identity_words
@@ -72,7 +73,7 @@ class BoardOptions:
 class Rated:
     """The tables computed from one set of counted battles (the whole board, or one category)."""
 
-    table: pd.DataFrame  # ratings.TABLE_COLUMNS, then the style columns
+    table: pd.DataFrame  # ratings.TABLE_COLUMNS, the style columns, then the speeds (speed.SPEED_FIELDS)
     style_coefficients: pd.Series
     win_fraction: pd.DataFrame
     pair_counts: pd.DataFrame
@@ -161,6 +162,8 @@ def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None =
         counts = style.loc[used.index] if style is not None else _stored_style(used)
         styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked, coded)
         table = table.merge(styled, on="model", how="left")
+    table = table.merge(model_speeds(used), on="model", how="left") if not table.empty else \
+        table.assign(**{f: pd.Series(dtype=float) for f in SPEED_FIELDS})
     order = list(table["model"])
     g = coded.grouped() if coded is not None else None
     return Rated(table, coefficients,

@@ -48,7 +48,13 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from webui.leaderboard import columns
-from webui.leaderboard.battles import CONVERSATION_COLUMNS, ROW_COLUMNS, conversation_columns, identity_leak
+from webui.leaderboard.battles import (
+    CONVERSATION_COLUMNS,
+    ROW_COLUMNS,
+    SPEED_COLUMNS,
+    conversation_columns,
+    identity_leak,
+)
 from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
 from webui.leaderboard.schema import BOOL_COLUMNS, INTEGER_COLUMNS, TEXT_COLUMNS, drop_all, migrate, quoted
 from webui.leaderboard.store import Store, StoreError, open_store
@@ -418,6 +424,8 @@ def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(data, columns=[*LOADED_COLUMNS, *(("session",) if session else ())])
     for column in BOOL_COLUMNS:
         frame[column] = frame[column].astype(bool)
+    for column in SPEED_COLUMNS:  # NULL where not logged: NaN, also when a whole load has none
+        frame[column] = frame[column].astype(float)
     return frame
 
 

@@ -28,6 +28,8 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard import confidence
+
 SCALE = 400.0
 BASE = 10.0
 INIT = 1000.0
@@ -35,7 +37,7 @@ ELO_K = 4.0  # FastChat's online Elo step
 RIDGE = 1e-3  # penalty on log-odds ratings; see the module docstring
 LR_LIMIT = 12.0  # log-odds (about 2,100 points) from the estimate: beyond it a bound is open (-inf/inf)
 TABLE_COLUMNS = ("rank", "model", "rating", "lower", "upper", "elo", "battles", "wins", "ties", "losses",
-                 "preliminary")
+                 "preliminary", *confidence.NEXT_COLUMNS)
 
 
 def scores(battles: pd.DataFrame) -> np.ndarray:
@@ -404,8 +406,10 @@ def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: floa
     few = list(preliminary[preliminary].index)
     reference = list(preliminary[~preliminary].index) or None  # the scale's mean: the established models
     rating = bt_ratings(g, reference=reference)
+    se = None
     if rounds > 0:
-        bounds = intervals(bootstrap_grouped(g, rounds, seed, reference=reference))
+        samples = bootstrap_grouped(g, rounds, seed, reference=reference)
+        bounds, se = intervals(samples), functools.partial(confidence.se_from_samples, samples)
         if few:
             bounds.loc[few] = likelihood_grouped(g, few, reference=reference)
     else:
@@ -416,4 +420,8 @@ def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: floa
     table["rank"] = ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")
     table = table.rename_axis("model").reset_index()
     table = table.sort_values(["preliminary", "rank", "rating"], ascending=[True, True, False], na_position="last")
-    return table.reset_index(drop=True)[columns]
+    table = table.reset_index(drop=True)
+    order = list(table.loc[~table["preliminary"], "model"])
+    pairs = confidence.neighbours(order, rating, se, SCALE / math.log(BASE))
+    table[list(confidence.NEXT_COLUMNS)] = confidence.next_columns(table["model"], pairs)
+    return table[columns]

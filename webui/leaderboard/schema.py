@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webui.leaderboard.battles import ROW_COLUMNS, STYLE_COUNT_COLUMNS
+from webui.leaderboard.battles import ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
 from webui.leaderboard.store import Dialect, Store, StoreError
 
 BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
 # The row columns by type (the rest are text); booleans are kept as 0/1, as SQLite has no other.
-REAL_COLUMNS = ("tstamp",)
+REAL_COLUMNS = ("tstamp", *SPEED_COLUMNS)
 INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
 # Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
@@ -35,6 +35,7 @@ def _column_type(d: Dialect, column: str) -> str:
 
 
 def _first(d: Dialect) -> tuple[str, ...]:
+    # Every row column: a column added to ROW_COLUMNS once this has shipped needs a migration of its own.
     row_columns = ", ".join(f'"{c}" {_column_type(d, c)}' for c in ROW_COLUMNS)
     return (
         # A log file, by name (which carries its server's name), and which server reads it.

@@ -15,7 +15,9 @@ OUTDIR/truth.json (what the board should find). Known effects, so that each view
 * about 1% identity leaks, errors and stopped replies, 5% named votes, 5% in FastChat's older
   form (`"models": ["Model A", "Model B"]`, roles "USER"/"ASSISTANT");
 * one voter who votes for the weaker model (flagged), one who casts 400 honest votes on one day
-  (the daily cap); every vote carries a session key, one per voter and day.
+  (the daily cap); every vote carries a session key, one per voter and day;
+* each reply's speed (time to first token, tokens/s): a model's own (`SPEEDS`) times 0.8 to 1.2,
+  so its median is its own; none in the older-form votes and rare-1b's (not logged there).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +39,11 @@ TRUE = {"granite-3-8b": 1120.0, "command-r": 1070.0, "solar-10.7b": 1030.0, "emb
         "verbose-7b": 1000.0, "nous-hermes-2": 970.0, "falcon-7b": 940.0, "SmolLM2-135M-Instruct": 870.0,
         "late-7b": 1050.0}
 LATE, RARE, VERBOSE = "late-7b", "rare-1b", "verbose-7b"
+# (seconds to the first token, tokens/s): the weakest model is the fastest, the strongest the slowest
+SPEEDS = {"granite-3-8b": (0.9, 12.0), "command-r": (0.7, 15.0), "solar-10.7b": (0.6, 18.0), "ember-7b": (0.5, 20.0),
+          "verbose-7b": (0.5, 20.0), "nous-hermes-2": (0.4, 22.0), "falcon-7b": (0.4, 24.0),
+          "SmolLM2-135M-Instruct": (0.1, 60.0), "late-7b": (0.5, 20.0)}
+JITTER = (0.8, 0.9, 1.0, 1.1, 1.2)  # taken in turn, not drawn: the random draws stay those of older logs
 STYLE_BETA = 1.2  # log-odds per unit of the normalised length difference (voters like long replies)
 TIE_SHARE = 0.15
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC
@@ -85,15 +93,20 @@ def _prompt(rng: np.random.Generator) -> tuple[str, bool]:
 
 
 def _state(model: str, prompt: str, replies: list[str], conv_id: str, older: bool, reasons: list[str],
-           system: str) -> dict:
+           system: str, turn_of_log: int | None = None) -> dict:
+    """A vote state; with `turn_of_log` (a counter over the log) each reply's speed too."""
     roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
     messages = []
     for i, reply in enumerate(replies):
         messages += [[roles[0], prompt if i == 0 else "And then?"], [roles[1], reply]]
-    state = {"template_name": "one_shot" if older else "tokenizer", "system_message": system, "roles": roles,
-             "messages": messages, "offset": 0, "conv_id": conv_id, "model_name": model}
+    state: dict[str, Any] = {"template_name": "one_shot" if older else "tokenizer", "system_message": system, "roles": roles,
+                             "messages": messages, "offset": 0, "conv_id": conv_id, "model_name": model}
     if not older:
         state["finish_reasons"] = reasons
+    if not older and turn_of_log is not None:
+        ttft, rate = SPEEDS[model]
+        jitter = [JITTER[(turn_of_log + k) % len(JITTER)] for k in range(len(replies))]
+        state.update({"ttft_s": [round(ttft * j, 3) for j in jitter], "tokens_per_s": [round(rate * j, 2) for j in jitter]})
     return state
 
 
@@ -133,7 +146,7 @@ def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int) -> d
     older, named = rng.random() < 0.05, rng.random() < 0.05
     tstamp = START + (i / n) * days * 86_400 if voter != "heavy" else START + i
     systems = ["", "Answer briefly."] if rng.random() < 0.2 else ["", ""]
-    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s)
+    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s, 2 * i + k)
               for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))]
     len_a, len_b = (sum(len(x.split()) for x in r) for r in replies)
     public = ["Model A", "Model B"] if older else [a, b] if named else ["", ""]
@@ -170,7 +183,7 @@ def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10
         by_day.setdefault(day, []).append(json.dumps(record, ensure_ascii=True))
     for day, lines in by_day.items():
         (out_dir / day_file_name(day, server)).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    truth = {"ratings": TRUE, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
+    truth = {"ratings": TRUE, "speeds": SPEEDS, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
              "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day)}
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     return truth

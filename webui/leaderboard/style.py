@@ -29,6 +29,7 @@ the board. Pure numpy/pandas.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from statistics import NormalDist
@@ -36,10 +37,12 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard import confidence
 from webui.leaderboard.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
 
 FEATURES = ("length", "headers", "bold", "lists")
-STYLE_COLUMNS = ("model", "style_rating", "style_lower", "style_upper", "style_rank")
+STYLE_COLUMNS = ("model", "style_rating", "style_lower", "style_upper", "style_rank", "style_p_above_next",
+                 "style_more_battles_next")
 _HEADER = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 _BOLD = re.compile(r"\*\*[^*\n]+?\*\*|__[^_\n]+?__")
 # Each alternative of _BOLD alone, for a text with only its mark: led by a literal, which the engine
@@ -191,8 +194,15 @@ def _gram(a: np.ndarray, b: np.ndarray, x: np.ndarray, w: np.ndarray, n_models: 
 
 def sandwich_se(params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
                 n_models: int, centre: np.ndarray) -> np.ndarray:
-    """Standard errors, on the Elo scale, of the ratings centred on the `centre` models' mean:
-    the sandwich covariance H^-1 B H^-1 of the fit `params`, transformed by the centring matrix."""
+    """Standard errors, on the Elo scale, of the ratings centred on the `centre` models' mean."""
+    variance = np.diag(sandwich_covariance(params, a, b, score, x, n_models, centre))
+    return np.sqrt(np.clip(variance, 0.0, None))
+
+
+def sandwich_covariance(params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
+                        n_models: int, centre: np.ndarray) -> np.ndarray:
+    """The covariance, on the Elo scale (points squared), of the ratings centred on the `centre`
+    models' mean: the sandwich H^-1 B H^-1 of the fit `params`, transformed by the centring matrix."""
     z = _logits(params, a, b, x, n_models)
     p = 1.0 / (1.0 + np.exp(-z))
     _, hess = _derivatives(z, params, a, b, score, x, np.ones(len(score)), n_models, RIDGE)
@@ -200,8 +210,7 @@ def sandwich_se(params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndar
     bread = np.linalg.inv(hess)
     covariance = (bread @ meat @ bread)[:n_models, :n_models]
     centring = np.eye(n_models) - np.outer(np.ones(n_models), centre / centre.sum())
-    variance = np.einsum("ij,jk,ik->i", centring, covariance, centring)
-    return np.sqrt(np.clip(variance, 0.0, None)) * SCALE / math.log(BASE)
+    return centring @ covariance @ centring.T * (SCALE / math.log(BASE)) ** 2
 
 
 def _to_scale(theta: np.ndarray, centre: np.ndarray) -> np.ndarray:
@@ -231,8 +240,9 @@ def style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None = None,
 
 
 def _style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None, reference: list[str] | None,
-               level: float | None = None, coded: Coded | None = None) -> tuple[pd.Series, pd.Series, pd.DataFrame]:
-    """`style_fit`, and (with a `level`) the sandwich intervals: columns lower, upper."""
+               level: float | None = None, coded: Coded | None = None
+               ) -> tuple[pd.Series, pd.Series, pd.DataFrame, pd.DataFrame | None]:
+    """`style_fit`, and (with a `level`) the sandwich intervals (columns lower, upper) and covariance."""
     coded = coded or encode(battles)
     models, a, b, s, x = _inputs(battles, counts, coded)
     g = coded.grouped()  # start from the raw ratings (fitted on a few hundred counts): fewer Newton steps
@@ -240,11 +250,13 @@ def _style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None, reference: li
     params = fit_bt_style(a, b, s, x, np.ones(len(s)), len(models), start=start)
     centre = _mask(models, reference)
     rating = pd.Series(_to_scale(params[:len(models)], centre), index=models, name="style_rating")
-    bounds = pd.DataFrame({"lower": rating, "upper": rating})
+    bounds, covariance = pd.DataFrame({"lower": rating, "upper": rating}), None
     if level is not None:
-        half = NormalDist().inv_cdf((1.0 + level) / 2.0) * sandwich_se(params, a, b, s, x, len(models), centre)
+        covariance = pd.DataFrame(sandwich_covariance(params, a, b, s, x, len(models), centre), index=models,
+                                  columns=models)
+        half = NormalDist().inv_cdf((1.0 + level) / 2.0) * np.sqrt(np.clip(np.diag(covariance), 0.0, None))
         bounds = pd.DataFrame({"lower": rating - half, "upper": rating + half})
-    return rating, pd.Series(params[len(models):], index=list(FEATURES), name="coefficient"), bounds
+    return rating, pd.Series(params[len(models):], index=list(FEATURES), name="coefficient"), bounds, covariance
 
 
 def style_intervals(battles: pd.DataFrame, level: float = 0.95, counts: pd.DataFrame | None = None,
@@ -280,10 +292,16 @@ def style_table(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, counts:
     closed-form interval (`seed` is not used: nothing is drawn). `coded`: the battles, encoded."""
     if battles.empty:
         return pd.DataFrame(columns=list(STYLE_COLUMNS)), pd.Series(dtype=float, name="coefficient")
-    rating, coefficients, bounds = _style_fit(battles, counts, ranked, 0.95 if rounds > 0 else None, coded)
+    rating, coefficients, bounds, covariance = _style_fit(battles, counts, ranked, 0.95 if rounds > 0 else None, coded)
     table = pd.DataFrame({"style_rating": rating, "style_lower": bounds["lower"], "style_upper": bounds["upper"]})
     keep = [m for m in (ranked if ranked is not None else list(table.index)) if m in table.index]
     table.loc[~table.index.isin(keep), ["style_lower", "style_upper"]] = np.nan  # preliminary: see ratings
     table["style_rank"] = ranks(table.loc[keep, "style_lower"], table.loc[keep, "style_upper"]).reindex(
         table.index).astype("Int64")
+    # Rank confidence in the style ranking's own order, from the sandwich covariance (confidence.py).
+    order = list(table.loc[keep].sort_values(["style_rank", "style_rating"], ascending=[True, False]).index)
+    se = functools.partial(confidence.se_from_covariance, covariance) if covariance is not None else None
+    pairs = confidence.neighbours(order, rating, se, SCALE / math.log(BASE)).set_index("upper")
+    table["style_p_above_next"] = table.index.map(pairs["p_order"]).astype(float)
+    table["style_more_battles_next"] = table.index.map(pairs["more_battles"]).astype(float)
     return table.rename_axis("model").reset_index()[list(STYLE_COLUMNS)], coefficients

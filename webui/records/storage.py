@@ -46,7 +46,7 @@ BATTLE_VOTES = tuple(vote.kind for vote in PAIR_VOTES)
 DIRECT_VOTES = tuple(vote.kind for vote in SINGLE_VOTES)
 VOTE_FAILED = "Your vote could not be recorded: the server cannot write its log right now. Please try again later."
 CHAT_FAILED = "This conversation could not be logged: the server cannot write its log right now."
-_REMEMBERED_CONVERSATIONS = 50_000  # finish reasons kept in memory to stamp onto later votes
+_REMEMBERED_CONVERSATIONS = 50_000  # reply ends kept in memory to stamp onto later votes
 SESSION_PREFIX = "session:"  # hashed apart from addresses: a session key never equals an address's hash
 
 
@@ -178,6 +178,24 @@ def state_dict(conv: Conversation, finish_reasons: Sequence[str] = ()) -> dict[s
     }
 
 
+@dataclass(frozen=True)
+class ReplyEnd:
+    """How one reply ended, as the votes on its conversation record it: the finish reason and the
+    reply's speed (None where the engine did not measure it)."""
+
+    reason: str
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+
+
+def vote_state(conv: Conversation, ends: Sequence[ReplyEnd]) -> dict[str, Any]:
+    """A vote's state: `state_dict` plus each turn's time to first token and tokens/s, oldest first
+    (as `finish_reasons`), so that the leaderboard can set speed beside quality, with transcripts
+    off too (no chat records are written then)."""
+    return {**state_dict(conv, [e.reason for e in ends]), "ttft_s": [e.ttft_s for e in ends],
+            "tokens_per_s": [e.tokens_per_s for e in ends]}
+
+
 def redact_state(state: dict[str, Any]) -> dict[str, Any]:
     """The state without the words: roles and turn structure stay, so the vote still counts."""
     return {**state, "messages": [[role, ""] for role, _ in state["messages"]], "redacted": True}
@@ -207,9 +225,9 @@ def chat_record(event: ChatEvent, policy: IdentityPolicy, tstamp: float) -> dict
 
 @dataclass
 class VoteContext:
-    """What a vote record needs beyond the event: stamped reasons, identity words, redaction."""
+    """What a vote record needs beyond the event: how its replies ended, identity words, redaction."""
 
-    finish_reasons: Callable[[Conversation], Sequence[str]]
+    reply_ends: Callable[[Conversation], Sequence[ReplyEnd]]
     identity_words: Sequence[str] = ()
     redact: bool = False
     vote_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -219,7 +237,7 @@ def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: Vo
     """A FastChat vote line: battle votes carry `models` and `states`, direct votes `model`/`state`."""
     convs = list(event.conversations)
     _check_vote_shape(event.kind, convs)
-    states = [state_dict(c, ctx.finish_reasons(c)) for c in convs]
+    states = [vote_state(c, ctx.reply_ends(c)) for c in convs]
     replies = [text for s in states for role, text in s["messages"] if role == "assistant"]
     hygiene = {"identity_leak": leaked_identity(replies, ctx.identity_words)}
     if ctx.redact:
@@ -289,7 +307,7 @@ class JsonlRecorder:
         self.identity_words = tuple(identity_words)
         self._clock = clock
         self._writer = writer or AppendLog()
-        self._reasons: collections.OrderedDict[str, dict[int, str]] = collections.OrderedDict()
+        self._reasons: collections.OrderedDict[str, dict[int, ReplyEnd]] = collections.OrderedDict()
         self._reasons_lock = threading.Lock()
         # Called after each vote is durable (the leaderboard's index catches up): they must only
         # signal, never block, and what they raise is logged, not passed on: the vote is recorded.
@@ -309,7 +327,8 @@ class JsonlRecorder:
     def chat(self, event: ChatEvent) -> None:
         """Log a finished or stopped reply (unless transcripts are off); remember how it ended so
         that a later vote on the conversation carries it."""
-        self._remember(event.conversation, event.finished.reason.value)
+        done = event.finished
+        self._remember(event.conversation, ReplyEnd(done.reason.value, done.ttft_s, done.tokens_per_s))
         if not self.log_transcripts:
             return
         tstamp = self._clock()
@@ -318,7 +337,7 @@ class JsonlRecorder:
     def vote(self, event: VoteEvent) -> None:
         """Log a vote and fsync it: when this returns the vote survives a crash."""
         tstamp = self._clock()
-        ctx = VoteContext(self._finish_reasons, self.identity_words, redact=not self.log_transcripts)
+        ctx = VoteContext(self._reply_ends, self.identity_words, redact=not self.log_transcripts)
         self._write(vote_record(event, self.policy, tstamp, ctx), tstamp, durable=True, failure=VOTE_FAILED)
         for listener in list(self.vote_listeners):
             try:
@@ -341,19 +360,19 @@ class JsonlRecorder:
             log.error("could not write a %s record to %s: %s", record["type"], path, reason)
             raise RecordError(failure) from exc
 
-    def _remember(self, conv: Conversation, reason: str) -> None:
+    def _remember(self, conv: Conversation, end: ReplyEnd) -> None:
         """Keyed by turn: a regenerated reply replaces the attempt it redoes."""
         with self._reasons_lock:
-            self._reasons.setdefault(conv.conv_id, {})[conv.turn] = reason
+            self._reasons.setdefault(conv.conv_id, {})[conv.turn] = end
             self._reasons.move_to_end(conv.conv_id)
             while len(self._reasons) > _REMEMBERED_CONVERSATIONS:
                 self._reasons.popitem(last=False)
 
-    def _finish_reasons(self, conv: Conversation) -> list[str]:
+    def _reply_ends(self, conv: Conversation) -> list[ReplyEnd]:
         """How each turn up to the conversation's own ended, oldest first."""
         with self._reasons_lock:
             by_turn = dict(self._reasons.get(conv.conv_id, {}))
-        return [reason for turn, reason in sorted(by_turn.items()) if turn <= conv.turn]
+        return [end for turn, end in sorted(by_turn.items()) if turn <= conv.turn]
 
 
 # --- reading ---------------------------------------------------------------------------------

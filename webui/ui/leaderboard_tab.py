@@ -35,6 +35,7 @@ from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
 from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.changes import since_snapshot
+from webui.leaderboard.confidence import next_comparison
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
@@ -53,7 +54,8 @@ REFRESH_EVERY_S = 5.0
 DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
                  "cannot be shown. Please try again in a moment.")
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "Rank (style)", "Rating (style)", "95% CI (style)", "Elo",
+DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
+                   "Rating (style)", "95% CI (style)", "P(above next) (style)", "First token (s)", "Tokens/s", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
 EXPORTS = {
@@ -64,7 +66,10 @@ EXPORTS = {
 OPERATOR_VIEWS = "The voter check and the downloads (every battle with both conversations, preference pairs, ratings " \
                  "over time) are for the operator of this server"
 EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
-           "number of models whose interval lies entirely above. Ties count half. **Style control** holds reply "
+           "number of models whose interval lies entirely above. Ties count half. *P(above next)*: the probability "
+           "that a model is rightly above the next ranked one; *More battles (next)*: about how many more battles "
+           "between the two would separate them at 95%. *First token* and *Tokens/s*: medians over the judged "
+           "replies, measured on this server's hardware. **Style control** holds reply "
            "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
            "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
            "left out; *What was left out* above says how many each filter left out.")
@@ -103,16 +108,18 @@ class LeaderboardView:
         """The board, the tables of one category, a sentence about it, and the board's version."""
         published = self.live.latest()  # once: the sentence must be about the board shown
         board, version = self._board(published)
-        summary = self._status(published) + board.summary() + self._since_snapshot(board, version)
+        summary = self._status(published) + board.summary()
+        since = self._since_snapshot(board, version)  # a paragraph of its own, last
         if not category or category == ALL:
-            return board, board.rated, summary, version
+            return board, board.rated, _with_next(summary, board.rated) + since, version
         with self._lock:
             key = (version, category)
             if key not in self._categories:
                 self._categories = {k: v for k, v in self._categories.items() if k[0] == version}
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
-        return board, rated, f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary, version
+        summary = f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary
+        return board, rated, _with_next(summary, rated) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:
         """"Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
@@ -193,6 +200,11 @@ class LeaderboardView:
         return str(path)
 
 
+def _with_next(summary: str, rated: Rated) -> str:
+    line = next_comparison(rated.table)
+    return f"{summary} {line}" if line else summary
+
+
 def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:
     """The vote index beside the logs, or, where it cannot be written there (a read-only folder),
     one in a temporary folder: the board is then rebuilt from the logs at each start. With a
@@ -224,6 +236,14 @@ def _whole(value: Any) -> str:
     return "" if pd.isna(value) else f"{value:.0f}"
 
 
+def _fixed(value: Any, digits: int) -> str:
+    return "" if pd.isna(value) else f"{value:.{digits}f}"
+
+
+def _battles(value: Any) -> str:
+    return "" if pd.isna(value) else "∞" if value == math.inf else f"{value:,.0f}"
+
+
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """Rounded for people: whole rating points, the interval as one column, "—" for no rank."""
     if table.empty:
@@ -239,11 +259,16 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
         "95% CI (style)": [_interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)]
         if styled else blank,
+        "P(above next) (style)": [_fixed(p, 2) for p in table["style_p_above_next"]] if styled else blank,
         "Elo": table["elo"].round().astype(int),
         "Battles": table["battles"].astype(int),
         "Wins": table["wins"].astype(int),
         "Ties": table["ties"].astype(int),
         "Losses": table["losses"].astype(int),
+        "P(above next)": [_fixed(p, 2) for p in table["p_above_next"]],
+        "More battles (next)": [_battles(n) for n in table["more_battles_next"]],
+        "First token (s)": [_fixed(v, 2) for v in table["ttft_s"]] if "ttft_s" in table else blank,
+        "Tokens/s": [_fixed(v, 1) for v in table["tokens_per_s"]] if "tokens_per_s" in table else blank,
         "Note": ["preliminary" if p else "" for p in table["preliminary"]],
     })[DISPLAY_COLUMNS]
 
