@@ -1,0 +1,197 @@
+"""Smart pairing against the weighted draw, on votes with known ratings: `python -m bench.pairing`.
+
+    python -m bench.pairing                       # 200 seeds, 20,000 votes each (~ minutes on 2 cores)
+    python -m bench.pairing --seeds 20 --votes 6000
+
+The arena of `webui.leaderboard.simulate`: its established models (true ratings `TRUE`) have
+HISTORY votes drawn by weight; then `late-7b` (1050) joins and every vote from then on is paired by
+the policy under test. A vote is a tie TIE_SHARE of the time (the simulator's share) and otherwise
+a Bradley-Terry win, with the win chance set so that the expected score (ties half, as the board
+counts them) is the Bradley-Terry probability: the board's model is then exactly right, and what
+is measured is the pairing. The policy sees the board as of its last rebuild, every REFRESH votes.
+
+Measured per policy, over the seeds:
+- votes after it joins until the newcomer's 95% interval is within +-25 points (median and 90th
+  percentile over seeds), and whether that interval held its true rating (coverage at stopping);
+- votes until the top-3 order is right with 95% probability: the first checkpoint at which the
+  estimated top 3, in order, is the true one in at least 95% of the seeds;
+- coverage of every model's 95% interval at the end of the run.
+Intervals here are closed-form (the inverse Fisher information at the fit, 1.96 standard errors,
+centred on the mean as the board's are): the board's bootstrap at every checkpoint would take
+hours. Figures, never asserts: tests/unit/test_pairing.py checks a small fixed set of seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from webui.arena.pairing import Evidence, draw_smart, pair_gains
+from webui.arena.rules import draw_pair
+from webui.leaderboard import ratings, simulate
+
+NEWCOMER = simulate.LATE
+ESTABLISHED = {name: rating for name, rating in simulate.TRUE.items() if name != NEWCOMER}
+TRUE = {**ESTABLISHED, NEWCOMER: simulate.TRUE[NEWCOMER]}
+HISTORY = 10_000  # votes among the established models before the newcomer joins
+REFRESH = 50  # votes between board rebuilds (the policy's view) and between checkpoints
+HALF_WIDTH = 25.0  # points: the newcomer's interval is narrow enough
+TOP = 3
+LEVEL_Z = 1.959964  # 95%
+POLICIES = ("weighted", "smart")
+
+
+@dataclass
+class Run:
+    """One policy on one seed: when the newcomer's interval got narrow (None: not within the votes)
+    and whether it held the truth then; per checkpoint, whether the top-3 order was right; at the
+    end, how many models' intervals held their true rating."""
+
+    narrow_at: int | None
+    narrow_covered: bool
+    top_right: list[bool]
+    end_covered: int
+
+
+class Tally:
+    """Battles and points per pair, and the board's fit of them."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.index = {name: k for k, name in enumerate(self.names)}
+        self.games = np.zeros((len(names), len(names)))
+        self.points = np.zeros((len(names), len(names)))  # row model's points against the column's
+        self.theta: np.ndarray | None = None
+
+    def add(self, a: str, b: str, score_a: float) -> None:
+        i, j = self.index[a], self.index[b]
+        self.games[i, j] += 1
+        self.games[j, i] += 1
+        self.points[i, j] += score_a
+        self.points[j, i] += 1.0 - score_a
+
+    def fit(self, present: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Ratings (log-odds, mean 0 over `present`) and their covariance, by the leaderboard's fit:
+        one aggregated outcome per pair (the mean score, weighted by the battles)."""
+        keep = [self.index[name] for name in present]
+        games, points = self.games[np.ix_(keep, keep)], self.points[np.ix_(keep, keep)]
+        rows = [(i, j) for i in range(len(keep)) for j in range(i + 1, len(keep)) if games[i, j] > 0]
+        outcomes = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        weight = np.array([games[i, j] for i, j in rows])
+        score = np.array([points[i, j] / games[i, j] for i, j in rows])
+        start = self.theta if self.theta is not None and len(self.theta) == len(keep) else None
+        theta = ratings.fit_bt(outcomes, score, weight, len(keep), start=start)
+        self.theta = theta
+        p = 1.0 / (1.0 + np.exp(theta[None, :] - theta[:, None]))
+        info = games * p * (1.0 - p)
+        hessian = np.diag(info.sum(axis=1) + ratings.RIDGE) - info
+        centre = np.eye(len(keep)) - 1.0 / len(keep)  # rating minus the mean, as the board shows it
+        return theta - theta.mean(), centre @ np.linalg.inv(hessian) @ centre.T
+
+
+def vote(rng: np.random.Generator, a: str, b: str) -> float:
+    """Model A's score: a tie TIE_SHARE of the time, else a win with the chance that makes the
+    expected score the Bradley-Terry probability of the true ratings."""
+    if rng.random() < simulate.TIE_SHARE:
+        return 0.5
+    p = 1.0 / (1.0 + 10.0 ** ((TRUE[b] - TRUE[a]) / 400.0))
+    win = (p - simulate.TIE_SHARE / 2) / (1.0 - simulate.TIE_SHARE)
+    return 1.0 if rng.random() < win else 0.0
+
+
+def run(policy: str, seed: int, votes: int) -> Run:
+    """HISTORY weighted votes among the established models, then `votes` more paired by `policy`."""
+    outcomes, draws = np.random.default_rng(seed), random.Random(seed)
+    tally = Tally(list(TRUE))
+    established = dict.fromkeys(ESTABLISHED, 1.0)
+    for _ in range(HISTORY):
+        a, b = draw_pair(established, draws)
+        tally.add(a, b, vote(outcomes, a, b))
+    weights = dict.fromkeys(TRUE, 1.0)
+    names = list(TRUE)
+    truth = np.array([TRUE[n] for n in names]) * math.log(10) / 400
+    truth -= truth.mean()
+    true_top = sorted(names, key=TRUE.__getitem__, reverse=True)[:TOP]
+    new = names.index(NEWCOMER)
+    narrow_at: int | None = None
+    narrow_covered = False
+    top_right: list[bool] = []
+    gains: dict[tuple[str, str], float] = {}
+    for done in range(0, votes + 1, REFRESH):
+        theta, cov = tally.fit(names)
+        half = LEVEL_Z * np.sqrt(np.diag(cov))
+        if narrow_at is None and half[new] * 400 / math.log(10) <= HALF_WIDTH:
+            narrow_at, narrow_covered = done, bool(abs(theta[new] - truth[new]) <= half[new])
+        top_right.append([names[k] for k in np.argsort(-theta, kind="stable")[:TOP]] == true_top)
+        if done == votes:
+            return Run(narrow_at, narrow_covered, top_right, int(np.sum(np.abs(theta - truth) <= half)))
+        if policy == "smart":
+            rated = Evidence(dict(zip(names, theta * 400 / math.log(10) + 1000.0, strict=True)),
+                             {frozenset((names[i], names[j])): tally.games[i, j]
+                              for i in range(len(names)) for j in range(i + 1, len(names))})
+            gains = pair_gains(names, rated)
+        for _ in range(REFRESH):
+            a, b = draw_smart(weights, gains, draws) if policy == "smart" else draw_pair(weights, draws)
+            tally.add(a, b, vote(outcomes, a, b))
+    raise AssertionError("unreachable: the loop returns at the last checkpoint")
+
+
+@dataclass(frozen=True)
+class Summary:
+    policy: str
+    seeds: int
+    narrow_median: float  # votes until the newcomer's interval is within +-HALF_WIDTH (inf: not reached)
+    narrow_p90: float
+    narrow_reached: int
+    narrow_coverage: float
+    top_votes: float  # votes until the top 3 are right in 95% of the seeds (inf: not within the votes)
+    end_coverage: float
+
+
+def summarise(policy: str, runs: Sequence[Run]) -> Summary:
+    narrow = np.array([r.narrow_at if r.narrow_at is not None else np.inf for r in runs], dtype=float)
+    reached = [r for r in runs if r.narrow_at is not None]
+    share = np.mean([r.top_right for r in runs], axis=0)
+    hit = np.flatnonzero(share >= 0.95)
+    return Summary(policy, len(runs), float(np.median(narrow)), float(np.quantile(narrow, 0.9)), len(reached),
+                   float(np.mean([r.narrow_covered for r in reached])) if reached else float("nan"),
+                   float(hit[0] * REFRESH) if len(hit) else float("inf"),
+                   float(np.mean([r.end_covered for r in runs]) / len(TRUE)))
+
+
+def compare(seeds: Sequence[int], votes: int) -> dict[str, Summary]:
+    return {policy: summarise(policy, [run(policy, seed, votes) for seed in seeds]) for policy in POLICIES}
+
+
+def table(results: dict[str, Summary], votes: int) -> str:
+    def count(x: float) -> str:
+        return f"{x:,.0f}" if np.isfinite(x) else f"> {votes:,}"
+
+    lines = ["| pairing | seeds | newcomer within ±25: median votes | 90th pct | its coverage then | "
+             "top-3 order right in 95% of seeds | coverage at the end |", "|---|---|---|---|---|---|---|"]
+    for s in results.values():
+        lines.append(f"| {s.policy} | {s.seeds} | {count(s.narrow_median)} | {count(s.narrow_p90)} | "
+                     f"{s.narrow_coverage:.1%} | {count(s.top_votes)} | {s.end_coverage:.1%} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pairing", description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=200, help="seeds per policy; default 200")
+    parser.add_argument("--votes", type=int, default=20_000, help="votes after the newcomer joins; default 20000")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.votes < REFRESH:
+        print(f"error: --seeds must be at least 1 and --votes at least {REFRESH}", file=sys.stderr)
+        return 2
+    print(table(compare(range(args.seeds), args.votes), args.votes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
