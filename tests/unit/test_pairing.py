@@ -14,7 +14,7 @@ import pytest
 from bench import pairing as simulation
 from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
 from webui.arena.handlers import Handlers
-from webui.arena.pairing import RIDGE, Evidence, choose_pair, pair_gains
+from webui.arena.pairing import RIDGE, Evidence, choose_pair, draw_smart, pair_gains
 from webui.arena.rules import Refused
 from webui.config import Settings
 from webui.errors import ConfigError
@@ -86,6 +86,9 @@ def test_weights_are_respected_and_a_model_never_meets_itself() -> None:
     assert all(x != y for x, y in drawn)
     with pytest.raises(Refused, match="two models"):
         choose_pair("smart", {"a": 1.0, "b": 0.0}, established(), rng)
+    # gains worked out for more models than may be drawn (the bench caches them per board)
+    gains = pair_gains([*OLD, "new"], established())
+    assert {m for _ in range(300) for m in draw_smart(weights, gains, rng)} == {"a", "b", "c"}
 
 
 def test_without_a_board_smart_draws_by_weight() -> None:
