@@ -7,17 +7,23 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench import pairing as simulation
+from tests.records import battle, vote
 from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
 from webui.arena.handlers import Handlers
 from webui.arena.pairing import RIDGE, Evidence, choose_pair, draw_smart, pair_gains
 from webui.arena.rules import Refused
-from webui.config import Settings
+from webui.config import Settings, settings_from_cli
 from webui.errors import ConfigError
+from webui.leaderboard.board import BoardOptions
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder
+from webui.ui.leaderboard_tab import LeaderboardView
 
 OLD = {"a": 1100.0, "b": 1000.0, "c": 990.0, "d": 900.0}
 
@@ -103,6 +109,32 @@ def test_an_unknown_mode_is_refused_clearly() -> None:
     with pytest.raises(ConfigError, match="pairing"):
         Settings(pairing="clever")
     assert Settings().pairing == "smart"
+
+
+def test_the_mode_comes_from_the_command_line_or_the_environment() -> None:
+    assert settings_from_cli(["--pairing", "weighted"], environ={}).pairing == "weighted"
+    assert settings_from_cli([], environ={"ARENA_PAIRING": "weighted"}).pairing == "weighted"
+    assert settings_from_cli([], environ={}).pairing == "smart"
+
+
+def test_smart_pairing_reads_the_live_board(tmp_path: Path) -> None:
+    """The Leaderboard tab's live board, converted: its ratings and its counted battles per pair."""
+    recorder = JsonlRecorder(tmp_path, IdentityPolicy("none"))
+    for i in range(13):
+        recorder.vote(vote("leftvote" if i < 9 else "rightvote", battle("strong", "weak", prompt=f"question {i}")))
+    recorder.vote(vote("tievote", battle("strong", "weak", anonymous=False)))
+    view = LeaderboardView(tmp_path, BoardOptions(rounds=0))
+    try:
+        view.live.sync()
+        board, _ = view.board()
+        evidence = view.pairing_evidence()
+        assert evidence is not None
+        assert evidence.battles == {frozenset(("strong", "weak")): 13.0}  # the named one does not count
+        assert evidence.ratings == dict(zip(board.table["model"], board.table["rating"], strict=True))
+        assert evidence.ratings["strong"] > evidence.ratings["weak"]
+        assert view.pairing_evidence() is evidence, "converted once per board version"
+    finally:
+        view.close()
 
 
 def test_the_smart_choice_never_reaches_the_page_before_the_vote() -> None:
