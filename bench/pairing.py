@@ -1,6 +1,6 @@
 """Smart pairing against the weighted draw, on votes with known ratings: `python -m bench.pairing`.
 
-    python -m bench.pairing                       # 200 seeds, 20,000 votes each (~ minutes on 2 cores)
+    python -m bench.pairing                       # 200 seeds, 12,000 votes each (docs/leaderboard.md)
     python -m bench.pairing --seeds 20 --votes 6000
 
 The arena of `webui.leaderboard.simulate`: its established models (true ratings `TRUE`) have
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from webui.arena.pairing import Evidence, draw_smart, pair_gains
 from webui.arena.rules import draw_pair
@@ -45,54 +46,63 @@ HALF_WIDTH = 25.0  # points: the newcomer's interval is narrow enough
 TOP = 3
 LEVEL_Z = 1.959964  # 95%
 POLICIES = ("weighted", "smart")
+WEIGHTS = dict.fromkeys(TRUE, 1.0)
+BOOTSTRAP_ROUNDS = 200  # the board's default
 
 
 @dataclass
 class Run:
     """One policy on one seed: when the newcomer's interval got narrow (None: not within the votes)
-    and whether it held the truth then; per checkpoint, whether the top-3 order was right; at the
-    end, how many models' intervals held their true rating."""
+    and whether it held the truth then (the closed-form interval, and the board's bootstrap one);
+    per checkpoint, whether the top-3 order was right; at the end, how many models' intervals held
+    their true rating (closed-form, bootstrap)."""
 
     narrow_at: int | None
     narrow_covered: bool
+    narrow_covered_bootstrap: bool
     top_right: list[bool]
     end_covered: int
+    end_covered_bootstrap: int
 
 
 class Tally:
-    """Battles and points per pair, and the board's fit of them."""
+    """Every (a, b, score) outcome's count, as the leaderboard groups them, and the fit of them."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         self.index = {name: k for k, name in enumerate(self.names)}
+        self.counts = np.zeros(3 * len(names) ** 2)  # by `ratings.Coded.keys`: (a, b, score) as one integer
         self.games = np.zeros((len(names), len(names)))
-        self.points = np.zeros((len(names), len(names)))  # row model's points against the column's
         self.theta: np.ndarray | None = None
 
     def add(self, a: str, b: str, score_a: float) -> None:
         i, j = self.index[a], self.index[b]
+        self.counts[(i * len(self.names) + j) * 3 + round(score_a * 2)] += 1
         self.games[i, j] += 1
         self.games[j, i] += 1
-        self.points[i, j] += score_a
-        self.points[j, i] += 1.0 - score_a
 
-    def fit(self, present: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Ratings (log-odds, mean 0 over `present`) and their covariance, by the leaderboard's fit:
-        one aggregated outcome per pair (the mean score, weighted by the battles)."""
-        keep = [self.index[name] for name in present]
-        games, points = self.games[np.ix_(keep, keep)], self.points[np.ix_(keep, keep)]
-        rows = [(i, j) for i in range(len(keep)) for j in range(i + 1, len(keep)) if games[i, j] > 0]
-        outcomes = np.array(rows, dtype=np.int64).reshape(-1, 2)
-        weight = np.array([games[i, j] for i, j in rows])
-        score = np.array([points[i, j] / games[i, j] for i, j in rows])
-        start = self.theta if self.theta is not None and len(self.theta) == len(keep) else None
-        theta = ratings.fit_bt(outcomes, score, weight, len(keep), start=start)
-        self.theta = theta
-        p = 1.0 / (1.0 + np.exp(theta[None, :] - theta[:, None]))
-        info = games * p * (1.0 - p)
+    def fit(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ratings (log-odds, mean 0) by the leaderboard's fit, and their covariance: the inverse
+        Fisher information, centred as the board's ratings are."""
+        g = ratings.grouped_keys(self.counts, self.names)
+        self.theta = ratings.fit_bt(g.outcomes, g.score, g.weight, len(self.names), start=self.theta)
+        p = 1.0 / (1.0 + np.exp(self.theta[None, :] - self.theta[:, None]))
+        info = self.games * p * (1.0 - p)
         hessian = np.diag(info.sum(axis=1) + ratings.RIDGE) - info
-        centre = np.eye(len(keep)) - 1.0 / len(keep)  # rating minus the mean, as the board shows it
-        return theta - theta.mean(), centre @ np.linalg.inv(hessian) @ centre.T
+        centre = np.eye(len(self.names)) - 1.0 / len(self.names)  # rating minus the mean
+        return self.theta - self.theta.mean(), centre @ np.linalg.inv(hessian) @ centre.T
+
+    def bootstrap_hits(self, truth: np.ndarray, seed: int) -> np.ndarray:
+        """Whether each model's interval on the board (its percentile bootstrap, BOOTSTRAP_ROUNDS
+        rounds, mean of all models at 1000) holds the true rating."""
+        g = ratings.grouped_keys(self.counts, self.names)
+        bounds = ratings.intervals(ratings.bootstrap_grouped(g, BOOTSTRAP_ROUNDS, seed, reference=self.names))
+        true = pd.Series(to_points(truth) + ratings.INIT, index=self.names)
+        return ((bounds["lower"] <= true) & (true <= bounds["upper"])).to_numpy()
+
+
+def to_points(log_odds: np.ndarray) -> np.ndarray:
+    return log_odds * 400 / math.log(10)
 
 
 def vote(rng: np.random.Generator, a: str, b: str) -> float:
@@ -105,41 +115,42 @@ def vote(rng: np.random.Generator, a: str, b: str) -> float:
     return 1.0 if rng.random() < win else 0.0
 
 
-def run(policy: str, seed: int, votes: int) -> Run:
-    """HISTORY weighted votes among the established models, then `votes` more paired by `policy`."""
+def run(policy: str, seed: int, votes: int, bootstrap: bool = False) -> Run:
+    """HISTORY weighted votes among the established models, then `votes` more paired by `policy`
+    (`bootstrap`: also check the board's bootstrap intervals, when narrow and at the end)."""
     outcomes, draws = np.random.default_rng(seed), random.Random(seed)
-    tally = Tally(list(TRUE))
-    established = dict.fromkeys(ESTABLISHED, 1.0)
-    for _ in range(HISTORY):
-        a, b = draw_pair(established, draws)
-        tally.add(a, b, vote(outcomes, a, b))
-    weights = dict.fromkeys(TRUE, 1.0)
     names = list(TRUE)
+    tally = Tally(names)
+    for _ in range(HISTORY):
+        a, b = draw_pair(dict.fromkeys(ESTABLISHED, 1.0), draws)
+        tally.add(a, b, vote(outcomes, a, b))
     truth = np.array([TRUE[n] for n in names]) * math.log(10) / 400
     truth -= truth.mean()
     true_top = sorted(names, key=TRUE.__getitem__, reverse=True)[:TOP]
     new = names.index(NEWCOMER)
     narrow_at: int | None = None
-    narrow_covered = False
+    narrow_covered = narrow_bootstrap = False
     top_right: list[bool] = []
-    gains: dict[tuple[str, str], float] = {}
-    for done in range(0, votes + 1, REFRESH):
-        theta, cov = tally.fit(names)
+    done = 0
+    while True:
+        theta, cov = tally.fit()
         half = LEVEL_Z * np.sqrt(np.diag(cov))
-        if narrow_at is None and half[new] * 400 / math.log(10) <= HALF_WIDTH:
+        if narrow_at is None and to_points(half[new]) <= HALF_WIDTH:
             narrow_at, narrow_covered = done, bool(abs(theta[new] - truth[new]) <= half[new])
+            narrow_bootstrap = bootstrap and bool(tally.bootstrap_hits(truth, seed)[new])
         top_right.append([names[k] for k in np.argsort(-theta, kind="stable")[:TOP]] == true_top)
-        if done == votes:
-            return Run(narrow_at, narrow_covered, top_right, int(np.sum(np.abs(theta - truth) <= half)))
-        if policy == "smart":
-            rated = Evidence(dict(zip(names, theta * 400 / math.log(10) + 1000.0, strict=True)),
-                             {frozenset((names[i], names[j])): tally.games[i, j]
-                              for i in range(len(names)) for j in range(i + 1, len(names))})
-            gains = pair_gains(names, rated)
+        if done + REFRESH > votes:
+            break
+        board = Evidence(dict(zip(names, to_points(theta) + ratings.INIT, strict=True)),
+                         {frozenset((x, y)): tally.games[i, j] for i, x in enumerate(names)
+                          for j, y in enumerate(names) if i < j})
+        gains = pair_gains(names, board) if policy == "smart" else {}
         for _ in range(REFRESH):
-            a, b = draw_smart(weights, gains, draws) if policy == "smart" else draw_pair(weights, draws)
+            a, b = draw_smart(WEIGHTS, gains, draws) if policy == "smart" else draw_pair(WEIGHTS, draws)
             tally.add(a, b, vote(outcomes, a, b))
-    raise AssertionError("unreachable: the loop returns at the last checkpoint")
+        done += REFRESH
+    end = int(tally.bootstrap_hits(truth, seed).sum()) if bootstrap else 0
+    return Run(narrow_at, narrow_covered, narrow_bootstrap, top_right, int(np.sum(np.abs(theta - truth) <= half)), end)
 
 
 @dataclass(frozen=True)
@@ -148,43 +159,49 @@ class Summary:
     seeds: int
     narrow_median: float  # votes until the newcomer's interval is within +-HALF_WIDTH (inf: not reached)
     narrow_p90: float
-    narrow_reached: int
-    narrow_coverage: float
+    narrow_coverage: tuple[float, float]  # its interval held the truth then: closed-form, bootstrap
     top_votes: float  # votes until the top 3 are right in 95% of the seeds (inf: not within the votes)
-    end_coverage: float
+    end_coverage: tuple[float, float]  # every model's interval at the end: closed-form, bootstrap
 
 
 def summarise(policy: str, runs: Sequence[Run]) -> Summary:
     narrow = np.array([r.narrow_at if r.narrow_at is not None else np.inf for r in runs], dtype=float)
-    reached = [r for r in runs if r.narrow_at is not None]
+    reached = [r for r in runs if r.narrow_at is not None] or [Run(None, False, False, [], 0, 0)]
     share = np.mean([r.top_right for r in runs], axis=0)
     hit = np.flatnonzero(share >= 0.95)
-    return Summary(policy, len(runs), float(np.median(narrow)), float(np.quantile(narrow, 0.9)), len(reached),
-                   float(np.mean([r.narrow_covered for r in reached])) if reached else float("nan"),
+    return Summary(policy, len(runs), float(np.median(narrow)), float(np.quantile(narrow, 0.9)),
+                   (float(np.mean([r.narrow_covered for r in reached])),
+                    float(np.mean([r.narrow_covered_bootstrap for r in reached]))),
                    float(hit[0] * REFRESH) if len(hit) else float("inf"),
-                   float(np.mean([r.end_covered for r in runs]) / len(TRUE)))
+                   (float(np.mean([r.end_covered for r in runs]) / len(TRUE)),
+                    float(np.mean([r.end_covered_bootstrap for r in runs]) / len(TRUE))))
 
 
-def compare(seeds: Sequence[int], votes: int) -> dict[str, Summary]:
-    return {policy: summarise(policy, [run(policy, seed, votes) for seed in seeds]) for policy in POLICIES}
+def compare(seeds: Sequence[int], votes: int, bootstrap: bool = True) -> dict[str, Summary]:
+    return {policy: summarise(policy, [run(policy, seed, votes, bootstrap) for seed in seeds])
+            for policy in POLICIES}
 
 
 def table(results: dict[str, Summary], votes: int) -> str:
     def count(x: float) -> str:
         return f"{x:,.0f}" if np.isfinite(x) else f"> {votes:,}"
 
-    lines = ["| pairing | seeds | newcomer within ±25: median votes | 90th pct | its coverage then | "
-             "top-3 order right in 95% of seeds | coverage at the end |", "|---|---|---|---|---|---|---|"]
+    def shares(pair: tuple[float, float]) -> str:
+        return f"{pair[0]:.1%} / {pair[1]:.1%}"
+
+    lines = ["| pairing | seeds | newcomer within ±25: median votes | 90th pct | its coverage then "
+             "(closed-form / bootstrap) | top-3 order right in 95% of seeds | coverage at the end "
+             "(closed-form / bootstrap) |", "|---|---|---|---|---|---|---|"]
     for s in results.values():
         lines.append(f"| {s.policy} | {s.seeds} | {count(s.narrow_median)} | {count(s.narrow_p90)} | "
-                     f"{s.narrow_coverage:.1%} | {count(s.top_votes)} | {s.end_coverage:.1%} |")
+                     f"{shares(s.narrow_coverage)} | {count(s.top_votes)} | {shares(s.end_coverage)} |")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pairing", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=200, help="seeds per policy; default 200")
-    parser.add_argument("--votes", type=int, default=20_000, help="votes after the newcomer joins; default 20000")
+    parser.add_argument("--votes", type=int, default=12_000, help="votes after the newcomer joins; default 12000")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.votes < REFRESH:
         print(f"error: --seeds must be at least 1 and --votes at least {REFRESH}", file=sys.stderr)

@@ -128,13 +128,15 @@ class LeaderboardView:
         published = self.live.latest()
         if published is None:
             return None
-        with self._lock:
-            if self._evidence is None or self._evidence[0] != published.version:
-                table = published.board.table
-                ratings = dict(zip(table["model"], table["rating"], strict=True)) if len(table) else {}
-                counts = published.board.pair_counts.to_dict(orient="index")
-                self._evidence = (published.version, Evidence.from_tables(ratings, counts))
-            return self._evidence[1]
+        # No lock: `_lock` can be held for a category board (seconds), which a battle must not wait
+        # for; two battles converting the same board at once both get the same evidence.
+        cached = self._evidence
+        if cached is None or cached[0] != published.version:
+            table = published.board.table
+            ratings = dict(zip(table["model"], table["rating"], strict=True)) if len(table) else {}
+            cached = (published.version, Evidence.from_tables(ratings, published.board.pair_counts.to_dict(orient="index")))
+            self._evidence = cached
+        return cached[1]
 
     def changed_since(self, shown: int | None) -> bool:
         return self.board()[1] != shown
