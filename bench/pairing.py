@@ -16,9 +16,9 @@ Measured per policy, over the seeds:
 - votes until the top-3 order is right with 95% probability: the first checkpoint at which the
   estimated top 3, in order, is the true one in at least 95% of the seeds;
 - coverage of every model's 95% interval at the end of the run.
-Intervals here are closed-form (the inverse Fisher information at the fit, 1.96 standard errors,
-centred on the mean as the board's are): the board's bootstrap at every checkpoint would take
-hours. Figures, never asserts: tests/unit/test_pairing.py checks a small fixed set of seeds.
+The checkpoints use closed-form intervals (the inverse Fisher information at the fit, 1.96
+standard errors, centred on the mean as the board's are): the board's bootstrap at every checkpoint
+would take hours; it is checked when the newcomer's interval narrows and at the end. Figures, never asserts: tests/unit/test_pairing.py checks a small fixed set of seeds.
 """
 
 from __future__ import annotations
