@@ -23,6 +23,8 @@ DEFAULT_MODELS_FILE = PACKAGE_DIR.parent / "assets" / "models.yaml"
 IP_LOGGING_MODES: tuple[str, ...] = ("hash", "raw", "none")
 DATABASE_SCHEMES = ("postgresql://", "postgres://")
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # it goes into log file names
+# How a battle's pair is chosen (webui/arena/pairing.py, docs/leaderboard.md "Pairing").
+PAIRING_MODES: tuple[str, ...] = ("smart", "weighted")
 
 
 def _default_log_dir() -> Path:
@@ -69,6 +71,9 @@ class Settings:
     # In a battle, a pane on its model's own settings is cut at this length, the same for both:
     # each model's own max_new_tokens would tell them apart before the vote (docs/ui.md).
     battle_max_new_tokens: int = 256
+    # smart: the pair whose vote is expected to narrow the ratings most (a new model first); weighted: by the
+    # models-file weights alone. Smart is the default: on simulated votes it needs 2-4x fewer (docs/leaderboard.md).
+    pairing: str = "smart"
     thread_join_timeout_s: float = 30.0
     # vLLM (docs/models.md): the interpreter that has it ("" finds the installer's .venv-vllm; "none" turns it
     # off), how long a server may take to start, and the generations one vLLM model runs at once by default
@@ -122,7 +127,8 @@ class Settings:
             for name in names:
                 if not check(getattr(self, name)):
                     raise ConfigError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
-        for name, choices in (("ip_logging", IP_LOGGING_MODES), ("ui_export", ("auto", "on", "off"))):
+        for name, choices in (("ip_logging", IP_LOGGING_MODES), ("ui_export", ("auto", "on", "off")),
+                              ("pairing", PAIRING_MODES)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
@@ -236,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
     add("--battle-max-new-tokens", dest="battle_max_new_tokens", type=int,
         help="one length cap for both models of a battle (their own would tell them apart); default 256")
+    add("--pairing", dest="pairing", choices=PAIRING_MODES,
+        help="how a battle's pair is chosen: smart (default) favours the pair whose vote narrows the ratings most, "
+        "new models first; weighted draws by the models-file weights alone. Weight 0 keeps a model out in both")
     add("--trusted-proxies", dest="trusted_proxies", type=int,
         help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
         "from X-Forwarded-For only that far; default 0")

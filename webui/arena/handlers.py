@@ -12,11 +12,12 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
+from webui.arena.pairing import Evidence, choose_pair
 from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.engine.registry import ModelState
@@ -50,11 +51,14 @@ def failure_message(exc: BaseException) -> str:
 
 
 class Handlers:
-    def __init__(self, services: Services, rng: random.Random | None = None) -> None:
+    def __init__(self, services: Services, rng: random.Random | None = None,
+                 evidence: Callable[[], Evidence | None] | None = None) -> None:
         self.services = services
         self.registry = services.registry
         self.settings = services.settings
         self.rng = rng or random.SystemRandom()
+        # What smart pairing knows: the live board's ratings and pair counts (None: no board yet, a weighted draw)
+        self.evidence = evidence or (lambda: None)
 
     # ---- sessions -------------------------------------------------------------------------
     def session_for(self, session: Session | None, mode: Mode, owner: Owner) -> Session:
@@ -168,7 +172,9 @@ class Handlers:
                 # ready ones, and those nobody has asked for yet (--no-preload): they load on first use
                 names = [st.name for st in self.registry.statuses() if st.usable or st.state is ModelState.UNLOADED]
                 weights = {name: self.registry.spec(name).weight for name in names}
-                for pane, drawn in zip(session.panes, arena.draw_pair(weights, self.rng), strict=True):
+                # Only the pair is kept (in the session, which the page never sees before the vote), not why.
+                pair = choose_pair(self.settings.pairing, weights, self.evidence(), self.rng)
+                for pane, drawn in zip(session.panes, pair, strict=True):
                     pane.model = drawn
             return
         for i, pane in enumerate(session.panes):

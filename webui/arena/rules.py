@@ -42,15 +42,21 @@ def new_id() -> str:
 
 # ---- drawing a battle pair ---------------------------------------------------------------
 
-def draw_pair(weights: Mapping[str, float], rng: random.Random) -> tuple[str, str]:
-    """Two different models, the first drawn by weight, the second by weight among the rest, then
-    put on random sides. Weight 0 (or a weight that is not a finite number) keeps a model out.
-    Refuses, rather than crashing, when fewer than two models can take part."""
+def eligible_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """The models that may be drawn, with their weights. Weight 0 (or a weight that is not a
+    finite number) keeps a model out. Refuses, rather than crashing, when fewer than two remain."""
     eligible = {name: float(w) for name, w in weights.items()
                 if isinstance(w, (int, float)) and math.isfinite(w) and w > 0}
     if len(eligible) < 2:
         raise Refused("A battle needs two models that are ready. Some are still loading: "
                       "try again in a moment.")
+    return eligible
+
+
+def draw_pair(weights: Mapping[str, float], rng: random.Random) -> tuple[str, str]:
+    """Two different models, the first drawn by weight, the second by weight among the rest, then
+    put on random sides (`eligible_weights` says who takes part)."""
+    eligible = eligible_weights(weights)
     names = sorted(eligible)  # a stable order, so that a seeded rng gives a reproducible draw
     first = rng.choices(names, weights=[eligible[n] for n in names])[0]
     rest = [n for n in names if n != first]

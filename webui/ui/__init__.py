@@ -22,7 +22,7 @@ from webui.records.events import Mode
 from webui.ui import page, views
 from webui.ui.about import build_about_tab
 from webui.ui.common import INTERNAL, in_order, owner_of, progress_on
-from webui.ui.leaderboard_tab import build_leaderboard_tab
+from webui.ui.leaderboard_tab import build_leaderboard_tab, leaderboard_view
 from webui.ui.tab import ChatTab, build_tab
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
 
 
 def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
-    handlers = handlers or Handlers(services)
+    board = leaderboard_view(services)  # the Leaderboard tab shows it; smart pairing reads it
+    handlers = handlers or Handlers(services, evidence=board.pairing_evidence)
     with gr.Blocks(title="Pairwise Arena") as blocks:
         gr.Markdown("# ⚔️ Pairwise Arena", elem_classes=["arena-title"])
         current = gr.State("battle")
@@ -54,7 +55,7 @@ def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
                 with gr.Tab(title, id=mode) as tab_blocks[mode]:
                     chats[mode] = build_tab(services, handlers, mode)
             with gr.Tab("🏆 Leaderboard", id="leaderboard") as tab_blocks["leaderboard"]:
-                build_leaderboard_tab(services)
+                build_leaderboard_tab(services, board)
             with gr.Tab("ℹ️ About", id="about") as tab_blocks["about"]:
                 build_about_tab(services)
         _install_page(list(chats.values()))

@@ -29,6 +29,7 @@ from gradio.context import Context
 
 from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
+from webui.arena.pairing import Evidence
 from webui.config import Settings
 from webui.errors import ConfigError
 from webui.leaderboard.battles import drop_reasons
@@ -89,6 +90,7 @@ class LeaderboardView:
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
         self._since: tuple[tuple, str] = ((), "")  # (board version, snapshot file, its mtime): the line
+        self._evidence: tuple[int, Evidence] | None = None  # (board version, what smart pairing reads)
 
     def close(self) -> None:
         self.live.close()
@@ -149,6 +151,22 @@ class LeaderboardView:
         return (summary, display_table(rated.table), style_note(rated), ratings_figure(rated.table),
                 win_fraction_figure(rated.win_fraction), history_figure(board.history), board.drops_table(),
                 board.categories, display_pairs(rated.pair_counts), category_choices(board), version)
+
+    def pairing_evidence(self) -> Evidence | None:
+        """The last board's ratings and pair counts, for smart pairing (None: no board yet).
+        Converted once per board version; the battle handler asks for it at every new battle."""
+        published = self.live.latest()
+        if published is None:
+            return None
+        # No lock: `_lock` can be held for a category board (seconds), which a battle must not wait
+        # for; two battles converting the same board at once both get the same evidence.
+        cached = self._evidence
+        if cached is None or cached[0] != published.version:
+            table = published.board.table
+            ratings = dict(zip(table["model"], table["rating"], strict=True)) if len(table) else {}
+            cached = (published.version, Evidence.from_tables(ratings, published.board.pair_counts.to_dict(orient="index")))
+            self._evidence = cached
+        return cached[1]
 
     def changed_since(self, shown: int | None) -> bool:
         return self.board()[1] != shown
@@ -295,14 +313,21 @@ def category_choices(board: Board) -> list[tuple[str, str]]:
             if n or not c.startswith(LANGUAGE_PREFIX)]
 
 
-def build_leaderboard_tab(services: Services) -> None:
-    """Place the leaderboard components inside the caller's `with gr.Tab(...)` block."""
+def leaderboard_view(services: Services) -> LeaderboardView:
+    """The server's live board, nudged by every vote the recorder writes."""
     settings = services.settings
     view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()),
                            database=settings.database, server=settings.server_name)
     listeners = getattr(services.recorder, "vote_listeners", None)
     if listeners is not None:  # a vote reaches the board at once, not at the next poll
         listeners.append(view.live.nudge)
+    return view
+
+
+def build_leaderboard_tab(services: Services, view: LeaderboardView | None = None) -> None:
+    """Place the leaderboard components inside the caller's `with gr.Tab(...)` block (`view`: the
+    live board, when the caller shares it with smart pairing)."""
+    view = view or leaderboard_view(services)
     first = view.outputs()
 
     summary_md = gr.Markdown(first[0])
