@@ -9,8 +9,14 @@ queue in short slices so that Stop or a dropped client is honoured within a frac
 even while upstream is silent; aborting shuts the socket down, which wakes the reader and tells the
 upstream server that its client left (a well-behaved server then stops generating).
 
+An entry may list several replicas of the upstream (`base_url: [url, ...]`): `Replicas` chooses one
+per request (least busy, a conversation's later turns on the replica of its first). A request whose
+connection fails before anything came back (refused, reset, HTTP 502/503) is tried once on each
+other replica; after the first chunk a failure ends the stream, never a silent restart.
+
 Failures of the upstream server (refused connection, timeout, HTTP error) end that one stream with
-Finished(reason=ERROR) and are remembered as the backend's health until a request succeeds again.
+Finished(reason=ERROR); once no replica is left answering, that is the backend's health until a
+request succeeds again. A replica that fails is skipped for a while (the log says which).
 Every visitor sees a model's status, so a failure there is a generic reason ("upstream
 unreachable"); the upstream's address and its own words go to the server log, once.
 """
@@ -40,15 +46,18 @@ from webui.engine.base import (
     decode_rate,
     start_in_slot,
 )
+from webui.engine.replicas import Replicas, conversation_key, later_turn
 from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import with_system
 from webui.handoff import Handoff, run_in_thread
+from webui.models.entries import OpenAIEntry
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.1  # how often a waiting consumer looks at the cancel event
 _MAX_UPSTREAM_STOPS = 4  # OpenAI's limit; the rest are applied here, on our side
+_RETRY_STATUSES = (502, 503)  # a proxy or server with no engine behind it: another replica may have one
 # What a visitor may read about an upstream that failed (the model status); the rest is logged.
 UNREACHABLE = "upstream unreachable"
 CONNECTION_LOST = "upstream connection lost"
@@ -99,17 +108,31 @@ class Health:
 
 
 
+class _Failed(Exception):
+    """One try at one replica failed: `down` when the replica itself is at fault (it is then
+    skipped for a while), `retry` when the request may go to another replica if nothing came back."""
+
+    def __init__(self, error: RemoteError, *, down: bool, retry: bool) -> None:
+        super().__init__(str(error))
+        self.error, self.down, self.retry = error, down, retry
+
+
 class _Upstream:
     """One streaming HTTP request, read in its own thread; its chunks (or a RemoteError) go to
-    `chunks`. Releases the generation slot when done."""
+    `chunks`. Tries the replicas in turn while nothing has come back; releases the generation slot
+    when done."""
 
-    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any], slots: Slots, health: Health) -> None:
+    def __init__(self, client: httpx.Client, replicas: Replicas, path: str, body: dict[str, Any], slots: Slots,
+                 health: Health, *, key: str | None = None, follow: bool = False) -> None:
         self.chunks: Handoff[dict[str, Any]] = Handoff()
         self.aborted = threading.Event()
-        self._client, self._url, self._body = client, url, body
+        self.replica = self.url = ""  # the replica of the current (or last) try, and the URL asked
+        self._client, self._replicas, self._path, self._body = client, replicas, path, body
+        self._key, self._follow = key, follow
         self._slots, self._health = slots, health
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
+        self._delivered = False  # a chunk went to the consumer: no more retries
 
     def start(self, name: str) -> threading.Thread:
         return run_in_thread(self._run, self.chunks, name=f"remote:{name}")
@@ -125,33 +148,56 @@ class _Upstream:
 
     def _run(self) -> None:
         """Raises a RemoteError for the consumer, unless we aborted the request ourselves."""
+        tried: list[str] = []
         try:
-            self._request()
-        except RemoteError as exc:
-            self._report(exc, health=exc.status is not None and exc.status >= 500)
-        except httpx.TimeoutException as exc:
-            self._report(RemoteError(f"{self._url} timed out ({type(exc).__name__})", public=TIMED_OUT), health=True)
-        except (httpx.HTTPError, OSError) as exc:
-            # refused before a byte was sent, or dropped later (a server that died while answering)
-            public = UNREACHABLE if isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) else CONNECTION_LOST
-            self._report(RemoteError(f"cannot reach {self._url}: {exc or type(exc).__name__}", public=public),
-                         health=True)
-        except Exception as exc:  # e.g. a malformed chunk; must reach the consumer
-            self._report(RemoteError(f"bad answer from {self._url}: {type(exc).__name__}: {exc}", public=BAD_ANSWER),
-                         health=False)
+            while (url := self._replicas.choose(self._key, follow=self._follow, tried=tried)) is not None:
+                tried.append(url)
+                self.replica, self.url = url, f"{url}/{self._path}"
+                try:
+                    self._attempt()
+                    return
+                except _Failed as failed:
+                    if self.aborted.is_set():
+                        return  # we closed it ourselves
+                    if failed.down:
+                        self._replicas.failed(url)
+                    if not failed.retry or self._delivered or len(tried) == len(self._replicas.urls):
+                        self._report(failed)
+                    log.warning("%s: trying another replica: %s", self._health.name, failed.error)
+                finally:
+                    self._replicas.done(url)
         finally:
             self._slots.release()
 
+    def _attempt(self) -> None:
+        try:
+            self._request()
+        except RemoteError as exc:
+            raise _Failed(exc, down=exc.status is not None and exc.status >= 500,
+                          retry=exc.status in _RETRY_STATUSES) from exc
+        except httpx.TimeoutException as exc:
+            raise _Failed(RemoteError(f"{self.url} timed out ({type(exc).__name__})", public=TIMED_OUT), down=True,
+                          retry=isinstance(exc, httpx.ConnectTimeout)) from exc
+        except (httpx.HTTPError, OSError) as exc:
+            # refused before a byte was sent, or dropped later (a server that died while answering)
+            public = UNREACHABLE if isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) else CONNECTION_LOST
+            raise _Failed(RemoteError(f"cannot reach {self.url}: {exc or type(exc).__name__}", public=public),
+                          down=True, retry=True) from exc
+        except Exception as exc:  # e.g. a malformed chunk; must reach the consumer
+            raise _Failed(RemoteError(f"bad answer from {self.url}: {type(exc).__name__}: {exc}", public=BAD_ANSWER),
+                          down=False, retry=False) from exc
+
     def _request(self) -> None:
-        with self._client.stream("POST", self._url, json=self._body) as response:
+        with self._client.stream("POST", self.url, json=self._body) as response:
             self._remember_socket(response)
             if self.aborted.is_set():
                 return
             if response.status_code >= 400:
                 response.read()
                 detail = _error_text(response)
-                raise RemoteError(f"{self._url} answered HTTP {response.status_code}: {detail}",
+                raise RemoteError(f"{self.url} answered HTTP {response.status_code}: {detail}",
                                   response.status_code, detail)
+            self._replicas.succeeded(self.replica)
             self._health.ok()
             self._read(response)
             with self._lock:  # finished: the connection may go back to the pool, hands off
@@ -170,7 +216,8 @@ class _Upstream:
             if isinstance(chunk, dict) and chunk.get("error"):
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
-                raise RemoteError(f"{self._url} reported an error mid-stream: {message}", public=UPSTREAM_ERROR)
+                raise RemoteError(f"{self.url} reported an error mid-stream: {message}", public=UPSTREAM_ERROR)
+            self._delivered = True
             self.chunks.put(chunk)
 
     def _remember_socket(self, response: httpx.Response) -> None:
@@ -181,22 +228,25 @@ class _Upstream:
         if sock is not None and self.aborted.is_set():
             self.abort()
 
-    def _report(self, exc: RemoteError, *, health: bool) -> None:
-        if self.aborted.is_set():
-            return  # we closed it ourselves
-        if health:
-            self._health.failed(exc)
-        raise exc
+    def _report(self, failed: _Failed) -> None:
+        """The request failed for good. The model is unhealthy when no replica is left answering;
+        with one replica down and another up it stays in service (the log names the replica)."""
+        if failed.down and len(self._replicas.down()) == len(self._replicas.urls):
+            self._health.failed(failed.error)
+        elif failed.down:
+            log.warning("%s: a replica failed, others remain: %s", self._health.name, failed.error)
+        raise failed.error
 
 
 class RemoteBackend(Backend):
     def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health, *,
-                 queue_timeout_s: float) -> None:
+                 queue_timeout_s: float, replicas: Replicas | None = None) -> None:
         self.spec = spec
         self.client = client
         self.slots = slots
         self._health = health
         self.queue_timeout_s = queue_timeout_s
+        self.replicas = replicas or Replicas([spec.base_url])
 
     def health(self) -> str | None:
         return self._health.problem
@@ -207,7 +257,8 @@ class RemoteBackend(Backend):
         that its failures arrive as Finished(ERROR) in this stream only."""
         params.validate(self.context_length)
         convo = [m.as_dict() for m in with_system(messages, self.spec.system_prompt)]
-        return self._start("chat/completions", {"messages": convo}, params, cancel)
+        return self._start("chat/completions", {"messages": convo}, params, cancel,
+                           key=conversation_key(messages, self.spec.system_prompt), follow=later_turn(messages))
 
     def complete(self, prompt: str, params: SamplingParams,
                  cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
@@ -216,25 +267,26 @@ class RemoteBackend(Backend):
 
     def _start(self, path: str, payload: dict[str, Any], params: SamplingParams, cancel: threading.Event | None, *,
                finish: Callable[[Finished], Finished] | None = None, prompt_tokens: int = 0,
-               prompt: str = "") -> Iterator[StreamEvent]:
+               prompt: str = "", key: str | None = None, follow: bool = False) -> Iterator[StreamEvent]:
         """Queue for a slot and start the reader thread. `finish` may rewrite the final event (an
-        engine of our own knows the prompt and its token count better than the usage says)."""
+        engine of our own knows the prompt and its token count better than the usage says); `key`
+        names the conversation, and `follow` sends it to its replica (a later turn)."""
         started = time.perf_counter()
         body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
                 "stream": True, "stream_options": {"include_usage": True}}
         cancel = cancel or threading.Event()
-        upstream = _Upstream(self.client, f"{self.spec.base_url}/{path}", body, self.slots, self._health)
+        upstream = _Upstream(self.client, self.replicas, path, body, self.slots, self._health, key=key, follow=follow)
         if start_in_slot(self.slots, self.spec.name, self.queue_timeout_s, cancel,
                          lambda: upstream.start(self.spec.name)) is None:
             return cancelled_before_start(prompt_tokens, prompt)
-        events = self._events(upstream, params, cancel, started, chat=path.startswith("chat"), finish=finish)
+        events = self._events(upstream, params, cancel, started, path=path, finish=finish)
         return ClosingStream(events, stop=upstream.abort)
 
     def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
-                *, chat: bool,
+                *, path: str,
                 finish: Callable[[Finished], Finished] | None = None) -> Generator[StreamEvent, None, None]:
         tally = _Tally(started)
-        texts = (tally.add(chunk, chat=chat) for chunk in upstream.chunks.until(cancel.is_set, _POLL_S))
+        texts = (tally.add(chunk, chat=path.startswith("chat")) for chunk in upstream.chunks.until(cancel.is_set, _POLL_S))
         reason: FinishReason | None = None
         error: RemoteError | None = None
         try:
@@ -248,7 +300,7 @@ class RemoteBackend(Backend):
             upstream.abort()
         if reason is None:
             reason = FinishReason.LENGTH if tally.finish == "length" else FinishReason.STOP
-        final = tally.finished(reason, error, self.spec)
+        final = tally.finished(reason, error, self.spec, upstream.replica)
         yield finish(final) if finish is not None else final
 
 
@@ -278,11 +330,11 @@ class _Tally:
                 self.first_at = time.perf_counter()
         return text or ""
 
-    def finished(self, reason: FinishReason, error: RemoteError | None, spec: ModelSpec) -> Finished:
+    def finished(self, reason: FinishReason, error: RemoteError | None, spec: ModelSpec, replica: str) -> Finished:
         usage = self.usage or {}
         completion = int(usage.get("completion_tokens") or self.chunks)
         rate = decode_rate(completion, self.first_at, time.perf_counter())
-        extra: dict[str, Any] = {"upstream": spec.base_url, "remote_model": spec.remote_model}
+        extra: dict[str, Any] = {"upstream": replica or spec.base_url, "remote_model": spec.remote_model}
         if error is not None:
             extra["upstream_failure"] = error.public
         if error is not None and error.status is not None:
@@ -333,16 +385,18 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
     and serves the model. A failure here becomes the model's status (failed: reason)."""
 
     client = _client(spec)
+    replicas = Replicas(replica_urls(spec))
     try:
-        _probe(client, spec)
+        _probe_replicas(client, spec, replicas)
     except BaseException:
         client.close()
         raise
     health = Health(spec.name)
-    log.info("%s: served by %s as %s", spec.name, spec.base_url, spec.remote_model)
+    log.info("%s: served by %s as %s", spec.name, ", ".join(replicas.urls), spec.remote_model)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> RemoteBackend:
-        return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s)
+        return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s,
+                             replicas=replicas)
 
     # "remote" only: the device shows in every visitor's model status, the address is logged above
     return Weights(make_backend, device="remote", close=client.close)
@@ -362,8 +416,31 @@ def _client(spec: ModelSpec) -> httpx.Client:
     return httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=None))
 
 
-def _probe(client: httpx.Client, spec: ModelSpec) -> None:
-    url = f"{spec.base_url}/models"
+def replica_urls(spec: ModelSpec) -> list[str]:
+    """The entry's upstream URLs: `base_url` as one URL or a list of replicas."""
+    entry = spec.entry
+    given = entry.base_url if isinstance(entry, OpenAIEntry) else spec.base_url
+    return [url.rstrip("/") for url in ([given] if isinstance(given, str) else given)]
+
+
+def _probe_replicas(client: httpx.Client, spec: ModelSpec, replicas: Replicas) -> None:
+    """Ready when one replica answers and serves the model; the others are skipped until they
+    answer a request (their reasons go to the log). None answering: the first one's failure."""
+    failures: list[RemoteError] = []
+    for url in replicas.urls:
+        try:
+            _probe(client, spec, url)
+        except RemoteError as exc:
+            failures.append(exc)
+            replicas.failed(url)
+    if len(failures) == len(replicas.urls):
+        raise failures[0]
+    for failure in failures:
+        log.warning("%s: a replica is not answering, the others serve: %s", spec.name, failure)
+
+
+def _probe(client: httpx.Client, spec: ModelSpec, base_url: str) -> None:
+    url = f"{base_url}/models"
     try:
         response = client.get(url, timeout=httpx.Timeout(spec.connect_timeout_s * 2, connect=spec.connect_timeout_s))
     except httpx.HTTPError as exc:
@@ -380,5 +457,5 @@ def _probe(client: httpx.Client, spec: ModelSpec) -> None:
         log.warning("%s: %s did not list its models; assuming it serves %s", spec.name, url, spec.remote_model)
         return
     if spec.remote_model not in served:
-        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}",
+        raise RemoteError(f"{base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}",
                           public=NOT_SERVED)

@@ -157,11 +157,26 @@ class OpenAIEntry(Entry):
     """A model served by another OpenAI-compatible server, which applies its own chat template."""
 
     backend: Literal["openai"]
-    base_url: StrictStr = Field(min_length=1, description="e.g. http://gpu-box:8000/v1")
+    base_url: StrictStr | list[StrictStr] = Field(
+        description="e.g. http://gpu-box:8000/v1, or a list of replicas of the model (requests are spread over them)")
     remote_model: StrictStr = Field(min_length=1, description="the model id on that server")
     api_key_env: StrictStr | None = Field(None, description="environment variable holding the key")
     timeout_s: Number = Field(120.0, gt=0)
     connect_timeout_s: Number = Field(10.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, value: str | list[str]) -> str | list[str]:
+        urls = [value] if isinstance(value, str) else value
+        if not urls:
+            raise ValueError("list at least one URL")
+        for url in urls:
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"must be an http:// or https:// URL, got {url!r}")
+        stripped = [url.rstrip("/") for url in urls]
+        if len(set(stripped)) != len(stripped):
+            raise ValueError(f"lists a replica twice: {sorted({u for u in stripped if stripped.count(u) > 1})}")
+        return value
 
 
 @dataclass(frozen=True)

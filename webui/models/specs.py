@@ -63,7 +63,7 @@ class ModelSpec:
     weight: float = 1.0
     max_concurrency: int | None = None
     description: str = ""
-    base_url: str = ""
+    base_url: str = ""  # the first replica when the entry lists several (the engine reads them from `entry`)
     remote_model: str = ""
     api_key_env: str | None = None
     timeout_s: float = 120.0
@@ -201,7 +201,8 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
     if isinstance(entry, (VllmEntry, AutoEntry)):
         common["vllm"] = entry.vllm.model_dump(exclude_defaults=True)
     if isinstance(entry, OpenAIEntry):
-        common.update(base_url=entry.base_url.rstrip("/"), remote_model=entry.remote_model,
+        first = entry.base_url if isinstance(entry.base_url, str) else entry.base_url[0]
+        common.update(base_url=first.rstrip("/"), remote_model=entry.remote_model,
                       api_key_env=entry.api_key_env, timeout_s=float(entry.timeout_s),
                       connect_timeout_s=float(entry.connect_timeout_s))
     return ModelSpec(**common)
