@@ -107,7 +107,9 @@ def test_a_replica_stopped_before_a_request_is_retried_on_another(replicas: list
         assert final.reason is FinishReason.LENGTH and final.completion_tokens == 6 and text
         assert final.extra["upstream"] == replicas[0].v1
         assert backend.replicas.down() == [doomed.v1]
-        assert registry.status("r").usable  # one replica down is not the model down
+        status = registry.status("r")
+        assert status.usable, "one replica down is not the model down"
+        assert "1 of 2 replicas down" in status.describe() and "127.0.0.1" not in status.describe()
     finally:
         registry.close()
 

@@ -399,7 +399,26 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
                              replicas=replicas)
 
     # "remote" only: the device shows in every visitor's model status, the address is logged above
-    return Weights(make_backend, device="remote", close=client.close)
+    return _ReplicatedWeights(replicas, make_backend, device="remote", close=client.close)
+
+
+class _ReplicatedWeights(Weights):
+    """Weights whose status line counts the replicas being skipped ("1 of 3 replicas down"): the
+    model still serves, so this is a remark beside "ready", not a problem; addresses go to the log."""
+
+    def __init__(self, replicas: Replicas, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._replicas = replicas
+
+    @property
+    def engine(self) -> str:
+        down = len(self._replicas.down())
+        remark = f"{down} of {len(self._replicas.urls)} replicas down" if down else ""
+        return "; ".join(part for part in (self._engine, remark) if part)
+
+    @engine.setter
+    def engine(self, value: str) -> None:
+        self._engine = value
 
 
 def _client(spec: ModelSpec) -> httpx.Client:
