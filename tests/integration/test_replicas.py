@@ -7,6 +7,7 @@ runs, from the upstream servers' own busy slots.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,8 +142,28 @@ def test_a_replica_killed_mid_stream_ends_that_stream_and_the_next_goes_elsewher
         assert final.reason is FinishReason.ERROR, "the user saw text: the stream must end, not restart elsewhere"
         assert final.extra["upstream"] == doomed.v1 and final.completion_tokens < LONG.max_new_tokens
         assert all(isinstance(e, TextDelta) for e in rest)
+        assert registry.status("r").usable, "the other replica serves: the model stays in battles"
         _, after = _finish(backend.stream([Message("user", "hello")], SHORT))
         assert after.reason is FinishReason.LENGTH and after.extra["upstream"] == replicas[0].v1
         assert registry.status("r").usable
     finally:
         registry.close()
+
+
+def test_every_replica_down_fails_the_request_and_the_model_is_unhealthy(replicas: list[RunningServer]) -> None:
+    app = FastAPI()
+    app.get("/v1/models")(lambda: {"object": "list", "data": [{"id": "tiny-a", "object": "model"}]})
+    lister = serve_app(app, name="lister")  # answers the load probe, then goes away
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    registry, backend = _served_by([lister.v1, f"http://127.0.0.1:{dead.getsockname()[1]}/v1"])
+    try:
+        lister.stop()
+        assert registry.status("r").usable  # the dead one failed its probe, the lister answered it
+        text, final = _finish(backend.stream([Message("user", "hello")], SHORT))
+        assert final.reason is FinishReason.ERROR and text == ""
+        assert registry.status("r").problem.startswith("upstream unreachable")
+        assert not registry.status("r").usable
+    finally:
+        registry.close()
+        dead.close()
