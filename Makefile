@@ -37,7 +37,7 @@ bench: $(VENV)/.installed-test
 
 # ruff (with a complexity limit of 10) and mypy on the package; `make test` runs it first.
 lint: $(VENV)/.installed-test
-	$(PY) -m ruff check webui tests bench app.py
+	$(PY) -m ruff check webui tests bench deploy app.py
 	$(PY) -m mypy
 
 clean:
