@@ -1,7 +1,8 @@
 """Two arena servers behind a real nginx (deploy/nginx.conf.template), sharing one real PostgreSQL
 (tests/postgres.py) and one secret: visitors who land on different servers vote into one board,
 a client's rate limit holds across the servers, and a server killed with SIGKILL mid-battle leaves
-the other's visitors unaffected and loses no acknowledged vote. Servers start once per module."""
+the other's visitors unaffected, loses no acknowledged vote, and its visitors carry on on the other
+server with the cookie the dead one issued. Servers start once per module."""
 
 from __future__ import annotations
 
@@ -194,9 +195,10 @@ def test_a_server_killed_mid_battle_loses_no_acknowledged_vote(tier: Tier):
         with pytest.raises(AppError):  # its battle died with web1: the proxy moved it to web2, which never saw it
             doomed.predict(api_name="/battle_vote_a")
         assert served_by(tier, doomed) == "web2"
+        battle_and_vote(doomed, "a new round on the other server")  # which accepts web1's cookie: one secret
     finally:
         for client in clients.values():
             client.close()
     logged = {name: len(logged_votes(s)) for name, s in tier.servers.items()}
-    assert logged == {"web1": before["web1"] + 1, "web2": before["web2"] + 2}
+    assert logged == {"web1": before["web1"] + 1, "web2": before["web2"] + 3}
     assert indexed_votes(tier) == logged
