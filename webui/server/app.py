@@ -25,7 +25,8 @@ def create_app(services: Services) -> FastAPI:
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
     gradio_calls.refuse_bad_gradio_calls(app)  # first: inside the size limit and the session check
-    book = sessions.bind_sessions(app)  # before harden(), so that it runs inside the size limit (docs/deploy.md)
+    # before harden(), so that it runs inside the size limit (docs/deploy.md)
+    book = sessions.bind_sessions(app, sessions.session_key(services.settings))
     security.harden(app, services.settings)  # size limit, no remote file fetches, no uploads (docs/deploy.md)
     if services.settings.hf_oauth:
         auth.install_oauth(app)
@@ -35,6 +36,7 @@ def create_app(services: Services) -> FastAPI:
         statuses = services.registry.statuses()
         body = {
             "status": "ok",
+            "server": services.settings.server_name,  # which server behind the proxy answered (docs/deploy.md)
             "models": {s.name: {"state": s.state.value, "reason": s.reason, "problem": s.problem, "engine": s.engine}
                        for s in statuses},
         }

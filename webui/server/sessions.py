@@ -3,8 +3,9 @@ on first use and required on every later request that names it (docs/deploy.md, 
 
 Gradio trusts whoever sends a session hash, which the client picks and access logs show; here the
 first request binds the hash to its secret, and a request without that secret is refused with 403
-before Gradio sees it. The secret is random, signed with a key that lives only in this process, and
-never logged. How long a session is kept: webui.server.reaper.
+before Gradio sees it. The secret is random and never logged; it is signed with a key derived from
+the arena's shared secret (--secret-file / ARENA_SECRET), so that every server behind one proxy
+accepts it, or without one with a key that lives only in this process. How long a session is kept: webui.server.reaper.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
+from webui.config import Settings
+from webui.records.privacy import derived_key, load_shared_secret
 from webui.server.security import read_body, send_json
 
 COOKIE = "arena-session"  # SameSite=None; Secure; Partitioned: sent from inside an iframe over https
@@ -36,8 +39,9 @@ NOT_YOURS = "This session belongs to another browser. Reload the page to start a
 
 # ---- the secret ----------------------------------------------------------------------------
 class SecretIssuer:
-    """Random secrets signed with a key that never leaves the process: a cookie the server did not
-    issue (made up, or from before a restart) is no secret at all."""
+    """Random secrets signed with `key` (by default one that never leaves the process): a cookie no
+    server holding the key issued (made up, or from before a restart with a per-process key) is no
+    secret at all."""
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
@@ -192,10 +196,17 @@ def _with_cookies(send: Any, secret: str) -> Any:
     return sending
 
 
-def bind_sessions(app: Any) -> SessionBook:
+def bind_sessions(app: Any, key: bytes | None = None) -> SessionBook:
     """Add the middleware to the outer FastAPI app; call it before the other middleware is added,
-    so that it runs inside them (after the size limit). Returns the book (also `app.state.sessions`)."""
+    so that it runs inside them (after the size limit). `key` signs the secrets (None: a random
+    one). Returns the book (also `app.state.sessions`)."""
     book = SessionBook()
-    app.add_middleware(BindSessions, book=book, issuer=SecretIssuer())
+    app.add_middleware(BindSessions, book=book, issuer=SecretIssuer(key))
     app.state.sessions = book
     return book
+
+
+def session_key(settings: Settings) -> bytes | None:
+    """The signing key derived from the shared secret; None without one (a key per process)."""
+    shared = load_shared_secret(settings.secret, settings.secret_file)
+    return derived_key(shared, "session cookie") if shared else None
