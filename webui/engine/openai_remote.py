@@ -43,6 +43,7 @@ from webui.engine.base import (
 from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import with_system
 from webui.handoff import Handoff, run_in_thread
+from webui.models.fingerprint import remote_components
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
@@ -334,7 +335,7 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
 
     client = _client(spec)
     try:
-        _probe(client, spec)
+        listed = _probe(client, spec)
     except BaseException:
         client.close()
         raise
@@ -345,7 +346,10 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
         return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s)
 
     # "remote" only: the device shows in every visitor's model status, the address is logged above
-    return Weights(make_backend, device="remote", close=client.close)
+    identity = remote_components(spec.base_url, str(listed.get("id", spec.remote_model)))
+    if isinstance(listed.get("root"), str) and listed["root"] != identity["model"]:
+        identity["root"] = listed["root"]  # vLLM and others name the weights behind the id
+    return Weights(make_backend, device="remote", close=client.close, identity=identity)
 
 
 def _client(spec: ModelSpec) -> httpx.Client:
@@ -362,7 +366,9 @@ def _client(spec: ModelSpec) -> httpx.Client:
     return httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=None))
 
 
-def _probe(client: httpx.Client, spec: ModelSpec) -> None:
+def _probe(client: httpx.Client, spec: ModelSpec) -> dict[str, Any]:
+    """Check that the server answers and serves the model; its entry in the server's model list
+    ({} when it does not list its models)."""
     url = f"{spec.base_url}/models"
     try:
         response = client.get(url, timeout=httpx.Timeout(spec.connect_timeout_s * 2, connect=spec.connect_timeout_s))
@@ -375,10 +381,13 @@ def _probe(client: httpx.Client, spec: ModelSpec) -> None:
     if response.status_code >= 400:
         raise RemoteError(f"{url} answered HTTP {response.status_code}: {_error_text(response)}")
     try:
-        served = [m["id"] for m in response.json()["data"]]
+        listed = {m["id"]: m for m in response.json()["data"]}
     except (ValueError, KeyError, TypeError):
         log.warning("%s: %s did not list its models; assuming it serves %s", spec.name, url, spec.remote_model)
-        return
-    if spec.remote_model not in served:
-        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}",
+        return {}
+    if spec.remote_model not in listed:
+        served = ", ".join(map(str, listed)) or "nothing"
+        raise RemoteError(f"{spec.base_url} does not serve {spec.remote_model!r}; it serves: {served}",
                           public=NOT_SERVED)
+    entry = listed[spec.remote_model]
+    return entry if isinstance(entry, dict) else {}

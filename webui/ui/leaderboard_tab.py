@@ -55,7 +55,7 @@ REFRESH_EVERY_S = 5.0
 DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
                  "cannot be shown. Please try again in a moment.")
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
+DISPLAY_COLUMNS = ["Rank", "Model", "Fingerprint", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
                    "Rating (style)", "95% CI (style)", "P(above next) (style)", "First token (s)", "Tokens/s", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
@@ -271,6 +271,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
         "Model": table["model"],
+        # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
+        "Fingerprint": table.get("fingerprint", blank),
         "Rating": table["rating"].round().astype(int),
         "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
         "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
