@@ -246,3 +246,30 @@ def test_the_simulated_late_model_shows_its_fingerprints_in_the_cli_and_the_tab(
     assert main([str(logs), "--rounds", "0", "--no-style", "--merge-fingerprints", late]) == 0
     merged = capsys.readouterr().out
     assert f"{late} @" not in merged and ", ".join(sorted([first, second])) in merged
+
+
+def test_an_index_made_before_fingerprints_gains_their_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Migration 1 still makes the tables as they shipped; migration 2 adds the fingerprints."""
+    import contextlib
+    import sqlite3
+
+    from webui.leaderboard import schema
+
+    with monkeypatch.context() as patched:
+        patched.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        patched.setattr(schema, "LATEST", 1)
+        VoteIndex(tmp_path / "logs", tmp_path / "index.sqlite3").close()
+
+    def columns() -> list[str]:
+        with contextlib.closing(sqlite3.connect(tmp_path / "index.sqlite3")) as db:
+            return [row[1] for row in db.execute("PRAGMA table_info(votes)")]
+
+    assert "fingerprint_a" not in columns() and "ttft_s_b" in columns()
+    record_battles(tmp_path / "logs", {"alpha": ["1a2b3c4d5e6f", "99aa00bb11cc"]}, n=3)
+    index = VoteIndex(tmp_path / "logs", tmp_path / "index.sqlite3")
+    try:
+        board = board_from_index(index, BoardOptions(rounds=0, min_battles=1))
+    finally:
+        index.close()
+    assert columns()[-2:] == ["fingerprint_a", "fingerprint_b"]
+    assert sorted(board.table["model"]) == ["alpha @ 1a2b3c", "alpha @ 99aa00", "beta"]
