@@ -273,3 +273,21 @@ def test_an_index_made_before_fingerprints_gains_their_columns(tmp_path: Path, m
         index.close()
     assert columns()[-2:] == ["fingerprint_a", "fingerprint_b"]
     assert sorted(board.table["model"]) == ["alpha @ 1a2b3c", "alpha @ 99aa00", "beta"]
+
+
+def test_smart_pairing_reads_the_row_of_what_a_name_serves_now(tmp_path: Path):
+    from webui.ui.leaderboard_tab import LeaderboardView
+
+    for n, print_id in ((3, None), (6, "1a2b3c4d5e6f"), (9, "99aa00bb11cc")):  # each row its own count
+        record_battles(tmp_path, {"alpha": [print_id]}, n=n)
+    view = LeaderboardView(tmp_path, BoardOptions(rounds=0, min_battles=1))
+    view.serving = lambda: {"alpha": "99aa00bb11cc"}
+    try:
+        view.live.sync()
+        table = view.board()[0].table.set_index("model")
+        evidence = view.pairing_evidence()
+    finally:
+        view.close()
+    assert evidence is not None and set(evidence.ratings) == {"alpha", "alpha @ 1a2b3c", "beta"}  # the old weights' row
+    assert evidence.ratings["alpha"] == table.loc["alpha @ 99aa00", "rating"]
+    assert evidence.battles[frozenset(("alpha", "beta"))] == 9.0

@@ -12,7 +12,7 @@ holds (`fingerprints_of`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 
@@ -47,6 +47,18 @@ def labelled(name: str, fingerprint: str, siblings: Collection[str]) -> str:
         if sum(other.startswith(prefix) for other in siblings) == 1:
             return f"{name}{SEPARATOR}{prefix}"
     return f"{name}{SEPARATOR}{fingerprint}"
+
+
+def served_rows(table: pd.DataFrame, current: Mapping[str, str]) -> dict[str, str]:
+    """Row name -> model name for the split rows of `table` (the board's: `model`, `fingerprint`)
+    that hold what each model serves now (`current`: name -> fingerprint), so that whoever asks by
+    the registry's names (smart pairing) reads the row of today's weights."""
+    out = {}
+    for row, prints in zip(table["model"], table["fingerprint"], strict=True):
+        name, separator, _ = str(row).rpartition(SEPARATOR)
+        if separator and current.get(name) in str(prints).split(", "):
+            out[str(row)] = name
+    return out
 
 
 def fingerprints_of(battles: pd.DataFrame) -> pd.Series:
