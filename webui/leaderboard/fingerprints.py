@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+import numpy as np
 import pandas as pd
 
 SEPARATOR = " @ "
@@ -25,18 +26,21 @@ def split_by_fingerprint(battles: pd.DataFrame, merge: Collection[str] = ()) -> 
     those columns are copied); the names in `merge` are kept whole."""
     if "fingerprint_a" not in battles or battles.empty:
         return battles
-    seen = _name_prints(battles)
-    split = {name: prints for name, prints in seen.items() if len(prints) > 1 and name not in merge}
+    coded = _Coded(battles)
+    split = {name: prints for name, prints in coded.prints_by_name().items() if len(prints) > 1 and name not in merge}
     if not split:
         return battles
+    # one label per distinct (name, fingerprint) pair, looked up by the pair's key for every row
+    keys = coded.keys()
+    labels = np.array([labelled(n, p, split[n]) if n in split else None for n, p in coded.pairs(keys)] + [None],
+                      dtype=object)
+    found = np.searchsorted(keys, coded.row_keys())
+    found[(coded.names < 0) | (coded.prints < 0)] = len(keys)  # no name or no fingerprint: as it is
+    new = labels[found]
+    whole = np.concatenate([battles["model_a"].to_numpy(object), battles["model_b"].to_numpy(object)])
+    named = np.where(pd.isna(new), whole, new)
     out = battles.copy(deep=False)
-    for side in ("a", "b"):
-        names, prints = battles[f"model_{side}"], battles[f"fingerprint_{side}"]
-        chosen = names.isin(list(split)) & prints.notna()
-        labels = [labelled(n, p, split[n]) for n, p in zip(names[chosen], prints[chosen], strict=True)]
-        column = names.astype(object).copy()
-        column[chosen] = labels
-        out[f"model_{side}"] = column
+    out["model_a"], out["model_b"] = named[:len(battles)], named[len(battles):]
     return out
 
 
@@ -66,18 +70,37 @@ def fingerprints_of(battles: pd.DataFrame) -> pd.Series:
     model whose votes carry none)."""
     if "fingerprint_a" not in battles or battles.empty:
         return pd.Series(dtype=object, name="fingerprint")
-    pairs = _pairs(battles)
-    models = pd.Index(pd.unique(pairs["model"]), name="model")
-    found = pairs.dropna().drop_duplicates().sort_values("fingerprint").groupby("model")["fingerprint"]
-    return found.agg(", ".join).reindex(models, fill_value="").rename("fingerprint")
+    coded = _Coded(battles)
+    found = coded.prints_by_name()
+    models = [str(m) for m in coded.name_values]
+    return pd.Series([", ".join(found.get(m, [])) for m in models], index=pd.Index(models, name="model"),
+                     name="fingerprint", dtype=object)
 
 
-def _pairs(battles: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([pd.DataFrame({"model": battles[f"model_{s}"].to_numpy(object),
-                                    "fingerprint": battles[f"fingerprint_{s}"].to_numpy(object)})
-                      for s in ("a", "b")], ignore_index=True)
+class _Coded:
+    """Both sides' (name, fingerprint) of every battle as integer codes: a million battles have a
+    few dozen distinct pairs, found without hashing a string per row twice."""
 
+    def __init__(self, battles: pd.DataFrame) -> None:
+        names = np.concatenate([battles["model_a"].to_numpy(object), battles["model_b"].to_numpy(object)])
+        prints = np.concatenate([battles["fingerprint_a"].to_numpy(object), battles["fingerprint_b"].to_numpy(object)])
+        self.names, self.name_values = pd.factorize(names)  # -1: no value
+        self.prints, self.print_values = pd.factorize(prints)
+        self._width = max(1, len(self.print_values))
 
-def _name_prints(battles: pd.DataFrame) -> dict[str, list[str]]:
-    pairs = _pairs(battles).dropna().drop_duplicates()
-    return {str(name): sorted(group) for name, group in pairs.groupby("model")["fingerprint"]}
+    def row_keys(self) -> np.ndarray:
+        return self.names.astype(np.int64) * self._width + self.prints
+
+    def keys(self) -> np.ndarray:
+        """The distinct keys of the rows that have both a name and a fingerprint, sorted."""
+        both = (self.names >= 0) & (self.prints >= 0)
+        return np.unique(self.row_keys()[both])
+
+    def pairs(self, keys: np.ndarray) -> list[tuple[str, str]]:
+        return [(str(self.name_values[k // self._width]), str(self.print_values[k % self._width])) for k in keys]
+
+    def prints_by_name(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for name, print_id in self.pairs(self.keys()):
+            found.setdefault(name, []).append(print_id)
+        return {name: sorted(prints) for name, prints in found.items()}
