@@ -94,6 +94,9 @@ class Settings:
     leaderboard_min_battles: int = 50  # fewer battles: the model is preliminary (no rank, likelihood-ratio interval)
     leaderboard_votes_per_day: int = 0  # counted votes per voter per UTC day on the board (0: no cap)
     leaderboard_exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
+    # comma-separated model names rated as one row whatever served them ("*": every name); others get a
+    # row per fingerprint when what a name serves changed (docs/leaderboard.md, "Fingerprints")
+    leaderboard_merge_fingerprints: str = ""
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
     # Several servers, one board (docs/deploy.md): the vote index in this PostgreSQL database instead of the SQLite
     # file beside the logs, and this server's name, which its log file names carry (needed with a database).
@@ -277,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance")
     add("--identity-words", dest="identity_words",
         help="extra comma-separated words that disqualify a battle when a reply contains one")
+    add("--merge-fingerprints", dest="leaderboard_merge_fingerprints", metavar="NAMES",
+        help="comma-separated model names whose fingerprints (weights, engine, template) the leaderboard rates "
+        "as one row; '*' for every model. Default: a row per fingerprint when a name's changed")
     add("--database", dest="database",
         help="keep the vote index in this PostgreSQL database (postgresql://USER@HOST:PORT/DBNAME), shared by "
         "several servers; default: an SQLite file beside the logs. Needs --server-name")

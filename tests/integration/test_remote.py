@@ -108,10 +108,14 @@ def _upstream_answer(upstream: RunningServer, max_tokens: int) -> openai.types.c
 
 
 # ---- status and the battle pool -----------------------------------------------------------------
-def test_remote_entry_joins_the_pool_and_a_dead_one_fails_with_a_reason(front: RunningServer) -> None:
+def test_remote_entry_joins_the_pool_and_a_dead_one_fails_with_a_reason(front: RunningServer,
+                                                                        upstream: RunningServer) -> None:
     registry = front.services.registry
     assert set(registry.ready_names()) == {"local-b", "remote-a"}  # both can be drawn for a battle
     assert registry.status("remote-a").device == "remote"  # the address is for the log, not the status
+    served = registry.fingerprint("remote-a")  # what records say served it: the host and the model id it lists
+    assert served is not None and registry.status("remote-a").fingerprint == served.id
+    assert dict(served.components) == {"upstream": upstream.v1.split("/")[2], "model": "tiny-a", "engine": "openai-remote"}
     dead = registry.status("remote-dead")
     assert dead.state is ModelState.FAILED and dead.reason == "upstream unreachable" and "cannot reach" in dead.detail
     cards = {m["id"]: m for m in httpx.get(f"{front.v1}/models").json()["data"]}

@@ -183,7 +183,7 @@ def test_view_shows_a_new_vote_after_the_background_build(log_dir: Path):
     assert view.changed_since(version)
     summary, table, *_ = view.outputs()
     assert summary.startswith("Updated 0 s ago.") and "14 battles" in summary
-    assert list(table.columns)[:4] == ["Rank", "Model", "Rating", "95% CI"]
+    assert list(table.columns)[:5] == ["Rank", "Model", "Fingerprint", "Rating", "95% CI"]
     shown = table.set_index("Model")  # both preliminary (under 50 battles): no order to be sure of, speeds still
     assert list(shown["P(above next)"]) == ["", ""] and "next comparison" not in summary
     assert (shown.loc["strong", "First token (s)"], shown.loc["strong", "Tokens/s"]) == ("1.56", "13.5")

@@ -174,6 +174,9 @@ def ref_row(record, states, models, convs):
             last = values[-1] if isinstance(values, list) and values else None
             ok = type(last) in (int, float) and math.isfinite(last)
             row[f"{name}_{side}"] = float(last) if ok else None
+    for side, state in zip("ab", states, strict=True):
+        served = state.get("fingerprint")
+        row[f"fingerprint_{side}"] = served if type(served) is str and served != "" else None
     return row
 
 
@@ -371,12 +374,16 @@ def _not_text(r, state, k, rng):
     r[rng.choice(["battle_id", "mode"])] = rng.choice([["not", "text"], {"x": 1}, 5, None])
 
 
+def _fingerprint(r, state, k, rng):
+    state["fingerprint"] = rng.choice(["", "1a2b3c4d5e6f", 7, None, ["x"], {"id": "x"}])
+
+
 def _tstamp(r, state, k, rng):
     r["tstamp"] = rng.choice([0, 1.5, "17", True, "soon"])
 
 
 CHANGES = [_reply, _prompt, _redacted, _models, _model_name, _reasons, _roles, _odd_message, _offset, _type, _missing,
-           _voter, _states, _messages, _leak, _not_text, _tstamp]
+           _voter, _states, _messages, _leak, _not_text, _tstamp, _fingerprint]
 
 
 def odd(record: dict, rng: random.Random) -> dict:

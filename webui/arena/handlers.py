@@ -334,11 +334,13 @@ class Handlers:
                 messages += [("user", turn.user), ("assistant", turn.reply.text)]
         final = newest.reply.final
         template = str(final.extra.get("template", spec.template)) if final is not None else spec.template
+        served = self.registry.fingerprint(pane.chosen)
         return Conversation(
             conv_id=pane.conv_id, model_name=pane.model or "", template_name=template,
             system_message=newest.system_prompt or spec.system_prompt or "", messages=messages,
             params=newest.params, mode=session.mode, battle_id=session.battle_id, turn=len(pane.turns),
             anonymous=session.mode == "battle",
+            fingerprint=served.id if served else "", fingerprint_components=served.components if served else {},
         )
 
     def _record_chat(self, session: Session, index: int, client: ClientInfo) -> None:

@@ -11,7 +11,7 @@ import collections
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from webui.errors import Overloaded, ParamError
@@ -73,6 +73,11 @@ class Backend(ABC):
         """Tokens the prompt takes (messages rendered with this entry's template and system
         prompt, or raw text), when the backend can count them; None otherwise. Lets the HTTP API
         refuse a conversation that does not fit instead of silently dropping old turns."""
+        return None
+
+    def template_source(self) -> str | None:
+        """The text of the template this entry renders prompts with (for its fingerprint); None where
+        the prompt is rendered elsewhere (a remote server)."""
         return None
 
     def health(self) -> str | None:
@@ -198,8 +203,12 @@ class Weights:
                  from_cache: bool = False, close: Callable[[], None] | None = None,
                  failure: Callable[[], str | None] | None = None, engine: str = "",
                  concurrency: int | None = None,
-                 on_failure: Callable[[Callable[[], None]], None] | None = None) -> None:
+                 on_failure: Callable[[Callable[[], None]], None] | None = None,
+                 identity: Mapping[str, str] | None = None) -> None:
         self.make_backend = make_backend
+        # What these weights are, for the variants' fingerprints (webui.models.fingerprint): the
+        # weights' hash, dtype, engine and version; empty where the loader cannot say.
+        self.identity: dict[str, str] = dict(identity or {})
         self.concurrency = concurrency  # generations these weights run well at once, when the engine knows
         self.device = device
         self.from_cache = from_cache

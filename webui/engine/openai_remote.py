@@ -51,6 +51,7 @@ from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import with_system
 from webui.handoff import Handoff, run_in_thread
 from webui.models.entries import OpenAIEntry
+from webui.models.fingerprint import remote_components
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
@@ -387,7 +388,7 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
     client = _client(spec)
     replicas = Replicas(replica_urls(spec))
     try:
-        _probe_replicas(client, spec, replicas)
+        listed = _probe_replicas(client, spec, replicas)
     except BaseException:
         client.close()
         raise
@@ -399,7 +400,10 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
                              replicas=replicas)
 
     # "remote" only: the device shows in every visitor's model status, the address is logged above
-    return _ReplicatedWeights(replicas, make_backend, device="remote", close=client.close)
+    identity = remote_components(replicas.urls[0], str(listed.get("id", spec.remote_model)))
+    if isinstance(listed.get("root"), str) and listed["root"] != identity["model"]:
+        identity["root"] = listed["root"]  # vLLM and others name the weights behind the id
+    return _ReplicatedWeights(replicas, make_backend, device="remote", close=client.close, identity=identity)
 
 
 class _ReplicatedWeights(Weights):
@@ -442,23 +446,30 @@ def replica_urls(spec: ModelSpec) -> list[str]:
     return [url.rstrip("/") for url in ([given] if isinstance(given, str) else given)]
 
 
-def _probe_replicas(client: httpx.Client, spec: ModelSpec, replicas: Replicas) -> None:
+def _probe_replicas(client: httpx.Client, spec: ModelSpec, replicas: Replicas) -> dict[str, Any]:
     """Ready when one replica answers and serves the model; the others are skipped until they
-    answer a request (their reasons go to the log). None answering: the first one's failure."""
+    answer a request (their reasons go to the log). None answering: the first one's failure. The
+    model's entry in the first answering replica's model list ({} when it does not list them)."""
     failures: list[RemoteError] = []
+    listed: dict[str, Any] | None = None
     for url in replicas.urls:
         try:
-            _probe(client, spec, url)
+            entry = _probe(client, spec, url)
         except RemoteError as exc:
             failures.append(exc)
             replicas.failed(url)
-    if len(failures) == len(replicas.urls):
+            continue
+        listed = entry if listed is None else listed
+    if listed is None:
         raise failures[0]
     for failure in failures:
         log.warning("%s: a replica is not answering, the others serve: %s", spec.name, failure)
+    return listed
 
 
-def _probe(client: httpx.Client, spec: ModelSpec, base_url: str) -> None:
+def _probe(client: httpx.Client, spec: ModelSpec, base_url: str) -> dict[str, Any]:
+    """Check that the server answers and serves the model; its entry in the server's model list
+    ({} when it does not list its models)."""
     url = f"{base_url}/models"
     try:
         response = client.get(url, timeout=httpx.Timeout(spec.connect_timeout_s * 2, connect=spec.connect_timeout_s))
@@ -471,10 +482,13 @@ def _probe(client: httpx.Client, spec: ModelSpec, base_url: str) -> None:
     if response.status_code >= 400:
         raise RemoteError(f"{url} answered HTTP {response.status_code}: {_error_text(response)}")
     try:
-        served = [m["id"] for m in response.json()["data"]]
+        listed = {m["id"]: m for m in response.json()["data"]}
     except (ValueError, KeyError, TypeError):
         log.warning("%s: %s did not list its models; assuming it serves %s", spec.name, url, spec.remote_model)
-        return
-    if spec.remote_model not in served:
-        raise RemoteError(f"{base_url} does not serve {spec.remote_model!r}; it serves: {', '.join(served) or 'nothing'}",
+        return {}
+    if spec.remote_model not in listed:
+        served = ", ".join(map(str, listed)) or "nothing"
+        raise RemoteError(f"{base_url} does not serve {spec.remote_model!r}; it serves: {served}",
                           public=NOT_SERVED)
+    entry = listed[spec.remote_model]
+    return entry if isinstance(entry, dict) else {}

@@ -34,6 +34,7 @@ from typing import Any
 from webui.config import Settings
 from webui.engine.base import ENGINE_EXITED, Backend, Slots, Weights
 from webui.errors import ConfigError, ModelNotFound, ModelNotReady, clipped
+from webui.models.fingerprint import Fingerprint, variant_fingerprint
 from webui.models.specs import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class ModelStatus:
     retry_at: float | None = None  # time.time() of the next automatic load attempt after a failure
     engine: str = ""  # which engine serves it, and for a fallback why (from the loader)
     detail: str = ""  # the whole story behind `reason`, for the log and the operator: never shown to visitors
+    fingerprint: str = ""  # what is served under the name (webui.models.fingerprint), once loaded
 
     @property
     def usable(self) -> bool:
@@ -78,7 +80,8 @@ class ModelStatus:
         if self.state is ModelState.READY and self.load_s is not None:
             where = f" on {self.device}" if self.device else ""
             engine = f"; {self.engine}" if self.engine else ""
-            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''}{engine})"
+            served = f"; fingerprint {self.fingerprint}" if self.fingerprint else ""
+            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''}{engine}{served})"
         return self.state.value
 
 
@@ -122,6 +125,7 @@ class Registry:
             size = self.concurrency(key)
             self._slots[key] = _Slot(key, Slots(size, max_waiting=size * settings.queue_per_slot))
         self._backends: dict[str, Backend] = {}
+        self._fingerprints: dict[str, Fingerprint] = {}  # of the loaded variants, computed once per load
         self._listeners: list[Callable[[ModelStatus], None]] = []
         self._wanted: list[tuple[str, ...]] = []  # queued for the keeper, in order
         self._keeper: threading.Thread | None = None
@@ -164,13 +168,20 @@ class Registry:
         with self._guard:
             weights = slot.weights
             backend = self._backends.get(name)
+            found = self._fingerprints.get(name) if weights else None
             status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
                                  weights.from_cache if weights else False, retry_at=slot.retry_at,
-                                 engine=weights.engine if weights else "", detail=slot.detail)
+                                 engine=weights.engine if weights else "", detail=slot.detail,
+                                 fingerprint=found.id if found else "")
         problem = None
         if status.state is ModelState.READY:  # dead weights are unusable before the keeper has failed them
             problem = ENGINE_EXITED if weights is not None and weights.failure() else _health(backend)
         return dataclasses.replace(status, problem=problem) if problem else status
+
+    def fingerprint(self, name: str) -> Fingerprint | None:
+        """What `name` serves now (None: not loaded, or weights that cannot say what they are)."""
+        with self._guard:
+            return self._fingerprints.get(name)
 
     def statuses(self) -> list[ModelStatus]:
         return [self.status(name) for name in self._specs]
@@ -250,6 +261,8 @@ class Registry:
                 weights = self._loader_for(spec.backend)(spec, self.settings)
                 # Build every variant's backend now, so that template errors show up as a failure.
                 backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
+                prints = {name: variant_fingerprint(weights.identity, b.template_source(), b.spec.system_prompt)
+                          for name, b in backends.items()} if weights.identity else {}
             except Exception as exc:  # any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
                 self._failed(slot, _public_reason(exc), _short_reason(exc), retry=not isinstance(exc, ConfigError))
@@ -257,6 +270,7 @@ class Registry:
             with self._guard:
                 slot.weights, slot.load_s, slot.failures = weights, time.perf_counter() - started, 0
                 self._backends.update(backends)
+                self._fingerprints.update(prints)
             weights.on_failure(self._look)
             if weights.concurrency and not any(s.max_concurrency for s in self._variants(slot.key)):
                 slot.slots.resize(weights.concurrency)  # e.g. `auto` served by transformers after all
@@ -379,6 +393,7 @@ class Registry:
             weights, slot.weights, slot.load_s = slot.weights, None, None
             for variant in self._variants(slot.key):
                 self._backends.pop(variant.name, None)
+                self._fingerprints.pop(variant.name, None)
         if weights is not None:
             try:
                 weights.close()

@@ -34,8 +34,9 @@ class Template:
     """Renders a conversation for one model entry. `name` says which template was chosen."""
 
     def __init__(self, name: str, render: Callable[[list[Message]], str], stop: Sequence[str] = (),
-                 *, add_special_tokens: bool = False) -> None:
+                 *, add_special_tokens: bool = False, source: str = "") -> None:
         self.name = name
+        self.source = source or name  # what the model fingerprint hashes: the template's own text
         self._render = render
         self.stop = tuple(stop)
         # Chat templates write BOS and friends themselves; plain-text templates need the tokenizer's.
@@ -64,10 +65,11 @@ def build_template(choice: str, tokenizer: Any, model_name: str) -> Template:
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError(f"{model_name}: template 'chat_template' was asked for but the tokenizer has none; "
                               f"use fschat:NAME (e.g. fschat:{FALLBACK_FSCHAT}) or jinja:PATH")
-        return Template("chat_template", lambda msgs: _apply_chat_template(tokenizer, msgs, None))
+        return Template("chat_template", lambda msgs: _apply_chat_template(tokenizer, msgs, None),
+                        source=str(tokenizer.chat_template))
     if choice.startswith("jinja:"):
         source = Path(choice[len("jinja:"):]).read_text(encoding="utf-8")
-        return Template(choice, lambda msgs: _apply_chat_template(tokenizer, msgs, source))
+        return Template(choice, lambda msgs: _apply_chat_template(tokenizer, msgs, source), source=source)
     if choice.startswith("fschat:"):
         return fschat_template(choice[len("fschat:"):])
     raise ConfigError(f"{model_name}: unknown template {choice!r}")

@@ -136,6 +136,9 @@ class TransformersBackend(Backend):
     def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
         return self.prompts.count(prompt)
 
+    def template_source(self) -> str:
+        return self.template.source
+
     def _launch(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
                 template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
         """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
@@ -251,7 +254,9 @@ def _model_context(model: Any, tokenizer: Any) -> int:
 def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
     """Registry loader: weights for `spec`, shared by all its variants."""
     import gc
+    from importlib.metadata import version
 
+    from webui.models.fingerprint import source_components
     from webui.models.loading import load_weights
 
     loaded = load_weights(spec, settings.cache_dir)
@@ -266,4 +271,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    return Weights(make_backend, device=loaded.device, from_cache=loaded.from_cache, close=close)
+    return Weights(make_backend, device=loaded.device, from_cache=loaded.from_cache, close=close,
+                   identity=source_components(spec.source, str(loaded.model.dtype).removeprefix("torch."),
+                                              f"transformers {version('transformers')}"))
+

@@ -35,6 +35,7 @@ from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, Rem
 from webui.engine.templates import PromptBuilder, Rendered
 from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer
 from webui.errors import ConfigError, ModelNotReady
+from webui.models.fingerprint import source_components
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
@@ -181,6 +182,9 @@ class VllmBackend(RemoteBackend):
 
     def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
         return self.prompts.count(prompt)
+
+    def template_source(self) -> str:
+        return self.prompts.template.source
 
     def stream(self, messages: Sequence[Message], params: SamplingParams,
                cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
@@ -330,8 +334,10 @@ def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Pa
         server.stop()
         raise
     server.wait_ready(settings.vllm_start_timeout_s)
-    return _weights(spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}",
-                    device=install.device)
+    weights = _weights(spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}",
+                       device=install.device)
+    weights.identity = source_components(spec.source, _VLLM_DTYPES[spec.dtype], f"vllm {install.version}")
+    return weights
 
 
 class RunningServer:

@@ -19,7 +19,14 @@ import pandas as pd
 
 from webui.config import SERVER_NAME
 from webui.leaderboard import snapshot_cli
-from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_logs, category_board
+from webui.leaderboard.board import (
+    Board,
+    BoardOptions,
+    board_from_index,
+    board_from_logs,
+    category_board,
+    merge_names,
+)
 from webui.leaderboard.confidence import next_comparison
 from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.history import wide
@@ -51,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--votes-per-day", type=int, default=0, help="count at most N votes per voter per UTC day; default 0 (no cap)")
     add("--exclude-flagged", action="store_true", help="leave out voters flagged as anomalous")
     add("--no-style", action="store_true", help="skip the style-controlled ratings")
+    add("--merge-fingerprints", metavar="NAMES", default="",
+        help="comma-separated model names rated as one row whatever served them (weights, engine, template); "
+             "'*' for every model; default: a row per fingerprint where a name's changed")
     add("--category", help="print the board of one category (see --categories), e.g. coding or 'language: English'")
     add("--categories", action="store_true", help="list the categories with their battle counts")
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
@@ -100,7 +110,8 @@ def options_from(args: argparse.Namespace) -> BoardOptions:
                         drop_stopped=not args.keep_stopped, extra_identity_words=args.identity_words,
                         model_names=tuple(args.models), min_battles=args.min_battles,
                         votes_per_day=args.votes_per_day, exclude_flagged=args.exclude_flagged,
-                        style=not args.no_style, history_points=args.over_time_points if args.over_time else 0)
+                        style=not args.no_style, history_points=args.over_time_points if args.over_time else 0,
+                        merge_fingerprints=merge_names(args.merge_fingerprints))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,6 +178,8 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
         table = rated.table
     if not table.empty:
         finer = {column: table[column].round(digits) for column, digits in ROUNDING.items() if column in table}
+        if "fingerprint" in table:  # "-": votes that do not say what served them (older logs)
+            finer["fingerprint"] = table["fingerprint"].replace("", "-")
         say(table.round(1).assign(**finer).to_string(index=False))
         line = next_comparison(table)
         if line:

@@ -30,10 +30,13 @@ WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)
 SPEED_FIELDS = ("ttft_s", "tokens_per_s")  # per turn in each vote state (webui.records.storage.vote_state)
 SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS)
+# What served each side (webui.models.fingerprint), None in older logs: the board keeps a name's
+# fingerprints apart (webui.leaderboard.fingerprints).
+FINGERPRINT_COLUMNS = ("fingerprint_a", "fingerprint_b")
 ROW_COLUMNS = (
     "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
     "language", "voter", "session", "base_reason", "redacted", "leak", "error", "stopped", "coding", "long_prompt",
-    *STYLE_COUNT_COLUMNS, *SPEED_COLUMNS,
+    *STYLE_COUNT_COLUMNS, *SPEED_COLUMNS, *FINGERPRINT_COLUMNS,
 )
 CONVERSATION_COLUMNS = ("conversation_a", "conversation_b", "system_a", "system_b")
 BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
@@ -122,7 +125,8 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
 
 def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
     """The row of a vote record that cannot be read: what can be, and "invalid"."""
-    row: dict[str, Any] = {**dict.fromkeys(STYLE_COUNT_COLUMNS, 0), **dict.fromkeys(SPEED_COLUMNS)}
+    row: dict[str, Any] = {**dict.fromkeys(STYLE_COUNT_COLUMNS, 0), **dict.fromkeys(SPEED_COLUMNS),
+                           **dict.fromkeys(FINGERPRINT_COLUMNS)}
     tstamp = record.get("tstamp")
     models = [public_name(m) for m in record["models"]]
     row.update({
@@ -172,7 +176,15 @@ def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list
     counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
     row.update(zip(STYLE_COUNT_COLUMNS, counts, strict=True))
     row.update(zip(SPEED_COLUMNS, (_judged_speed(s, f) for s in states for f in SPEED_FIELDS), strict=True))
+    row.update(zip(FINGERPRINT_COLUMNS, (_fingerprint(s) for s in states), strict=True))
     return row
+
+
+def _fingerprint(state: dict[str, Any]) -> str | None:
+    """The fingerprint a vote state carries (webui.records.storage.state_dict); None where it does
+    not (older logs, FastChat's, a model that could not say what it was)."""
+    value = state.get("fingerprint")
+    return value if isinstance(value, str) and value else None
 
 
 def _judged_speed(state: dict[str, Any], name: str) -> float | None:

@@ -19,6 +19,7 @@ from webui.config import Settings
 from webui.leaderboard import ratings
 from webui.leaderboard.battles import SPEED_FIELDS, STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
 from webui.leaderboard.categories import category_counts, category_masks
+from webui.leaderboard.fingerprints import fingerprints_of, split_by_fingerprint
 from webui.leaderboard.history import ratings_over_time
 from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.speed import model_speeds
@@ -54,6 +55,7 @@ class BoardOptions:
     exclude_flagged: bool = False  # leave out the votes of voters flagged as anomalous
     style: bool = True  # compute the style-controlled ratings
     history_points: int = 20  # cut points of the ratings-over-time plot (0: none)
+    merge_fingerprints: tuple[str, ...] = ()  # names rated as one row whatever served them ("*": every name)
 
     @classmethod
     def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> BoardOptions:
@@ -66,14 +68,20 @@ class BoardOptions:
             min_battles=settings.leaderboard_min_battles,
             votes_per_day=settings.leaderboard_votes_per_day,
             exclude_flagged=settings.leaderboard_exclude_flagged,
+            merge_fingerprints=merge_names(settings.leaderboard_merge_fingerprints),
         )
+
+
+def merge_names(text: str) -> tuple[str, ...]:
+    """The names of a comma-separated --merge-fingerprints."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 @dataclass
 class Rated:
     """The tables computed from one set of counted battles (the whole board, or one category)."""
 
-    table: pd.DataFrame  # ratings.TABLE_COLUMNS, the style columns, then the speeds (speed.SPEED_FIELDS)
+    table: pd.DataFrame  # ratings.TABLE_COLUMNS, the style columns, the speeds (speed.SPEED_FIELDS), fingerprint
     style_coefficients: pd.Series
     win_fraction: pd.DataFrame
     pair_counts: pd.DataFrame
@@ -164,6 +172,8 @@ def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None =
         table = table.merge(styled, on="model", how="left")
     table = table.merge(model_speeds(used), on="model", how="left") if not table.empty else \
         table.assign(**{f: pd.Series(dtype=float) for f in SPEED_FIELDS})
+    served = fingerprints_of(used)
+    table["fingerprint"] = table["model"].map(served).fillna("") if len(served) else ""
     order = list(table["model"])
     g = coded.grouped() if coded is not None else None
     return Rated(table, coefficients,
@@ -183,8 +193,11 @@ def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_li
 
 
 def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
-    """The board of a battles table (`battles_frame`, or the vote index's rows), drop reasons set."""
-    all_battles = all_battles.copy(deep=False)  # copy-on-write: only the columns changed here are copied
+    """The board of a battles table (`battles_frame`, or the vote index's rows), drop reasons set;
+    a name that served several fingerprints is rated as one row per fingerprint (unless merged)."""
+    merge = all_names(all_battles) if "*" in options.merge_fingerprints else options.merge_fingerprints
+    # copy-on-write: only the columns changed here are copied
+    all_battles = split_by_fingerprint(all_battles, merge).copy(deep=False)
     eligible = all_battles["drop_reason"].isna()
     named = eligible & ~all_battles["anony"].astype(bool)
     if not options.include_named:
@@ -211,6 +224,10 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
         history=_history(used, rated.table, options, coded),
         categories=category_counts(used, coded),
     )
+
+
+def all_names(battles: pd.DataFrame) -> set[str]:
+    return set(battles["model_a"].dropna()) | set(battles["model_b"].dropna()) if len(battles) else set()
 
 
 def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, coded: ratings.Coded) -> pd.DataFrame:

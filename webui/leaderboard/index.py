@@ -50,6 +50,7 @@ import pandas as pd
 from webui.leaderboard import columns
 from webui.leaderboard.battles import (
     CONVERSATION_COLUMNS,
+    FINGERPRINT_COLUMNS,
     ROW_COLUMNS,
     SPEED_COLUMNS,
     conversation_columns,
@@ -72,6 +73,7 @@ SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writ
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
 DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
+_TEXT = pd.StringDtype(na_value=float("nan"))  # what pandas makes of a column of text and NULLs
 _ORDER = 'ORDER BY tstamp, file, "offset"'  # time, then as the logs are read
 _INSERT_VOTE = (f'INSERT INTO votes (file, "offset", length, word_set, {quoted(ROW_COLUMNS)}) '
                 f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})")
@@ -426,6 +428,8 @@ def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
         frame[column] = frame[column].astype(bool)
     for column in SPEED_COLUMNS:  # NULL where not logged: NaN, also when a whole load has none
         frame[column] = frame[column].astype(float)
+    for column in FINGERPRINT_COLUMNS:  # text, also when a whole load has none (older logs)
+        frame[column] = frame[column].astype(_TEXT)
     return frame
 
 

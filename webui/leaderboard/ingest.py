@@ -21,7 +21,8 @@ from webui.leaderboard.battles import ROW_COLUMNS, names_in, unchecked_vote_row
 from webui.records.identity import identity_words, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
-_TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session")
+_TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session",
+                 "fingerprint_a", "fingerprint_b")
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in _TEXT_COLUMNS)
 
 

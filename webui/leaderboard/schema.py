@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webui.leaderboard.battles import ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
+from webui.leaderboard.battles import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
 from webui.leaderboard.store import Dialect, Store, StoreError
 
 BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
@@ -23,6 +23,8 @@ INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
 # Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
 TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations")
+# Row columns that later migrations add (migration 1 creates the others): append, never reorder.
+ADDED_COLUMNS = FINGERPRINT_COLUMNS
 
 
 def quoted(names: tuple[str, ...] | list[str]) -> str:
@@ -35,8 +37,9 @@ def _column_type(d: Dialect, column: str) -> str:
 
 
 def _first(d: Dialect) -> tuple[str, ...]:
-    # Every row column: a column added to ROW_COLUMNS once this has shipped needs a migration of its own.
-    row_columns = ", ".join(f'"{c}" {_column_type(d, c)}' for c in ROW_COLUMNS)
+    # The row columns as this shipped: a column added to ROW_COLUMNS since is in ADDED_COLUMNS and
+    # has a migration of its own.
+    row_columns = ", ".join(f'"{c}" {_column_type(d, c)}' for c in ROW_COLUMNS if c not in ADDED_COLUMNS)
     return (
         # A log file, by name (which carries its server's name), and which server reads it.
         f'CREATE TABLE files (name {d.text_key} PRIMARY KEY, server TEXT NOT NULL, head TEXT NOT NULL, '
@@ -61,6 +64,11 @@ def _rate_hits(d: Dialect) -> tuple[str, ...]:
     )
 
 
+def _fingerprints(d: Dialect) -> tuple[str, ...]:
+    # NULL in the rows indexed before: their logs had no fingerprints either (or are read again).
+    return tuple(f'ALTER TABLE votes ADD COLUMN "{c}" {_column_type(d, c)}' for c in FINGERPRINT_COLUMNS)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -71,6 +79,7 @@ class Migration:
 MIGRATIONS = (
     Migration(1, "votes, log files and their offsets, model names, word lists", _first),
     Migration(2, "rate limits shared by several servers", _rate_hits),
+    Migration(3, "the fingerprint of what served each side", _fingerprints),
 )
 LATEST = MIGRATIONS[-1].version
 

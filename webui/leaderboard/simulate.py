@@ -17,7 +17,12 @@ OUTDIR/truth.json (what the board should find). Known effects, so that each view
 * one voter who votes for the weaker model (flagged), one who casts 400 honest votes on one day
   (the daily cap); every vote carries a session key, one per voter and day;
 * each reply's speed (time to first token, tokens/s): a model's own (`SPEEDS`) times 0.8 to 1.2,
-  so its median is its own; none in the older-form votes and rare-1b's (not logged there).
+  so its median is its own; none in the older-form votes and rare-1b's (not logged there);
+* each model's fingerprint (what served it, webui.models.fingerprint; none in the older-form
+  votes); with `--requantise-late`, late-7b is served by other weights (a requantised file) for
+  the last quarter of the log: a second fingerprint under the same name, which the board rates apart.
+  Fingerprints are not drawn: the random draws, and so every number of the board without
+  `--requantise-late`, stay those of logs simulated before there were fingerprints.
 """
 
 from __future__ import annotations
@@ -65,6 +70,11 @@ ORDINARY = ["Remember to drink water.", "Run this command in a terminal.", "Sola
 FILLER = "the answer depends on what you need and here is a short explanation of it".split()
 
 
+def fingerprint_of(model: str, requantised: bool = False) -> str:
+    """A simulated model's fingerprint: fixed by its name (and whether it is the requantised file)."""
+    return hashlib.sha256(f"{model}{'/requantised' if requantised else ''}".encode()).hexdigest()[:12]
+
+
 def _hash(text: str) -> str:
     return "h:" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -93,7 +103,7 @@ def _prompt(rng: np.random.Generator) -> tuple[str, bool]:
 
 
 def _state(model: str, prompt: str, replies: list[str], conv_id: str, older: bool, reasons: list[str],
-           system: str, turn_of_log: int | None = None) -> dict:
+           system: str, turn_of_log: int | None = None, requantised: bool = False) -> dict:
     """A vote state; with `turn_of_log` (a counter over the log) each reply's speed too."""
     roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
     messages = []
@@ -103,6 +113,7 @@ def _state(model: str, prompt: str, replies: list[str], conv_id: str, older: boo
                              "messages": messages, "offset": 0, "conv_id": conv_id, "model_name": model}
     if not older:
         state["finish_reasons"] = reasons
+        state["fingerprint"] = fingerprint_of(model, requantised)
     if not older and turn_of_log is not None:
         ttft, rate = SPEEDS[model]
         jitter = [JITTER[(turn_of_log + k) % len(JITTER)] for k in range(len(replies))]
@@ -135,7 +146,7 @@ def _voter(rng: np.random.Generator, i: int, n: int, voters: int) -> str:
     return f"voter{min(int(rng.zipf(1.3)), voters)}"
 
 
-def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int) -> dict:
+def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int, requantise: bool = False) -> dict:
     a, b = _pair(rng, i, n)
     voter = _voter(rng, i, n, voters)
     prompt, multi = _prompt(rng)
@@ -146,7 +157,9 @@ def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int) -> d
     older, named = rng.random() < 0.05, rng.random() < 0.05
     tstamp = START + (i / n) * days * 86_400 if voter != "heavy" else START + i
     systems = ["", "Answer briefly."] if rng.random() < 0.2 else ["", ""]
-    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s, 2 * i + k)
+    requantised = requantise and i >= n * 3 // 4
+    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s, 2 * i + k,
+                     requantised=requantised and m == LATE)
               for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))]
     len_a, len_b = (sum(len(x.split()) for x in r) for r in replies)
     public = ["Model A", "Model B"] if older else [a, b] if named else ["", ""]
@@ -172,10 +185,11 @@ def _rare(n: int) -> list[dict]:
 
 
 def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10, voters: int = 300,
-             server: str = "") -> dict:
-    """Write the log files (named for `server`, if given) and truth.json; return the truth."""
+             server: str = "", requantise_late: bool = False) -> dict:
+    """Write the log files (named for `server`, if given) and truth.json; return the truth. With
+    `requantise_late`, late-7b has a second fingerprint in the last quarter of the log."""
     rng = np.random.default_rng(seed)
-    records = [_vote(rng, i, battles, days, voters) for i in range(battles)] + _rare(battles)
+    records = [_vote(rng, i, battles, days, voters, requantise_late) for i in range(battles)] + _rare(battles)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_day: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["tstamp"]):
@@ -184,7 +198,9 @@ def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10
     for day, lines in by_day.items():
         (out_dir / day_file_name(day, server)).write_text("\n".join(lines) + "\n", encoding="utf-8")
     truth = {"ratings": TRUE, "speeds": SPEEDS, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
-             "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day)}
+             "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day),
+             "fingerprints": {m: fingerprint_of(m) for m in [*TRUE, RARE]},
+             "requantised": {LATE: fingerprint_of(LATE, True)} if requantise_late else {}}
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     return truth
 
@@ -196,11 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed; default 0")
     parser.add_argument("--days", type=int, default=10, help="days the votes spread over; default 10")
     parser.add_argument("--server-name", default="", help="name the files as this server's (YYYY-MM-DD-NAME-conv.json)")
+    parser.add_argument("--requantise-late", action="store_true",
+                        help="serve late-7b from other weights (a second fingerprint) for the last quarter of the log")
     args = parser.parse_args(argv)
     if args.battles < 1 or args.days < 1:
         print("error: --battles and --days must be at least 1", file=sys.stderr)
         return 2
-    truth = simulate(args.out_dir, args.battles, args.seed, args.days, server=args.server_name)
+    truth = simulate(args.out_dir, args.battles, args.seed, args.days, server=args.server_name,
+                     requantise_late=args.requantise_late)
     print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
     return 0
 

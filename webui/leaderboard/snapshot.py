@@ -135,6 +135,10 @@ def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str]) -> tuple[E
 def shaping_settings(options: BoardOptions) -> dict[str, Any]:
     settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in UNSHAPING}
     settings["model_names"] = sorted(settings["model_names"])
+    # Kept only when set, so that snapshots from before fingerprints compare with today's alike.
+    merged = sorted(settings.pop("merge_fingerprints"))
+    if merged:
+        settings["merge_fingerprints"] = merged
     return settings
 
 

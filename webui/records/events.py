@@ -7,7 +7,7 @@ plain data, so that the UI never needs to know the file format.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -35,6 +35,10 @@ class Conversation:
     battle_id: str | None = None
     turn: int = 0
     anonymous: bool = False
+    # What served the replies (webui.models.fingerprint): its id and the components hashed; "" for
+    # a model whose weights cannot say what they are.
+    fingerprint: str = ""
+    fingerprint_components: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,10 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def state_dict(conv: Conversation, finish_reasons: Sequence[str] = ()) -> dict[str, Any]:
-    """FastChat's conversation state, plus the sampling parameters and each reply's finish reason."""
+    """FastChat's conversation state, plus the sampling parameters, each reply's finish reason and,
+    where known, the fingerprint of what served it."""
+    served = {"fingerprint": conv.fingerprint, "fingerprint_components": dict(conv.fingerprint_components)} \
+        if conv.fingerprint else {}
     return {
         "template_name": conv.template_name,
         "system_message": conv.system_message,
@@ -175,6 +178,7 @@ def state_dict(conv: Conversation, finish_reasons: Sequence[str] = ()) -> dict[s
         "model_name": conv.model_name,
         "params": conv.params.as_dict(),
         "finish_reasons": list(finish_reasons),
+        **served,
     }
 
 

@@ -19,7 +19,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.changes import since_snapshot
 from webui.leaderboard.confidence import next_comparison
 from webui.leaderboard.export import parquet_available, preference_pairs, write_table
+from webui.leaderboard.fingerprints import served_rows
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
@@ -55,7 +56,7 @@ REFRESH_EVERY_S = 5.0
 DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
                  "cannot be shown. Please try again in a moment.")
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = ["Rank", "Model", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
+DISPLAY_COLUMNS = ["Rank", "Model", "Fingerprint", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
                    "Rating (style)", "95% CI (style)", "P(above next) (style)", "First token (s)", "Tokens/s", "Elo",
                    "Battles", "Wins", "Ties", "Losses", "Note"]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
@@ -91,6 +92,8 @@ class LeaderboardView:
         self._empty: Board | None = None
         self._since: tuple[tuple, str] = ((), "")  # (board version, snapshot file, its mtime): the line
         self._evidence: tuple[int, Evidence] | None = None  # (board version, what smart pairing reads)
+        # name -> the fingerprint it serves now (the registry's), for the row smart pairing reads
+        self.serving: Callable[[], Mapping[str, str]] = dict
 
     def close(self) -> None:
         self.live.close()
@@ -163,8 +166,16 @@ class LeaderboardView:
         cached = self._evidence
         if cached is None or cached[0] != published.version:
             table = published.board.table
-            ratings = dict(zip(table["model"], table["rating"], strict=True)) if len(table) else {}
-            cached = (published.version, Evidence.from_tables(ratings, published.board.pair_counts.to_dict(orient="index")))
+            # a name rated per fingerprint: the row of what it serves now stands for the name
+            named = served_rows(table, self.serving()) if "fingerprint" in table and len(table) else {}
+            older = set(named.values())  # a name's votes without a fingerprint give way to today's row
+            kept = table[~table["model"].isin(older)] if named else table
+            ratings = dict(zip(kept["model"].replace(named), kept["rating"], strict=True)) if len(kept) else {}
+            pairs = published.board.pair_counts
+            if named:
+                pairs = pairs.drop(index=list(older), columns=list(older), errors="ignore")
+                pairs = pairs.rename(index=named, columns=named)
+            cached = (published.version, Evidence.from_tables(ratings, pairs.to_dict(orient="index")))
             self._evidence = cached
         return cached[1]
 
@@ -271,6 +282,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
         "Model": table["model"],
+        # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
+        "Fingerprint": table.get("fingerprint", blank),
         "Rating": table["rating"].round().astype(int),
         "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
         "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
@@ -318,6 +331,8 @@ def leaderboard_view(services: Services) -> LeaderboardView:
     settings = services.settings
     view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()),
                            database=settings.database, server=settings.server_name)
+    registry = services.registry
+    view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}
     listeners = getattr(services.recorder, "vote_listeners", None)
     if listeners is not None:  # a vote reaches the board at once, not at the next poll
         listeners.append(view.live.nudge)
