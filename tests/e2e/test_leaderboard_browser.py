@@ -78,3 +78,54 @@ def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Br
         assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
     finally:
         context.close()
+
+
+# The element inside the board's frame that scrolls sideways: how wide its content is, how wide it
+# shows, and where its right edge lies on the screen.
+BOARD_SCROLL = """() => {
+  const frame = document.querySelector('#leaderboard-table');
+  const scroller = [frame, ...frame.querySelectorAll('*')].find((el) =>
+    ['auto', 'scroll'].includes(getComputedStyle(el).overflowX) && el.scrollWidth > el.clientWidth);
+  return scroller ? {content: scroller.scrollWidth, shown: scroller.clientWidth,
+                     right: scroller.getBoundingClientRect().right} : null;
+}"""
+PAGE_WIDTH = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+
+
+def test_every_tab_fits_a_phone(ui: RunningUI, browser: Browser) -> None:
+    """At 390 px nothing widens the page (the board scrolls sideways inside its own frame, the panes
+    in their own row), and under the message box the buttons keep to two lines: Send beside the box,
+    Stop / Regenerate / New round on one line (Gradio stacked all four, a full-width line each)."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+    page: Page = context.new_page()
+    try:
+        for tab, ready in (("battle", "#battle-status"), ("side_by_side", "#sbs-status"),
+                           ("direct", "#direct-status")):
+            page.goto(f"{ui.url}?tab={tab}")
+            expect(page.locator(ready)).to_contain_text("ready", timeout=30_000)
+            if tab == "side_by_side":
+                page.locator("#sbs-panes-count label").filter(has_text="4 panes").click()
+                expect(page.locator("#sbs-chat-d")).to_be_visible()
+            width, shown = page.evaluate(PAGE_WIDTH)
+            assert width <= shown, f"{tab}: the page is {width} px wide on a {shown} px screen"
+            prefix = {"side_by_side": "sbs"}.get(tab, tab)
+            restart = "#battle-new" if tab == "battle" else f"#{prefix}-clear"
+            boxes = [page.locator(s).bounding_box() for s in (f"#{prefix}-stop", f"#{prefix}-regen", restart)]
+            assert len({round(box["y"]) for box in boxes}) == 1, f"{tab}: the controls wrapped: {boxes}"
+            send, text = page.locator(f"#{prefix}-send").bounding_box(), page.locator(f"#{prefix}-input").bounding_box()
+            assert send["x"] > text["x"] + text["width"] - 1, f"{tab}: Send is not beside the message box"
+        page.goto(f"{ui.url}?tab=leaderboard")
+        expect(page.locator("#leaderboard-table")).to_contain_text("granite-3-8b", timeout=60_000)
+        expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
+        board = page.evaluate(BOARD_SCROLL)
+        assert board is not None, "the board's table does not scroll sideways inside its frame"
+        assert board["right"] <= PHONE["width"], f"the board's frame runs off the screen: {board}"
+        width, shown = page.evaluate(PAGE_WIDTH)
+        assert width <= shown, f"leaderboard: the page is {width} px wide on a {shown} px screen"
+        shot(page, "leaderboard-phone-fits")
+        page.goto(f"{ui.url}?tab=about")
+        expect(page.locator("#about-text")).to_be_visible()
+        width, shown = page.evaluate(PAGE_WIDTH)
+        assert width <= shown, f"about: the page is {width} px wide on a {shown} px screen"
+    finally:
+        context.close()
