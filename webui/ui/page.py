@@ -5,6 +5,7 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 
 * panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
   pane most of the screen wide), rather than a stack in which the votes end up far below;
+* on a narrow screen Send beside the message box and the controls on one line, not a stack;
 * disabled vote buttons that look disabled;
 * leaderboard table headers that wrap between words, never inside one;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
