@@ -78,3 +78,64 @@ def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Br
         assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
     finally:
         context.close()
+
+
+# The element inside the board's frame that scrolls sideways: how wide its content is, how wide it
+# shows, and where its right edge lies on the screen.
+BOARD_SCROLL = """() => {
+  const frame = document.querySelector('#leaderboard-table');
+  const scroller = [frame, ...frame.querySelectorAll('*')].find((el) =>
+    ['auto', 'scroll'].includes(getComputedStyle(el).overflowX) && el.scrollWidth > el.clientWidth);
+  return scroller ? {content: scroller.scrollWidth, shown: scroller.clientWidth,
+                     right: scroller.getBoundingClientRect().right} : null;
+}"""
+# What runs off the right of the screen other than inside something that scrolls sideways (Gradio's
+# container clips the page, so a row too wide is cut off rather than widening it).
+CUT_OFF = """() => {
+  const cut = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0 || box.right <= window.innerWidth + 1) continue;
+    if (el.closest('.visually-hidden')) continue;  // Gradio measures the tab names off-screen
+    let up = el.parentElement;
+    while (up && !['auto', 'scroll'].includes(getComputedStyle(up).overflowX)) up = up.parentElement;
+    if (!up) cut.push(`${el.tagName}#${el.id}.${el.className} (right edge ${Math.round(box.right)} px)`);
+  }
+  return cut.slice(0, 5);
+}"""
+
+
+def test_every_tab_fits_a_phone(ui: RunningUI, browser: Browser) -> None:
+    """At 390 px nothing widens the page (the board scrolls sideways inside its own frame, the panes
+    in their own row), and under the message box the buttons keep to two lines: Send beside the box,
+    Stop / Regenerate / New round on one line (Gradio stacked all four, a full-width line each)."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+    page: Page = context.new_page()
+    try:
+        for tab, ready in (("battle", "#battle-status"), ("side_by_side", "#sbs-status"),
+                           ("direct", "#direct-status")):
+            page.goto(f"{ui.url}?tab={tab}")
+            expect(page.locator(ready)).to_contain_text("ready", timeout=30_000)
+            if tab == "side_by_side":
+                page.locator("#sbs-panes-count label").filter(has_text="4 panes").click()
+                expect(page.locator("#sbs-chat-d")).to_be_visible()
+            assert page.evaluate(CUT_OFF) == [], f"{tab}: cut off at the right"
+            prefix = {"side_by_side": "sbs"}.get(tab, tab)
+            restart = "#battle-new" if tab == "battle" else f"#{prefix}-clear"
+            boxes = [page.locator(s).bounding_box() for s in (f"#{prefix}-stop", f"#{prefix}-regen", restart)]
+            assert len({round(box["y"]) for box in boxes}) == 1, f"{tab}: the controls wrapped: {boxes}"
+            send, text = page.locator(f"#{prefix}-send").bounding_box(), page.locator(f"#{prefix}-input").bounding_box()
+            assert send["x"] > text["x"] + text["width"] - 1, f"{tab}: Send is not beside the message box"
+        page.goto(f"{ui.url}?tab=leaderboard")
+        expect(page.locator("#leaderboard-table")).to_contain_text("granite-3-8b", timeout=60_000)
+        expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
+        board = page.evaluate(BOARD_SCROLL)
+        assert board is not None, "the board's table does not scroll sideways inside its frame"
+        assert board["right"] <= PHONE["width"], f"the board's frame runs off the screen: {board}"
+        assert page.evaluate(CUT_OFF) == [], "leaderboard: cut off at the right"
+        shot(page, "leaderboard-phone-fits")
+        page.goto(f"{ui.url}?tab=about")
+        expect(page.locator("#about-text")).to_be_visible()
+        assert page.evaluate(CUT_OFF) == [], "about: cut off at the right"
+    finally:
+        context.close()

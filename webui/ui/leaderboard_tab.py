@@ -231,7 +231,7 @@ class LeaderboardView:
 
 def _with_next(summary: str, rated: Rated) -> str:
     line = next_comparison(rated.table)
-    return f"{summary} {line}" if line else summary
+    return f"{summary}\n\n{line}" if line else summary  # a paragraph of its own: the summary stays readable
 
 
 def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:

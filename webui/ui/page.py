@@ -5,6 +5,7 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 
 * panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
   pane most of the screen wide), rather than a stack in which the votes end up far below;
+* on a narrow screen Send beside the message box and the controls on one line, not a stack;
 * disabled vote buttons that look disabled;
 * leaderboard table headers that wrap between words, never inside one;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
@@ -44,6 +45,18 @@ CSS = """
   .arena-chat .bubble-wrap { max-height: 46vh; }
   .arena-intro, .arena-keys { display: none; }
   .arena-votes button { min-width: 40% !important; }
+  /* three votes (Direct chat) fit one row; two of four per row left Flag alone on a second one */
+  .arena-votes:has(> button:nth-of-type(3):last-of-type) > button { min-width: 28% !important; }
+  /* Gradio wraps a row's children below 160px each: the message box, Send and the three controls
+     each took a full-width line (four lines of buttons under the box). Send stays beside the box,
+     Stop / Regenerate / New round share one line. */
+  .arena-send { flex-wrap: nowrap !important; }
+  .arena-send > .form { min-width: 0 !important; }
+  .arena-send > button { flex: 0 0 auto !important; min-width: 0 !important; padding-inline: 14px; }
+  .arena-send textarea::placeholder { font-size: var(--text-sm); }  /* one line beside Send */
+  .arena-controls.row { flex-wrap: nowrap !important; gap: 8px; }
+  .arena-controls.row > button { flex: 1 1 auto !important; min-width: 0 !important; padding-inline: 6px;
+                                 white-space: nowrap; font-size: var(--text-md); }
 }
 """.replace("NARROW", NARROW)
 

@@ -151,7 +151,7 @@ class ChatTab:
         with gr.Row(elem_id=f"{p}-votes", elem_classes=["arena-votes"]) as self.vote_row:
             self.votes = [gr.Button(vote.button, interactive=False, elem_id=f"{p}-vote-{vote.api_name}", size="md")
                           for vote in self.kind.votes]
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True, elem_classes=["arena-send"]):
             self.text = gr.Textbox(label="Message", show_label=False, placeholder="Type a message and press Enter", scale=8, lines=1,
                                    elem_id=f"{p}-input", elem_classes=["arena-input"])
             self.send = gr.Button("Send", variant="primary", scale=1, elem_id=f"{p}-send")
