@@ -39,6 +39,8 @@ def assert_same_board(ours: Board, full: Board) -> None:
     pd.testing.assert_frame_equal(ours.win_fraction, full.win_fraction)
     assert ours.dropped == full.dropped and ours.votes_read == full.votes_read
     assert ours.counted_battles == len(full.counted) and ours.summary() == full.summary()
+    same = ["id", "model_a", "model_b", "winner", "tstamp"]  # what category boards and snapshots read
+    pd.testing.assert_frame_equal(ours.all_counted()[same].reset_index(drop=True), full.counted[same])
 
 
 def test_votes_added_one_by_one_give_the_full_build(rows: pd.DataFrame):

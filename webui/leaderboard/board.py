@@ -100,6 +100,15 @@ class Board:
         """How many battles the ratings use, the recent ones included (each between two models)."""
         return int(self.table["battles"].sum()) // 2 if len(self.recent) else len(self.counted)
 
+    def all_counted(self) -> pd.DataFrame:
+        """`counted` and the recent votes the ratings count (a new frame when there are any)."""
+        if not len(self.recent):
+            return self.counted
+        recent = self.recent[self.recent["drop_reason"].isna()]
+        if not self.options.include_named:
+            recent = recent[recent["anony"].astype(bool)]
+        return pd.concat([self.counted, recent.reindex(columns=self.counted.columns)], ignore_index=True)
+
     @property
     def table(self) -> pd.DataFrame:
         return self.rated.table
@@ -229,10 +238,11 @@ def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, cod
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:
     """The board's tables over one category's battles, and how many battles that is."""
-    masks = category_masks(board.counted)
+    counted = board.all_counted()
+    masks = category_masks(counted)
     if category not in masks:
         raise ValueError(f"unknown category {category!r}; known: {', '.join(masks)}")
-    used = board.counted[masks[category]]
+    used = counted[masks[category]]
     return rate(used.reset_index(drop=True), board.options), len(used)
 
 
