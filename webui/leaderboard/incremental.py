@@ -97,8 +97,9 @@ class Tally:
             self.dropped[str(reason)] = self.dropped.get(str(reason), 0) + int(n)
         if not options.include_named:
             self.dropped[NAMED] = self.dropped.get(NAMED, 0) + int(named.sum())
-        self.newest, self.votes_read, self.added = float(new["tstamp"].max()), self.votes_read + len(new), \
-            self.added + len(new)
+        self.newest = float(new["tstamp"].max())
+        self.votes_read += len(new)
+        self.added += len(new)
         self.recent.append(new)
         return self.board()
 
