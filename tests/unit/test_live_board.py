@@ -48,7 +48,7 @@ def test_readers_get_the_last_board_while_a_build_runs(recorder: JsonlRecorder):
         assert gate.wait(60)
         return board_from_rows(rows, options, skipped)
 
-    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=slow_build).start()
+    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=slow_build, full_every_votes=0).start()
     first = live.sync()
     assert first is not None and first.version == 1 and first.votes == 6
     gate.clear()
@@ -91,7 +91,8 @@ def test_a_failed_build_keeps_the_last_board_and_says_why(recorder: JsonlRecorde
             raise MemoryError("out of memory")
         return board_from_rows(rows, options, skipped)
 
-    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=flaky).start()
+    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=flaky,
+                     full_every_votes=0).start()
     first = live.sync()
     fail.set()
     recorder.vote(vote("leftvote", battle("alpha", "beta")))

@@ -100,6 +100,22 @@ class Board:
     history: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories: pd.DataFrame = field(default_factory=pd.DataFrame)
     index_state: tuple[int, int] | None = None  # (generation, last row id) of the vote index rows used
+    # battle votes added since `battles` was built (webui.leaderboard.incremental), drop_reason set
+    recent: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def counted_battles(self) -> int:
+        """How many battles the ratings use, the recent ones included (each between two models)."""
+        return int(self.table["battles"].sum()) // 2 if len(self.recent) else len(self.counted)
+
+    def all_counted(self) -> pd.DataFrame:
+        """`counted` and the recent votes the ratings count (a new frame when there are any)."""
+        if not len(self.recent):
+            return self.counted
+        recent = self.recent[self.recent["drop_reason"].isna()]
+        if not self.options.include_named:
+            recent = recent[recent["anony"].astype(bool)]
+        return pd.concat([self.counted, recent.reindex(columns=self.counted.columns)], ignore_index=True)
 
     @property
     def table(self) -> pd.DataFrame:
@@ -115,10 +131,10 @@ class Board:
 
     def summary(self) -> str:
         """One paragraph saying what the table is based on and what was left out."""
-        if self.counted.empty:
+        if not self.counted_battles:
             return f"No battles count yet ({self.votes_read} battle votes read)." + self._dropped_text()
         models = len(self.table)
-        text = (f"Based on {len(self.counted)} battles between {models} models "
+        text = (f"Based on {self.counted_battles} battles between {models} models "
                 f"({self.votes_read} battle votes read).") + self._dropped_text()
         return text + preliminary_text(self.table, self.options.min_battles)
 
@@ -239,10 +255,11 @@ def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, cod
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:
     """The board's tables over one category's battles, and how many battles that is."""
-    masks = category_masks(board.counted)
+    counted = board.all_counted()
+    masks = category_masks(counted)
     if category not in masks:
         raise ValueError(f"unknown category {category!r}; known: {', '.join(masks)}")
-    used = board.counted[masks[category]]
+    used = counted[masks[category]]
     return rate(used.reset_index(drop=True), board.options), len(used)
 
 
@@ -251,7 +268,10 @@ def my_votes(board: Board, session_key: str) -> pd.DataFrame:
     or anonymous, whatever the other filters say: it is one person's own preferences)."""
     if not session_key or board.battles.empty or "session" not in board.battles:  # the index's: session_rows
         return session_board(board.battles.iloc[0:0])
-    return session_board(board.battles[board.battles["session"] == session_key])
+    mine = board.battles[board.battles["session"] == session_key]
+    if len(board.recent):
+        mine = pd.concat([mine, board.recent[board.recent["session"] == session_key]], ignore_index=True)
+    return session_board(mine)
 
 
 def session_board(mine: pd.DataFrame) -> pd.DataFrame:

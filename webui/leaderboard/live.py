@@ -8,6 +8,14 @@ recheck of the identity words, a file rewritten, a rebuild), and builds the boar
 being built they get None. A failed build is logged and kept as `error`; the previous board stays.
 After a rebuild the thread rests as long as the build took (up to MAX_REST_S), so a stream of
 votes costs the server at most about half a core however large the board.
+
+When the rows only grew, the new votes are added to the running aggregates of the last full build
+(webui.leaderboard.incremental: raw ratings, intervals, Elo, counts and drops exact, at a cost that
+does not grow with the log) and that board is published at once. A full build follows, after that
+publication, once `full_every_votes` votes or `full_every_s` seconds have been added that way, and
+whenever the tally cannot add a vote exactly (an older vote, a new model) or indexed rows changed:
+it brings the parts a tally keeps from the last full build (style control, the voter check,
+history, categories, speeds) up to date.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from webui.leaderboard.board import Board, BoardOptions, board_from_rows
+from webui.leaderboard.incremental import Tally
 from webui.leaderboard.index import VoteIndex, append_rows
 
 log = logging.getLogger(__name__)
@@ -28,6 +37,8 @@ log = logging.getLogger(__name__)
 POLL_S = 2.0  # how often logs are looked at without a nudge (copied-in files, other writers)
 REST_PER_BUILD = 1.0  # seconds of rest after a rebuild, per second it took
 MAX_REST_S = 3.0
+FULL_EVERY_VOTES = 2000  # votes added to the tally before a full build brings everything up to date
+FULL_EVERY_S = 120.0  # or seconds since the last full build, whichever comes first
 
 
 @dataclass(frozen=True)
@@ -45,10 +56,15 @@ class LiveBoard:
     """Keeps `latest()` current for one vote index and one set of board options."""
 
     def __init__(self, index: VoteIndex, options: BoardOptions, *, poll_s: float = POLL_S,
-                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows) -> None:
+                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows,
+                 full_every_votes: int = FULL_EVERY_VOTES, full_every_s: float = FULL_EVERY_S) -> None:
+        """`full_every_votes` 0: every change is a full build (no tally)."""
         self.index = index
         self.options = options
         self.poll_s = poll_s
+        self.full_every_votes, self.full_every_s = full_every_votes, full_every_s
+        self._tally: Tally | None = None
+        self._full_at = 0.0  # time.monotonic() of the last full build
         self.error: str | None = None
         self._build = build
         self._wake = threading.Event()
@@ -110,17 +126,37 @@ class LiveBoard:
             self._stop.wait(min(built_s * REST_PER_BUILD, MAX_REST_S))
 
     def _step(self) -> float:
-        """Catch up and rebuild if anything changed; how long a rebuild took (0: none needed)."""
+        """Catch up; add the new votes to the tally or rebuild, if anything changed; how long that
+        took (0: nothing to do)."""
         started = time.perf_counter()
         self.index.catch_up(self.options.model_names, self.options.extra_identity_words)
         state, skipped = self.index.state(), self.index.skipped_lines()
         if self._published is not None and (*state, skipped) == self._built:
-            return 0.0
+            if not (self._tally is not None and self._tally.added and self._due()):
+                return 0.0
+        elif self._tally is not None and self._built is not None and state[0] == self._built[0]:
+            board = self._tally.add(self.index.rows(after_id=self._built[1]))
+            if board is not None:
+                board.skipped_lines = skipped
+                took = self._publish(board, state, skipped, started, self._tally.votes_read)
+                if not self._due():
+                    return took
+                started = time.perf_counter()
         rows = self._load(state)
         board = self._build(rows, self.options, skipped)
+        self._tally = Tally.of(board) if self.full_every_votes > 0 else None
+        self._full_at = time.monotonic()
+        return self._publish(board, state, skipped, started, len(rows))
+
+    def _due(self) -> bool:
+        """Whether the tally has carried the last full build far enough to build in full again."""
+        assert self._tally is not None
+        return self._tally.added >= self.full_every_votes or time.monotonic() - self._full_at >= self.full_every_s
+
+    def _publish(self, board: Board, state: tuple[int, int], skipped: int, started: float, votes: int) -> float:
         self._built = (*state, skipped)
         version = self._published.version + 1 if self._published else 1
-        self._published = Published(board, version, time.time(), time.perf_counter() - started, len(rows))
+        self._published = Published(board, version, time.time(), time.perf_counter() - started, votes)
         return self._published.build_s
 
     def _load(self, state: tuple[int, int]) -> pd.DataFrame:

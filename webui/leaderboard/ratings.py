@@ -132,12 +132,20 @@ def elo_of(coded: Coded, order: np.ndarray | None, k: float = ELO_K, scale: floa
     """`online_elo` of coded battles taken in `order`. Sequential by nature: a plain loop over
     Python numbers (about half a second per million battles)."""
     a, b, s = (coded.a, coded.b, coded.score) if order is None else (coded.a[order], coded.b[order], coded.score[order])
-    rating = [init] * len(coded.models)
-    for i, j, score in zip(a.tolist(), b.tolist(), s.tolist(), strict=True):
-        old_i, old_j = rating[i], rating[j]
-        change = k * (score - 1.0 / (1.0 + base ** ((old_j - old_i) / scale)))
-        rating[i], rating[j] = old_i + change, old_j - change
+    rating = elo_updates([init] * len(coded.models), a, b, s, k, scale, base)
     return pd.Series(rating, index=coded.models, name="elo", dtype=float)
+
+
+def elo_updates(rating: list[float], a: np.ndarray, b: np.ndarray, score: np.ndarray, k: float = ELO_K,
+                scale: float = SCALE, base: float = BASE) -> list[float]:
+    """`rating` (per model index) carried on through the battles (a, b, score), in that order;
+    the online Elo of a longer log is this applied to its newer battles."""
+    rating = list(rating)
+    for i, j, s in zip(a.tolist(), b.tolist(), score.tolist(), strict=True):
+        old_i, old_j = rating[i], rating[j]
+        change = k * (s - 1.0 / (1.0 + base ** ((old_j - old_i) / scale)))
+        rating[i], rating[j] = old_i + change, old_j - change
+    return rating
 
 
 def grouped_outcomes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -396,11 +404,18 @@ def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: floa
     """The table: one row per model, ranked models first, then the preliminary ones (fewer than
     `min_battles` battles: likelihood-ratio interval, no rank). Without bootstrap rounds the
     interval is the point. (`coded`: the battles, encoded.)"""
-    columns = list(TABLE_COLUMNS)
     if battles.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=list(TABLE_COLUMNS))
     coded = coded or encode(battles)
-    g = coded.grouped()
+    return grouped_table(coded.grouped(), elo_of(coded, _time_order(battles), k=k), rounds, seed, min_battles)
+
+
+def grouped_table(g: Grouped, elo: pd.Series, rounds: int = 200, seed: int = 0, min_battles: int = 0) -> pd.DataFrame:
+    """`leaderboard` of grouped outcomes and the online Elo of the same battles: nothing here
+    reads a battle, so its cost depends on the models, not on how many battles there were."""
+    columns = list(TABLE_COLUMNS)
+    if not g.models:
+        return pd.DataFrame(columns=columns)
     counts = grouped_records(g)
     preliminary = counts["battles"] < min_battles
     few = list(preliminary[preliminary].index)
@@ -414,7 +429,7 @@ def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: floa
             bounds.loc[few] = likelihood_grouped(g, few, reference=reference)
     else:
         bounds = pd.DataFrame({"lower": rating, "upper": rating})
-    table = pd.concat([rating, bounds, elo_of(coded, _time_order(battles), k=k), counts], axis=1)
+    table = pd.concat([rating, bounds, elo.rename("elo"), counts], axis=1)
     table["preliminary"] = preliminary
     ranked = table[~table["preliminary"]]
     table["rank"] = ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")

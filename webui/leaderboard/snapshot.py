@@ -102,7 +102,7 @@ class Snapshot:
 def build_snapshot(board: Board, *, created: dt.datetime, code_version: str,
                    index_state: tuple[int, int] | None = None) -> Snapshot:
     """The snapshot of a built board. `index_state`: `VoteIndex.state()` when built from one."""
-    table, counted = board.table, board.counted
+    table, counted = board.table, board.all_counted()
     views = {name: _entries(table, view.columns) for name, view in VIEWS.items()
              if name != "style" or board.options.style}
     pairs: dict[tuple[str, str], int] = {}

@@ -123,7 +123,7 @@ class LeaderboardView:
                 self._categories = {k: v for k, v in self._categories.items() if k[0] == version}
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
-        summary = f"Category **{category}**: {n} of the {len(board.counted)} battles. " + summary
+        summary = f"Category **{category}**: {n} of the {board.counted_battles} battles. " + summary
         return board, rated, _with_next(summary, rated) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:
@@ -215,7 +215,8 @@ class LeaderboardView:
         board, _ = self.board()
         name = EXPORTS[kind][0]
         path = Path(tempfile.mkdtemp(prefix="arena-export-")) / name
-        battles = pd.concat([board.battles, self.live.index.details(board.battles)], axis=1)
+        rows = pd.concat([board.battles, board.recent], ignore_index=True) if len(board.recent) else board.battles
+        battles = pd.concat([rows, self.live.index.details(rows)], axis=1)
         if kind.startswith("pairs"):
             frame = preference_pairs(battles[battles["drop_reason"].isna()])
         else:

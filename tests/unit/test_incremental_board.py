@@ -1,0 +1,99 @@
+"""The board carried forward vote by vote (webui.leaderboard.incremental) gives what a full build
+of the same rows gives: ratings, intervals, Elo, counts, drops (the daily cap and hygiene
+included); it declines what it cannot add exactly; the live board publishes through it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.records import battle, vote
+from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
+from webui.leaderboard.incremental import Tally
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.live import LiveBoard
+from webui.leaderboard.ratings import TABLE_COLUMNS
+from webui.leaderboard.simulate import simulate
+from webui.records.privacy import IdentityPolicy
+from webui.records.storage import JsonlRecorder
+
+# a cap low enough to drop votes, a bootstrap small enough to be quick, rare-1b preliminary
+OPTIONS = BoardOptions(rounds=20, min_battles=30, votes_per_day=8, style=False, history_points=0)
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    logs = tmp_path_factory.mktemp("simulated")
+    simulate(logs, 1200, days=2)
+    index = VoteIndex(logs)
+    index.catch_up()
+    return index.rows()
+
+
+def assert_same_board(ours: Board, full: Board) -> None:
+    pd.testing.assert_frame_equal(ours.table[list(TABLE_COLUMNS)], full.table[list(TABLE_COLUMNS)],
+                                  check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(ours.pair_counts, full.pair_counts)
+    pd.testing.assert_frame_equal(ours.win_fraction, full.win_fraction)
+    assert ours.dropped == full.dropped and ours.votes_read == full.votes_read
+    assert ours.counted_battles == len(full.counted) and ours.summary() == full.summary()
+    same = ["id", "model_a", "model_b", "winner", "tstamp"]  # what category boards and snapshots read
+    pd.testing.assert_frame_equal(ours.all_counted()[same].reset_index(drop=True), full.counted[same])
+
+
+def test_votes_added_one_by_one_give_the_full_build(rows: pd.DataFrame):
+    start = int(len(rows) * 0.7)
+    tally = Tally.of(board_from_rows(rows.iloc[:start], OPTIONS))
+    done = start
+    for size in (1, 1, 1, 7, 40, len(rows)):
+        new = rows.iloc[done:done + size]
+        ours = tally.add(new)
+        done += len(new)
+        assert ours is not None, f"declined rows {done - len(new)}..{done}"
+        assert_same_board(ours, board_from_rows(rows.iloc[:done], OPTIONS))
+    assert done == len(rows)
+    assert ours.dropped["over_daily_cap"] > board_from_rows(rows.iloc[:start], OPTIONS).dropped["over_daily_cap"]
+    assert {"identity", "error"} <= set(ours.recent["drop_reason"].dropna())  # hygiene drops among the added
+
+
+def test_what_cannot_be_added_exactly_is_declined_and_changes_nothing(rows: pd.DataFrame):
+    start = int(len(rows) * 0.7)
+    tally = Tally.of(board_from_rows(rows.iloc[:start], OPTIONS))
+    before = tally.board()
+    older = rows.iloc[[start - 5]].assign(id=10**9)  # already counted, and older than the newest
+    stranger = rows.iloc[[start]].assign(model_a="never-seen-7b", base_reason=None)
+    # the same name served by other weights: a full build gives it a row of its own
+    requantised = rows.iloc[[start]].assign(fingerprint_a="0123456789ab", base_reason=None)
+    assert rows["fingerprint_a"].notna().any(), "the simulated log carries fingerprints"
+    assert tally.add(older) is None and tally.add(stranger) is None and tally.add(requantised) is None
+    assert tally.added == 0
+    assert_same_board(tally.board(), before)
+
+
+def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
+    recorder = JsonlRecorder(tmp_path / "logs", IdentityPolicy("none"))
+    for i in range(12):
+        recorder.vote(vote("leftvote" if i % 3 else "tievote", battle("alpha", "beta" if i % 2 else "gamma")))
+    options = BoardOptions(rounds=10, min_battles=0)
+    builds: list[int] = []
+
+    def counting_build(rows: pd.DataFrame, opts: BoardOptions, skipped: int) -> Board:
+        builds.append(len(rows))
+        return board_from_rows(rows, opts, skipped)
+
+    live = LiveBoard(VoteIndex(recorder.log_dir), options, poll_s=3600.0, build=counting_build,
+                     full_every_votes=5, full_every_s=3600.0).start()
+    live.sync()
+    for reply in ("fine", "I am alpha, made by you", "fine", "fine"):  # the second names a model: dropped
+        recorder.vote(vote("rightvote", battle("beta", "gamma", (reply, "ok"))))
+        latest = live.sync()
+        assert latest is not None
+        full = board_from_index(VoteIndex(recorder.log_dir), options, catch_up=False)
+        assert_same_board(latest.board, full)
+    assert builds == [12] and latest.board.dropped.get("identity") == 1  # every vote through the tally
+    recorder.vote(vote("leftvote", battle("beta", "alpha")))  # the fifth: a full build follows
+    live.sync()
+    assert builds == [12, 17] and len(live.latest().board.recent) == 0
+    live.close()

@@ -1,0 +1,185 @@
+"""The board carried forward vote by vote: what a new vote changes, kept as running aggregates, so
+that adding votes costs as much as the new votes and the models, not the whole log.
+
+A full build (`board.board_from_rows`) stays the truth. `Tally.of(board)` keeps from one what the
+raw ratings need: the votes per outcome (model A, model B, score), the online Elo of every model,
+the eligible votes per voter and UTC day (for the daily cap), the drop counts and the newest vote's
+time. `Tally.add(rows)` sets the new rows' drop reasons by the same rules and gives the board with
+them counted. Equal to a full build of the same rows (tests/unit/test_incremental_board.py):
+- the drop counts (hygiene, named votes, the daily cap), the battle counts, wins, ties and losses,
+  pair counts and win fractions;
+- the Bradley-Terry ratings, their bootstrap intervals and the preliminary models' likelihood
+  intervals, the ranks and the next comparisons: all of them are fitted on the outcome counts
+  (`ratings.grouped_table`), whose size depends on the models only;
+- the online Elo, carried on from the last vote.
+Kept from the last full build until the next one: the style-controlled columns and coefficients
+(their fit needs every battle's own features), the speeds (medians), the voter check (a voter
+flagged then has new votes left out when asked; a new one is flagged only by a full build), the
+ratings over time, the categories, and the row tables `battles` and `counted` (the rows since are
+in `recent`). The live board (webui.leaderboard.live) runs a full build after enough added votes
+or time, which brings all of these up to date.
+
+`add` declines (None: build in full) what it cannot add exactly: a vote not newer than every vote
+before it (its place in the time order changes the Elo and the cap), a model the last full
+build had not counted, and a fingerprint that had not served its model then (a new one splits the
+model's row; a model already split needs its rows' labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from webui.leaderboard import ratings
+from webui.leaderboard.battles import drop_reasons
+from webui.leaderboard.board import NAMED, Board, BoardOptions, Rated
+from webui.leaderboard.voters import utc_day_number
+
+
+@dataclass
+class Tally:
+    """The running aggregates of one board (see the module docstring)."""
+
+    base: Board  # the last full build
+    models: list[str]
+    counts: np.ndarray  # votes per outcome key (ratings.Coded.keys)
+    elo: list[float]
+    newest: float  # the newest tstamp read, counted or not
+    per_day: dict[tuple[str, int], int]  # eligible votes per (voter, UTC day), when a cap is set
+    dropped: dict[str, int]
+    votes_read: int
+    added: int = 0  # votes read since the full build
+    recent: list[pd.DataFrame] = field(default_factory=list)
+    served: set[tuple[str, str]] = field(default_factory=set)  # (board row, fingerprint) pairs counted
+
+    def __post_init__(self) -> None:
+        battles = self.base.battles
+        for side in ("a", "b"):
+            if f"fingerprint_{side}" in battles:
+                pairs = battles[[f"model_{side}", f"fingerprint_{side}"]].dropna().drop_duplicates()
+                self.served.update(zip(pairs.iloc[:, 0], pairs.iloc[:, 1], strict=True))
+
+    def _served_before(self, rows: pd.DataFrame) -> bool:
+        """Whether every fingerprint in `rows` served its model in the last full build: a new one
+        splits the model's row (or a split model's votes need their fingerprint's row)."""
+        for side in ("a", "b"):
+            if f"fingerprint_{side}" not in rows:
+                continue
+            pairs = rows[[f"model_{side}", f"fingerprint_{side}"]].dropna().drop_duplicates()
+            if not set(zip(pairs.iloc[:, 0], pairs.iloc[:, 1], strict=True)) <= self.served:
+                return False
+        return True
+
+    @property
+    def options(self) -> BoardOptions:
+        return self.base.options
+
+    @classmethod
+    def of(cls, board: Board) -> Tally:
+        coded = ratings.encode(board.counted)
+        size = 3 * len(coded.models) ** 2
+        counts = np.bincount(coded.keys(), minlength=size) if len(coded.a) else np.zeros(size, np.int64)
+        elo = board.table.set_index("model")["elo"].reindex(coded.models) if len(board.table) else pd.Series()
+        battles = board.battles
+        return cls(board, coded.models, counts.astype(np.int64), [float(v) for v in elo],
+                   float(battles["tstamp"].max()) if len(battles) else -np.inf, _per_day(battles, board.options),
+                   dict(board.dropped), board.votes_read)
+
+    def add(self, rows: pd.DataFrame) -> Board | None:
+        """The board with `rows` (vote index rows newer than the last, in the index's order)
+        added, this tally moved on to it; None (and the tally unchanged) when only a full build
+        can add them."""
+        if rows.empty:
+            return self.board()
+        if float(rows["tstamp"].min()) <= self.newest:
+            return None
+        options = self.options
+        new = rows.assign(drop_reason=drop_reasons(rows, options.drop_stopped)).reset_index(drop=True)
+        eligible = new["drop_reason"].isna().to_numpy(bool, copy=True)
+        named = eligible & ~new["anony"].astype(bool).to_numpy(bool)
+        if not options.include_named:
+            eligible &= ~named
+        counted_models = set(new.loc[eligible, "model_a"]) | set(new.loc[eligible, "model_b"])
+        if not counted_models <= set(self.models) or not self._served_before(new[eligible]):
+            return None
+        per_day = self._cap(new, eligible)
+        flagged = self.base.flagged_voters() if options.exclude_flagged else []
+        if flagged:
+            out = eligible & new["voter"].isin(flagged).to_numpy(bool)
+            new.loc[out, "drop_reason"] = "flagged_voter"
+            eligible &= ~out
+        self._count(new[eligible])
+        self.per_day.update(per_day)
+        for reason, n in new["drop_reason"].value_counts().items():
+            self.dropped[str(reason)] = self.dropped.get(str(reason), 0) + int(n)
+        if not options.include_named:
+            self.dropped[NAMED] = self.dropped.get(NAMED, 0) + int(named.sum())
+        self.newest = float(new["tstamp"].max())
+        self.votes_read += len(new)
+        self.added += len(new)
+        self.recent.append(new)
+        return self.board()
+
+    def _cap(self, new: pd.DataFrame, eligible: np.ndarray) -> dict[tuple[str, int], int]:
+        """Marks the new eligible votes beyond their voter's daily cap (in `new`, and out of
+        `eligible`); the changed per-day counts."""
+        cap = self.options.votes_per_day
+        changed: dict[tuple[str, int], int] = {}
+        if cap <= 0:
+            return changed
+        days = utc_day_number(new["tstamp"].to_numpy(float))
+        for i in np.flatnonzero(eligible & (new["voter"] != "").to_numpy(bool)):
+            key = (str(new.at[i, "voter"]), int(days[i]))
+            seen = changed.get(key, self.per_day.get(key, 0))
+            changed[key] = seen + 1
+            if seen >= cap:
+                new.at[i, "drop_reason"] = "over_daily_cap"
+                eligible[i] = False
+        return changed
+
+    def _count(self, used: pd.DataFrame) -> None:
+        """The counted new votes into the outcome counts and the Elo (in time order)."""
+        if used.empty:
+            return
+        position = {m: i for i, m in enumerate(self.models)}
+        a = used["model_a"].map(position).to_numpy(np.int64)
+        b = used["model_b"].map(position).to_numpy(np.int64)
+        score = ratings.scores(used)
+        coded = ratings.Coded(self.models, a, b, score)
+        self.counts += np.bincount(coded.keys(), minlength=len(self.counts))
+        order = np.argsort(used["tstamp"].to_numpy(float), kind="stable")
+        self.elo = ratings.elo_updates(self.elo, a[order], b[order], score[order])
+
+    def board(self) -> Board:
+        """The board as of the votes added so far."""
+        base, options = self.base, self.options
+        g = ratings.grouped_keys(self.counts, self.models)
+        elo = pd.Series(self.elo, index=self.models, name="elo", dtype=float)
+        table = ratings.grouped_table(g, elo, options.rounds, options.seed, options.min_battles)
+        kept = base.table.drop(columns=[c for c in ratings.TABLE_COLUMNS if c != "model"])
+        table = table.merge(kept, on="model", how="left")  # style columns and speeds of the last full build
+        order = list(table["model"])
+        none = base.counted.iloc[0:0]
+        rated = Rated(table, base.rated.style_coefficients, ratings.win_fraction(none, order, g),
+                      ratings.pair_counts(none, order, g))
+        recent = pd.concat(self.recent, ignore_index=True) if self.recent else base.battles.iloc[0:0]
+        return dataclasses.replace(base, rated=rated, votes_read=self.votes_read, dropped=dict(self.dropped),
+                                   recent=recent)
+
+
+def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, int], int]:
+    """Eligible votes per (voter, UTC day) before the cap, as `voters.over_daily_cap` counts them."""
+    if options.votes_per_day <= 0 or battles.empty:
+        return {}
+    reason = battles["drop_reason"]
+    pool = reason.isna() | reason.isin(["over_daily_cap", "flagged_voter"])
+    if not options.include_named:
+        pool &= battles["anony"].astype(bool) | reason.notna()
+    pool &= battles["voter"] != ""
+    chosen = battles[pool]
+    days = utc_day_number(chosen["tstamp"].to_numpy(float))
+    sizes = pd.Series(1, index=chosen.index).groupby([chosen["voter"].to_numpy(), days]).sum()
+    return {(str(v), int(d)): int(n) for (v, d), n in sizes.items()}
