@@ -35,9 +35,10 @@ $(VENV)/.installed-test: pyproject.toml scripts/install.sh scripts/install-vllm.
 bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(PY) -m bench $(ARGS)
 
-# ruff (with a complexity limit of 10) and mypy on the package; `make test` runs it first.
+# ruff (with a complexity limit of 10), ruff's formatter and mypy; `make test` runs it first.
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check webui tests bench deploy app.py
+	$(PY) -m ruff format --check webui tests bench deploy app.py
 	$(PY) -m mypy
 
 clean:

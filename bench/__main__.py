@@ -1,10 +1,10 @@
 """`python -m bench` (`make bench`): measure, print the tables, write the JSON.
 
-    python -m bench                      # everything, full preset (~15 min on 2 CPU cores)
-    python -m bench --quick              # the same sections, small counts (~4 min): checks the harness
-    python -m bench --only overhead,ttft # some sections
-    python -m bench --models my.yaml --device cuda --out bench/results/h100.json
-    python -m bench --render bench/results/cpu-full.json   # tables of a saved run, nothing measured
+python -m bench                      # everything, full preset (~15 min on 2 CPU cores)
+python -m bench --quick              # the same sections, small counts (~4 min): checks the harness
+python -m bench --only overhead,ttft # some sections
+python -m bench --models my.yaml --device cuda --out bench/results/h100.json
+python -m bench --render bench/results/cpu-full.json   # tables of a saved run, nothing measured
 """
 
 from __future__ import annotations
@@ -29,21 +29,38 @@ from bench import browser, coldstart, memory, overhead, panes, ttft, users
 from bench.config import RUN_ORDER, SECTIONS, BenchConfig
 from bench.report import ROOT, describe_meta, load_average, machine_info, to_markdown
 
-MODULES = {"overhead": overhead, "ttft": ttft, "panes": panes, "users": users, "coldstart": coldstart, "memory": memory,
-           "browser": browser}
+MODULES = {
+    "overhead": overhead,
+    "ttft": ttft,
+    "panes": panes,
+    "users": users,
+    "coldstart": coldstart,
+    "memory": memory,
+    "browser": browser,
+}
 log = logging.getLogger("bench")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="Pairwise Arena benchmarks (docs/performance.md).")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="Pairwise Arena benchmarks (docs/performance.md)."
+    )
     add = parser.add_argument
-    add("--quick", action="store_true", help="small token counts and few repeats (checks the harness; figures are rough)")
+    add(
+        "--quick",
+        action="store_true",
+        help="small token counts and few repeats (checks the harness; figures are rough)",
+    )
     add("--models", type=Path, help="models file (default: the demo, assets/models.yaml)")
     add("--model", action="append", default=[], metavar="NAME", help="only this entry of the models file (repeatable)")
     add("--device", default="auto", help="auto, cpu, cuda or cuda:N: forced onto every local entry (default auto)")
     add("--only", help=f"comma-separated sections: {','.join(SECTIONS)}")
-    add("--threads", type=int, help="torch CPU threads, for this process and the servers it starts "
-        "(sets OMP_NUM_THREADS; default: torch's own choice, as the app ships)")
+    add(
+        "--threads",
+        type=int,
+        help="torch CPU threads, for this process and the servers it starts "
+        "(sets OMP_NUM_THREADS; default: torch's own choice, as the app ships)",
+    )
     add("--users-path", choices=("api", "gradio", "engine"), help="how the many-users chats are sent (default api)")
     add("--out", type=Path, help="JSON results (default bench/results/<device>-<preset>.json; a .md beside it)")
     add("--render", type=Path, metavar="JSON", help="print the tables of a saved run and exit")
@@ -86,8 +103,11 @@ def _run_one(name: str, ctx: Any) -> dict[str, Any]:
     except Exception as exc:  # one broken section must not lose the others
         traceback.print_exc()
         section = {"failed": f"{type(exc).__name__}: {exc}"}
-    section["_run"] = {"seconds": round(time.perf_counter() - started, 1), "load_average_before": load,
-                       "load_average_after": load_average()}
+    section["_run"] = {
+        "seconds": round(time.perf_counter() - started, 1),
+        "load_average_before": load,
+        "load_average_after": load_average(),
+    }
     print(f"   {name}: {section['_run']['seconds']} s", file=sys.stderr, flush=True)
     return section
 
@@ -104,8 +124,10 @@ def render(results: dict[str, Any]) -> str:
             continue
         for table in MODULES[name].tables(section):
             run = section.get("_run", {})
-            table.notes.append(f"Section took {run.get('seconds', '?')} s; load average "
-                               f"{_loads(run.get('load_average_before'))} before, {_loads(run.get('load_average_after'))} after.")
+            table.notes.append(
+                f"Section took {run.get('seconds', '?')} s; load average "
+                f"{_loads(run.get('load_average_before'))} before, {_loads(run.get('load_average_after'))} after."
+            )
             parts.append(to_markdown(table))
     return "\n".join(parts)
 
@@ -149,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     meta["device"] = _device_label(config.device)
     out = args.out or ROOT / "bench" / "results" / f"{meta['device']}-{config.preset}.json"
     if meta["contended"]:
-        print(f"warning: load average {meta['load_average_before']} on {meta['cores']} cores: other jobs are "
-              "running, and the figures will show it", file=sys.stderr)
+        print(
+            f"warning: load average {meta['load_average_before']} on {meta['cores']} cores: other jobs are "
+            "running, and the figures will show it",
+            file=sys.stderr,
+        )
     started = time.perf_counter()
     results = run_sections(config, meta, out)
     meta.update(load_average_after=load_average(), duration_s=round(time.perf_counter() - started, 1))

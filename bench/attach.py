@@ -62,6 +62,7 @@ def loaders(servers: Mapping[str, str], engines: Mapping[str, str]) -> dict[str,
             if url is not None:
                 return attach(spec, settings, url, engine=f"{engines.get(spec.name) or 'vLLM'} (the app's own server)")
             return loader_for(backend)(spec, settings)
+
         return load
 
     return {backend: for_backend(backend) for backend in ("auto", "vllm")}

@@ -24,8 +24,14 @@ from bench.report import Column, Table, number, seconds, text
 from bench.stats import median, rate, ratio
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # Runs in the page before Enter: the times of Enter, the first text and the statistics line.
 WATCH = """() => {
   const marks = window.__bench = {};
@@ -98,8 +104,10 @@ def _open(page: Any, url: str, name: str, tokens: int) -> None:
     page.wait_for_function(f"() => document.querySelector('#direct-model input').value === {name!r}")
     page.locator("#direct-params button").first.click()  # the controls are drawn when their accordion opens
     value = "(id) => document.querySelector(`#${id} input[type=number]`)?.value"
-    page.wait_for_function(f"() => ({value})('direct-temperature') === '0' && "
-                           f"({value})('direct-max-new-tokens') === '{tokens}'", timeout=30_000)
+    page.wait_for_function(
+        f"() => ({value})('direct-temperature') === '0' && ({value})('direct-max-new-tokens') === '{tokens}'",
+        timeout=30_000,
+    )
     page.locator("#direct-params button").first.click()  # closed again, as the page starts
 
 
@@ -114,8 +122,11 @@ def _turn(page: Any, prompt: str) -> dict[str, Any]:
     box.press("Enter")
     page.wait_for_function("() => window.__bench.done !== undefined", timeout=300_000)
     marks = page.evaluate("() => window.__bench")
-    return {"first_s": (marks["first"] - marks["sent"]) / 1000, "total_s": (marks["done"] - marks["sent"]) / 1000,
-            "tokens": marks["tokens"]}
+    return {
+        "first_s": (marks["first"] - marks["sent"]) / 1000,
+        "total_s": (marks["done"] - marks["sent"]) / 1000,
+        "tokens": marks["tokens"],
+    }
 
 
 def _summary(shown: list[dict[str, Any]], raw: list[Sample]) -> dict[str, Any]:
@@ -123,27 +134,41 @@ def _summary(shown: list[dict[str, Any]], raw: list[Sample]) -> dict[str, Any]:
     raw_rate = median([s.tokens_per_s for s in raw if s.error is None])
     raw_first = median([s.ttft_s for s in raw if s.error is None and s.ttft_s is not None])
     first = median([s["first_s"] for s in shown])
-    return {"first_text_s": first, "raw_first_token_s": raw_first,
-            "first_over_raw_s": None if first is None or raw_first is None else first - raw_first,
-            "tokens": median([s["tokens"] for s in shown]), "raw_tokens": median([s.tokens for s in raw]),
-            "tokens_per_s": ui_rate, "raw_tokens_per_s": raw_rate, "ratio_to_raw": ratio(ui_rate, raw_rate),
-            "total_s": median([s["total_s"] for s in shown]), "runs": shown, "raw": [s.as_dict() for s in raw]}
+    return {
+        "first_text_s": first,
+        "raw_first_token_s": raw_first,
+        "first_over_raw_s": None if first is None or raw_first is None else first - raw_first,
+        "tokens": median([s["tokens"] for s in shown]),
+        "raw_tokens": median([s.tokens for s in raw]),
+        "tokens_per_s": ui_rate,
+        "raw_tokens_per_s": raw_rate,
+        "ratio_to_raw": ratio(ui_rate, raw_rate),
+        "total_s": median([s["total_s"] for s in shown]),
+        "runs": shown,
+        "raw": [s.as_dict() for s in raw],
+    }
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
     rows: list[dict[str, Any]] = [{"model": m, **r} for m, r in result["models"].items()]
     if result.get("unavailable"):
         rows.append({"model": "all", "note": result["unavailable"]})
-    columns = [Column("model", "model"), Column("tokens", "tokens", number(0)),
-               Column("first_text_s", "first text on screen", seconds),
-               Column("raw_first_token_s", "engine alone: first token", seconds),
-               Column("first_over_raw_s", "later by", seconds),
-               Column("tokens_per_s", "tokens/s on screen", number(1)),
-               Column("raw_tokens_per_s", "engine alone: tokens/s", number(1)),
-               Column("ratio_to_raw", "ratio", number(3)), Column("total_s", "Enter → statistics", seconds),
-               Column("note", "note", text)]
-    notes = [f"Direct chat in headless Chromium (1280x1000), up to {result['tokens']} new tokens, greedy, median of "
-             f"{result['repeats']} runs, each paired with the engine alone on the same request.",
-             "Times are the page's own (performance.now()): from Enter to the first text in the reply's bubble, and "
-             "to its statistics line; tokens/s = the statistics line's tokens / (Enter → statistics line)."]
+    columns = [
+        Column("model", "model"),
+        Column("tokens", "tokens", number(0)),
+        Column("first_text_s", "first text on screen", seconds),
+        Column("raw_first_token_s", "engine alone: first token", seconds),
+        Column("first_over_raw_s", "later by", seconds),
+        Column("tokens_per_s", "tokens/s on screen", number(1)),
+        Column("raw_tokens_per_s", "engine alone: tokens/s", number(1)),
+        Column("ratio_to_raw", "ratio", number(3)),
+        Column("total_s", "Enter → statistics", seconds),
+        Column("note", "note", text),
+    ]
+    notes = [
+        f"Direct chat in headless Chromium (1280x1000), up to {result['tokens']} new tokens, greedy, median of "
+        f"{result['repeats']} runs, each paired with the engine alone on the same request.",
+        "Times are the page's own (performance.now()): from Enter to the first text in the reply's bubble, and "
+        "to its statistics line; tokens/s = the statistics line's tokens / (Enter → statistics line).",
+    ]
     return [Table("7. In a browser: from Enter to text on screen", columns, rows, notes)]

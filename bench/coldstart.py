@@ -45,9 +45,15 @@ def launch_once(ctx: BenchContext, label: str, cache_dir: Path | None) -> dict[s
         launch = proc.wait(ctx.config.coldstart_timeout_s)
     finally:
         proc.stop()
-    return {"page_s": launch.page_s, "healthz_s": launch.healthz_s, "models": launch.models,
-            "load_s": load_times(proc.log_path.read_text(errors="replace")),
-            "cache_dir": str(cache), "cached_before": before, "cached_after": cached_models(cache)}
+    return {
+        "page_s": launch.page_s,
+        "healthz_s": launch.healthz_s,
+        "models": launch.models,
+        "load_s": load_times(proc.log_path.read_text(errors="replace")),
+        "cache_dir": str(cache),
+        "cached_before": before,
+        "cached_after": cached_models(cache),
+    }
 
 
 def cached_models(cache_dir: Path) -> int:
@@ -73,11 +79,26 @@ def tables(result: dict[str, Any]) -> list[Table]:
         rows.append({"run": label, "what": "page served (GET / = 200)", "s": run_["page_s"], "cache": warmth})
         for name, info in run_["models"].items():
             state = info["state"] if info["state"] != "ready" else None
-            rows.append({"run": label, "what": f"{name} ready", "s": info["s"], "load": run_["load_s"].get(name),
-                         "cache": warmth, "state": state and f"{state}: {info.get('reason')}"})
-    columns = [Column("run", "launch"), Column("what", "milestone"), Column("s", "since launch", seconds),
-               Column("load", "registry load time", seconds), Column("cache", "weights cache", text),
-               Column("state", "problem", text)]
-    notes = ["Since launch = from starting `python app.py` to the first answer showing the milestone (polled every 0.1 s).",
-             "Registry load time = the model's own load, from the server log; two at a time by default (--load-parallel), so they overlap."]
+            rows.append(
+                {
+                    "run": label,
+                    "what": f"{name} ready",
+                    "s": info["s"],
+                    "load": run_["load_s"].get(name),
+                    "cache": warmth,
+                    "state": state and f"{state}: {info.get('reason')}",
+                }
+            )
+    columns = [
+        Column("run", "launch"),
+        Column("what", "milestone"),
+        Column("s", "since launch", seconds),
+        Column("load", "registry load time", seconds),
+        Column("cache", "weights cache", text),
+        Column("state", "problem", text),
+    ]
+    notes = [
+        "Since launch = from starting `python app.py` to the first answer showing the milestone (polled every 0.1 s).",
+        "Registry load time = the model's own load, from the server log; two at a time by default (--load-parallel), so they overlap.",
+    ]
     return [Table("5. Cold start: launch to page served and to each model ready", columns, rows, notes)]

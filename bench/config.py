@@ -18,8 +18,10 @@ RUN_ORDER = ("memory", "coldstart", "overhead", "ttft", "panes", "users", "brows
 PATHS = ("raw", "engine", "gradio", "api")
 # Long enough an answer that greedy decoding does not end before the token budget; the Gradio path
 # cannot ignore end-of-sequence, so this matters there.
-PROMPT = ("Write a long, detailed story about a lighthouse keeper who finds an old map hidden in the "
-          "wall. Describe every room of the lighthouse, the weather and the sea.")
+PROMPT = (
+    "Write a long, detailed story about a lighthouse keeper who finds an old map hidden in the "
+    "wall. Describe every room of the lighthouse, the weather and the sea."
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,18 @@ class BenchConfig:
     @classmethod
     def quick(cls, **changes: object) -> BenchConfig:
         """Small token counts and few repeats: checks the harness end to end in a few minutes."""
-        base = cls(preset="quick", overhead_tokens=24, overhead_repeats=2, ttft_repeats=3, panes_tokens=16,
-                   panes_repeats=1, users_levels=(1, 2, 4), users_tokens=12, users_repeats=1, coldstart_cold=False)
+        base = cls(
+            preset="quick",
+            overhead_tokens=24,
+            overhead_repeats=2,
+            ttft_repeats=3,
+            panes_tokens=16,
+            panes_repeats=1,
+            users_levels=(1, 2, 4),
+            users_tokens=12,
+            users_repeats=1,
+            coldstart_cold=False,
+        )
         return replace(base, **changes)  # type: ignore[arg-type]
 
     def with_changes(self, **changes: object) -> BenchConfig:

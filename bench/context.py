@@ -27,11 +27,14 @@ class BenchContext:
     def __init__(self, config: BenchConfig, workdir: Path) -> None:
         self.config = config
         self.workdir = workdir
-        entries = models.select(models.with_device(models.read_entries(config.models_file), config.device),
-                                config.only_models)
+        entries = models.select(
+            models.with_device(models.read_entries(config.models_file), config.device), config.only_models
+        )
         self.entries = entries
         # greedy defaults: what every path asks for explicitly, and what the page then shows
-        self.models_file = models.write(models.greedy_defaults(entries, config.overhead_tokens), workdir / "models.yaml")
+        self.models_file = models.write(
+            models.greedy_defaults(entries, config.overhead_tokens), workdir / "models.yaml"
+        )
         self.local_names = [e["name"] for e in models.local_entries(entries)]
         self._registry: Any = None
         self._server: ArenaProcess | None = None

@@ -61,7 +61,7 @@ class GradioDriver:
         event = self.endpoint(api_name)
         data = arguments(event, request.prompt, models, request.max_tokens)
         panes = [PaneTiming() for _ in models]
-        where = event.chat_outputs()[:len(models)]  # side by side has up to four; the first ones are used
+        where = event.chat_outputs()[: len(models)]  # side by side has up to four; the first ones are used
         session = self.client.new_session(prepare=CLEAR.get(api_name))  # a new conversation, not timed
         start = time.perf_counter()
         try:
@@ -81,16 +81,33 @@ class GradioDriver:
             raise
         except Exception as exc:  # a failed request is a figure (errors), not a crash
             return Sample("gradio", request.model, 0.0, error=f"{type(exc).__name__}: {exc}")
-        return Sample("gradio", request.model, total, pane.ttft_s, pane.tokens, "ui-stats", pane.chunk_times,
-                      pane.text, error=pane.error, server_ttft_s=pane.server_ttft_s)
+        return Sample(
+            "gradio",
+            request.model,
+            total,
+            pane.ttft_s,
+            pane.tokens,
+            "ui-stats",
+            pane.chunk_times,
+            pane.text,
+            error=pane.error,
+            server_ttft_s=pane.server_ttft_s,
+        )
 
 
 def arguments(event: Event, message: str, models: list[str], max_tokens: int) -> list[Any]:
     """Values for a send event's inputs, in order: null for the session (the server holds it), the
     message, as many panes as models, the models in order (none for the panes beyond), 'same
     parameters' off, and for every pane greedy decoding with a fixed length."""
-    values = {"temperature (0 = greedy)": 0.0, "top_p": 1.0, "top_k (0 = off)": 0, "max_new_tokens": max_tokens,
-              "repetition_penalty": 1.0, "seed (-1 = random)": -1, "system prompt": ""}
+    values = {
+        "temperature (0 = greedy)": 0.0,
+        "top_p": 1.0,
+        "top_k (0 = off)": 0,
+        "max_new_tokens": max_tokens,
+        "repetition_penalty": 1.0,
+        "seed (-1 = random)": -1,
+        "system prompt": "",
+    }
     queue = list(models)
     args: list[Any] = []
     for component in event.inputs:
@@ -117,7 +134,7 @@ def _observe(pane: PaneTiming, shown: str, now: float) -> None:
     body = shown.rstrip(CURSOR)
     stats = _STATS.search(body)
     if stats:
-        body = body[:stats.start()]
+        body = body[: stats.start()]
     if body and body != pane.text:
         pane.chunk_times.append(now)
         pane.ttft_s = pane.ttft_s if pane.ttft_s is not None else now

@@ -35,9 +35,18 @@ from bench.report import ROOT, Column, Table, mib, number, seconds, text, to_mar
 
 MARK = "BENCH-BOARD "
 SIZES = (20_000, 200_000, 1_000_000)
-MODELS = {"granite-3-8b": 1120.0, "command-r": 1070.0, "solar-10.7b": 1030.0, "ember-7b": 1000.0,
-          "verbose-7b": 1000.0, "nous-hermes-2": 970.0, "falcon-7b": 940.0, "late-7b": 1050.0,
-          "SmolLM2-135M-Instruct": 870.0, "rare-1b": 700.0}
+MODELS = {
+    "granite-3-8b": 1120.0,
+    "command-r": 1070.0,
+    "solar-10.7b": 1030.0,
+    "ember-7b": 1000.0,
+    "verbose-7b": 1000.0,
+    "nous-hermes-2": 970.0,
+    "falcon-7b": 940.0,
+    "late-7b": 1050.0,
+    "SmolLM2-135M-Instruct": 870.0,
+    "rare-1b": 700.0,
+}
 LANGUAGES = ("English", "Chinese", "Spanish", "French", "German", "Russian", "Japanese")
 LANGUAGE_SHARE = (0.62, 0.1, 0.08, 0.06, 0.06, 0.05, 0.03)
 
@@ -56,15 +65,24 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
     p_a = 1 / (1 + np.exp(-(strength[a] - strength[b] + 1.2 * (la - lb) / (la + lb))))
     draw = rng.random(n)
     winner = np.where(draw < 0.15, "tie", np.where(rng.random(n) < p_a, "model_a", "model_b"))
-    frame = pd.DataFrame({
-        "tstamp": 1_767_225_600.0 + np.sort(rng.random(n)) * 86400 * max(10, n // 20_000),
-        "model_a": names[a], "model_b": names[b], "winner": winner,
-        "anony": rng.random(n) > 0.05, "turn": 1 + (rng.random(n) < 0.1),
-        "language": np.array(LANGUAGES)[rng.choice(len(LANGUAGES), n, p=LANGUAGE_SHARE)],
-        "voter": np.char.add("h:", rng.integers(0, max(1, n // 300), n).astype(str)),
-        "base_reason": None, "leak": rng.random(n) < 0.01, "error": rng.random(n) < 0.01,
-        "stopped": rng.random(n) < 0.01, "coding": rng.random(n) < 0.12, "long_prompt": rng.random(n) < 0.05,
-    })
+    frame = pd.DataFrame(
+        {
+            "tstamp": 1_767_225_600.0 + np.sort(rng.random(n)) * 86400 * max(10, n // 20_000),
+            "model_a": names[a],
+            "model_b": names[b],
+            "winner": winner,
+            "anony": rng.random(n) > 0.05,
+            "turn": 1 + (rng.random(n) < 0.1),
+            "language": np.array(LANGUAGES)[rng.choice(len(LANGUAGES), n, p=LANGUAGE_SHARE)],
+            "voter": np.char.add("h:", rng.integers(0, max(1, n // 300), n).astype(str)),
+            "base_reason": None,
+            "leak": rng.random(n) < 0.01,
+            "error": rng.random(n) < 0.01,
+            "stopped": rng.random(n) < 0.01,
+            "coding": rng.random(n) < 0.12,
+            "long_prompt": rng.random(n) < 0.05,
+        }
+    )
     frame["session"] = frame["voter"]
     for side, words in (("a", la), ("b", lb)):
         frame[f"length_{side}"] = words.astype(np.int64)
@@ -84,9 +102,14 @@ def child(n: int) -> dict[str, Any]:
     started = time.perf_counter()
     board = board_from_battles(rows, BoardOptions())
     elapsed = time.perf_counter() - started
-    return {"votes": n, "counted": len(board.counted), "seconds": elapsed, "rss_rows": rss_rows,
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "top": board.table["model"].iloc[0]}
+    return {
+        "votes": n,
+        "counted": len(board.counted),
+        "seconds": elapsed,
+        "rss_rows": rss_rows,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "top": board.table["model"].iloc[0],
+    }
 
 
 def measure(n: int, code_root: Path | None, timeout: float) -> dict[str, Any]:
@@ -94,13 +117,20 @@ def measure(n: int, code_root: Path | None, timeout: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (code_root, ROOT) if p))
     cwd = code_root or ROOT
     try:
-        done = subprocess.run([sys.executable, "-m", "bench.leaderboard_board", "--child", str(n)], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.leaderboard_board", "--child", str(n)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return {"votes": n, "error": f"over {timeout:.0f} s"}
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     return {"votes": n, "error": (done.stderr.strip().splitlines() or ["no result"])[-1]}
 
 
@@ -112,11 +142,20 @@ def old_tree(rev: str, into: Path) -> Path:
 
 
 def table(results: list[dict[str, Any]]) -> Table:
-    columns = [Column("code", "code"), Column("votes", "votes", number(0)), Column("seconds", "board", seconds),
-               Column("peak_rss", "peak RSS", mib), Column("rss_rows", "RSS with the table only", mib),
-               Column("error", "note", text)]
-    return Table("Leaderboard board from a battles table (default options)", columns, results,
-                 ["one fresh process per row; peak RSS includes the battles table (next column)"])
+    columns = [
+        Column("code", "code"),
+        Column("votes", "votes", number(0)),
+        Column("seconds", "board", seconds),
+        Column("peak_rss", "peak RSS", mib),
+        Column("rss_rows", "RSS with the table only", mib),
+        Column("error", "note", text),
+    ]
+    return Table(
+        "Leaderboard board from a battles table (default options)",
+        columns,
+        results,
+        ["one fresh process per row; peak RSS includes the battles table (next column)"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

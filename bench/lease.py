@@ -21,12 +21,28 @@ from bench.report import load_average, machine_info
 
 ORDER = ("overhead", "ttft", "panes", "users", "memory", "coldstart")
 PART2 = ("users", "memory", "coldstart")
-FULL: dict[str, Any] = {"overhead_tokens": 128, "overhead_repeats": 3, "ttft_tokens": 4, "ttft_repeats": 5,
-                        "panes_tokens": 64, "panes_repeats": 2, "users_levels": (1, 2, 4, 8, 16), "users_tokens": 48,
-                        "users_repeats": 1}
-QUICK: dict[str, Any] = {"overhead_tokens": 24, "overhead_repeats": 2, "ttft_tokens": 4, "ttft_repeats": 2,
-                         "panes_tokens": 16, "panes_repeats": 1, "users_levels": (1, 2, 4), "users_tokens": 12,
-                         "users_repeats": 1}
+FULL: dict[str, Any] = {
+    "overhead_tokens": 128,
+    "overhead_repeats": 3,
+    "ttft_tokens": 4,
+    "ttft_repeats": 5,
+    "panes_tokens": 64,
+    "panes_repeats": 2,
+    "users_levels": (1, 2, 4, 8, 16),
+    "users_tokens": 48,
+    "users_repeats": 1,
+}
+QUICK: dict[str, Any] = {
+    "overhead_tokens": 24,
+    "overhead_repeats": 2,
+    "ttft_tokens": 4,
+    "ttft_repeats": 2,
+    "panes_tokens": 16,
+    "panes_repeats": 1,
+    "users_levels": (1, 2, 4),
+    "users_tokens": 12,
+    "users_repeats": 1,
+}
 
 
 def config_for(models_file: Path, quick: bool, part2: bool) -> BenchConfig:
@@ -35,9 +51,17 @@ def config_for(models_file: Path, quick: bool, part2: bool) -> BenchConfig:
         counts.update(users_levels=(1, 2, 4, 8), users_tokens=32)
     preset = "gpu-quick" if quick else "gpu-part2" if part2 else "gpu"
     # coldstart_cold off: the models are folders, there is nothing to dequantise
-    return BenchConfig(preset=preset, models_file=models_file, device="auto", sections=PART2 if part2 else ORDER,
-                       users_path="api", coldstart_cold=False, coldstart_timeout_s=240.0, server_timeout_s=240.0,
-                       **counts)
+    return BenchConfig(
+        preset=preset,
+        models_file=models_file,
+        device="auto",
+        sections=PART2 if part2 else ORDER,
+        users_path="api",
+        coldstart_cold=False,
+        coldstart_timeout_s=240.0,
+        server_timeout_s=240.0,
+        **counts,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,7 @@ def child(models_file: Path, names: list[str]) -> dict[str, Any]:
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     raise RuntimeError(f"memory child failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
@@ -74,13 +74,21 @@ def measure(models_file: Path, names: list[str]) -> dict[str, Any]:
         info = proc.memory_full_info()
         status = registry.status(name)
         model = getattr(backend, "model", None)
-        out["steps"].append({
-            "name": name, "rss": info.rss, "uss": info.uss, "rss_after_load": loaded_rss, "load_s": load_s,
-            "weights_bytes": weights_bytes(model) if model is not None else folder_weights_bytes(backend),
-            "engine_rss": engine_rss(backend), "engine": status.engine,
-            "from_cache": status.from_cache, "device": status.device,
-            "gpu_allocated": torch.cuda.memory_allocated() if torch.cuda.is_available() else None,
-        })
+        out["steps"].append(
+            {
+                "name": name,
+                "rss": info.rss,
+                "uss": info.uss,
+                "rss_after_load": loaded_rss,
+                "load_s": load_s,
+                "weights_bytes": weights_bytes(model) if model is not None else folder_weights_bytes(backend),
+                "engine_rss": engine_rss(backend),
+                "engine": status.engine,
+                "from_cache": status.from_cache,
+                "device": status.device,
+                "gpu_allocated": torch.cuda.memory_allocated() if torch.cuda.is_available() else None,
+            }
+        )
     registry.close()
     return out
 
@@ -138,26 +146,52 @@ def tables(result: dict[str, Any]) -> list[Table]:
     for name, r in result["models"].items():
         step = r["steps"][0]
         added = step["rss"] - r["baseline_rss"] + (step.get("engine_rss") or 0)
-        rows.append({"case": name, "added": added, "weights": step["weights_bytes"], "ratio": added / step["weights_bytes"],
-                     "engine": step.get("engine_rss"), "gpu": step["gpu_allocated"],
-                     "cache": "yes" if step["from_cache"] else "no", "device": step["device"],
-                     "served": (step.get("engine") or "transformers").split(":")[0]})
+        rows.append(
+            {
+                "case": name,
+                "added": added,
+                "weights": step["weights_bytes"],
+                "ratio": added / step["weights_bytes"],
+                "engine": step.get("engine_rss"),
+                "gpu": step["gpu_allocated"],
+                "cache": "yes" if step["from_cache"] else "no",
+                "device": step["device"],
+                "served": (step.get("engine") or "transformers").split(":")[0],
+            }
+        )
     v = result["variants"]
     first, second = v["steps"]
-    rows.append({"case": f"{first['name']} + {second['name']} (one source)",
-                 "added": second["rss"] - v["baseline_rss"], "weights": first["weights_bytes"],
-                 "ratio": (second["rss"] - v["baseline_rss"]) / first["weights_bytes"],
-                 "second": second["rss"] - first["rss"], "gpu": second["gpu_allocated"],
-                 "cache": "yes" if first["from_cache"] else "no", "device": first["device"]})
-    columns = [Column("case", "loaded"), Column("served", "engine", text), Column("added", "RSS added", mib),
-               Column("engine", "of which engine processes", mib), Column("weights", "weights (params)", mib),
-               Column("ratio", "RSS ÷ weights", number(2)), Column("second", "second variant added", mib),
-               Column("gpu", "GPU allocated", mib), Column("device", "device", text), Column("cache", "from cache", text)]
-    notes = ["RSS added = resident memory after loading and a first two-token reply, minus after the imports, "
-             "in a fresh process per row (cached weights are memory-mapped: they become resident when first used), "
-             "plus the engine's own processes when a vLLM server serves the model (its KV cache included: "
-             "1 GiB by default on the CPU).",
-             "Two variants (same source, another system prompt) should cost one copy: 'second variant added' ≈ 0."]
+    rows.append(
+        {
+            "case": f"{first['name']} + {second['name']} (one source)",
+            "added": second["rss"] - v["baseline_rss"],
+            "weights": first["weights_bytes"],
+            "ratio": (second["rss"] - v["baseline_rss"]) / first["weights_bytes"],
+            "second": second["rss"] - first["rss"],
+            "gpu": second["gpu_allocated"],
+            "cache": "yes" if first["from_cache"] else "no",
+            "device": first["device"],
+        }
+    )
+    columns = [
+        Column("case", "loaded"),
+        Column("served", "engine", text),
+        Column("added", "RSS added", mib),
+        Column("engine", "of which engine processes", mib),
+        Column("weights", "weights (params)", mib),
+        Column("ratio", "RSS ÷ weights", number(2)),
+        Column("second", "second variant added", mib),
+        Column("gpu", "GPU allocated", mib),
+        Column("device", "device", text),
+        Column("cache", "from cache", text),
+    ]
+    notes = [
+        "RSS added = resident memory after loading and a first two-token reply, minus after the imports, "
+        "in a fresh process per row (cached weights are memory-mapped: they become resident when first used), "
+        "plus the engine's own processes when a vLLM server serves the model (its KV cache included: "
+        "1 GiB by default on the CPU).",
+        "Two variants (same source, another system prompt) should cost one copy: 'second variant added' ≈ 0.",
+    ]
     return [Table("6. Memory per loaded model; two variants of one set of weights", columns, rows, notes)]
 
 

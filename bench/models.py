@@ -28,7 +28,7 @@ def _absolute(entry: dict[str, Any], base: Path) -> dict[str, Any]:
         entry["source"] = str((base / source).resolve())
     template = entry.get("template")
     if isinstance(template, str) and template.startswith(("jinja:./", "jinja:../")):
-        entry["template"] = "jinja:" + str((base / template[len("jinja:"):]).resolve())
+        entry["template"] = "jinja:" + str((base / template[len("jinja:") :]).resolve())
     return entry
 
 

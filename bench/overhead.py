@@ -20,8 +20,13 @@ GOAL = 0.95
 def run(ctx: BenchContext) -> dict[str, Any]:
     cfg = ctx.config
     runners, missing = ctx.runners()
-    result: dict[str, Any] = {"tokens": cfg.overhead_tokens, "repeats": cfg.overhead_repeats, "goal": GOAL,
-                              "unavailable": missing, "models": {}}
+    result: dict[str, Any] = {
+        "tokens": cfg.overhead_tokens,
+        "repeats": cfg.overhead_repeats,
+        "goal": GOAL,
+        "unavailable": missing,
+        "models": {},
+    }
     for name in ctx.local_names:
         for path, runner in runners.items():
             ctx.warm_up(path, runner, name)
@@ -51,8 +56,10 @@ def summarise(samples: dict[str, list[Sample]]) -> dict[str, Any]:
         good = ok[path]
         rate = median([s.tokens_per_s for s in good])
         out[path] = {
-            "tokens_per_s": rate, "ratio_to_raw": ratio(rate, raw_rate),
-            "total_s": median([s.total_s for s in good]), "ttft_s": median([s.ttft_s for s in good]),
+            "tokens_per_s": rate,
+            "ratio_to_raw": ratio(rate, raw_rate),
+            "total_s": median([s.total_s for s in good]),
+            "ttft_s": median([s.ttft_s for s in good]),
             "tokens": sorted({s.tokens for s in good if s.tokens is not None}),
             "same_text_as_raw": None if raw_text is None or not good else _same([s.text for s in good], raw_text),
             "errors": [s.error for s in runs if s.error is not None],
@@ -77,22 +84,45 @@ def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for model, paths in result["models"].items():
         for path, r in paths.items():
-            goal = None if path == "raw" or r["ratio_to_raw"] is None else ("yes" if r["ratio_to_raw"] >= GOAL else "**no**")
+            goal = (
+                None
+                if path == "raw" or r["ratio_to_raw"] is None
+                else ("yes" if r["ratio_to_raw"] >= GOAL else "**no**")
+            )
             runs = "/".join(f"{x['tokens_per_s']:.1f}" if x["tokens_per_s"] else "✗" for x in r["samples"])
-            rows.append({**r, "model": model, "path": path, "tokens": "/".join(map(str, r["tokens"])) or None, "runs": runs,
-                         "goal": goal, "same": r["same_text_as_raw"], "errors": len(r["errors"]) or None})
+            rows.append(
+                {
+                    **r,
+                    "model": model,
+                    "path": path,
+                    "tokens": "/".join(map(str, r["tokens"])) or None,
+                    "runs": runs,
+                    "goal": goal,
+                    "same": r["same_text_as_raw"],
+                    "errors": len(r["errors"]) or None,
+                }
+            )
     for path, reason in result.get("unavailable", {}).items():
         rows.append({"model": "all", "path": path, "goal": reason})
-    columns = [Column("model", "model"), Column("path", "path"), Column("tokens", "tokens", text),
-               Column("tokens_per_s", "tokens/s", number(1)), Column("runs", "each run", text),
-               Column("ratio_to_raw", "ratio to raw", number(3)),
-               Column("goal", f"≥ {GOAL}", text), Column("total_s", "request time", seconds),
-               Column("same", "same text as raw", text), Column("errors", "errors", text)]
-    notes = [f"Up to {result['tokens']} new tokens (fewer where the model's chat template ends the reply: every "
-             f"path then runs that same length), greedy, median of {result['repeats']} runs per path, paths interleaved.",
-             "tokens/s = generated tokens / (request sent → stream finished); raw is the engine alone: "
-             "model.generate in-process for a model on transformers, the app's own vLLM server for the model asked "
-             "directly (the same prompt token ids, plain HTTP) for a model on vLLM.",
-             "gradio: the Direct chat event read as the page reads it (each update as it arrives), in a session "
-             "the server already holds, as after the page's load."]
+    columns = [
+        Column("model", "model"),
+        Column("path", "path"),
+        Column("tokens", "tokens", text),
+        Column("tokens_per_s", "tokens/s", number(1)),
+        Column("runs", "each run", text),
+        Column("ratio_to_raw", "ratio to raw", number(3)),
+        Column("goal", f"≥ {GOAL}", text),
+        Column("total_s", "request time", seconds),
+        Column("same", "same text as raw", text),
+        Column("errors", "errors", text),
+    ]
+    notes = [
+        f"Up to {result['tokens']} new tokens (fewer where the model's chat template ends the reply: every "
+        f"path then runs that same length), greedy, median of {result['repeats']} runs per path, paths interleaved.",
+        "tokens/s = generated tokens / (request sent → stream finished); raw is the engine alone: "
+        "model.generate in-process for a model on transformers, the app's own vLLM server for the model asked "
+        "directly (the same prompt token ids, plain HTTP) for a model on vLLM.",
+        "gradio: the Direct chat event read as the page reads it (each update as it arrives), in a session "
+        "the server already holds, as after the page's load.",
+    ]
     return [Table("1. Overhead: tokens/s per path, relative to the engine alone (raw)", columns, rows, notes)]

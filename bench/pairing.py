@@ -141,9 +141,10 @@ def run(policy: str, seed: int, votes: int, bootstrap: bool = False) -> Run:
         top_right.append([names[k] for k in np.argsort(-theta, kind="stable")[:TOP]] == true_top)
         if done + REFRESH > votes:
             break
-        board = Evidence(dict(zip(names, to_points(theta) + ratings.INIT, strict=True)),
-                         {frozenset((x, y)): tally.games[i, j] for i, x in enumerate(names)
-                          for j, y in enumerate(names) if i < j})
+        board = Evidence(
+            dict(zip(names, to_points(theta) + ratings.INIT, strict=True)),
+            {frozenset((x, y)): tally.games[i, j] for i, x in enumerate(names) for j, y in enumerate(names) if i < j},
+        )
         gains = pair_gains(names, board) if policy == "smart" else {}
         for _ in range(REFRESH):
             a, b = draw_smart(WEIGHTS, gains, draws) if policy == "smart" else draw_pair(WEIGHTS, draws)
@@ -169,17 +170,25 @@ def summarise(policy: str, runs: Sequence[Run]) -> Summary:
     reached = [r for r in runs if r.narrow_at is not None] or [Run(None, False, False, [], 0, 0)]
     share = np.mean([r.top_right for r in runs], axis=0)
     hit = np.flatnonzero(share >= 0.95)
-    return Summary(policy, len(runs), float(np.median(narrow)), float(np.quantile(narrow, 0.9)),
-                   (float(np.mean([r.narrow_covered for r in reached])),
-                    float(np.mean([r.narrow_covered_bootstrap for r in reached]))),
-                   float(hit[0] * REFRESH) if len(hit) else float("inf"),
-                   (float(np.mean([r.end_covered for r in runs]) / len(TRUE)),
-                    float(np.mean([r.end_covered_bootstrap for r in runs]) / len(TRUE))))
+    return Summary(
+        policy,
+        len(runs),
+        float(np.median(narrow)),
+        float(np.quantile(narrow, 0.9)),
+        (
+            float(np.mean([r.narrow_covered for r in reached])),
+            float(np.mean([r.narrow_covered_bootstrap for r in reached])),
+        ),
+        float(hit[0] * REFRESH) if len(hit) else float("inf"),
+        (
+            float(np.mean([r.end_covered for r in runs]) / len(TRUE)),
+            float(np.mean([r.end_covered_bootstrap for r in runs]) / len(TRUE)),
+        ),
+    )
 
 
 def compare(seeds: Sequence[int], votes: int, bootstrap: bool = True) -> dict[str, Summary]:
-    return {policy: summarise(policy, [run(policy, seed, votes, bootstrap) for seed in seeds])
-            for policy in POLICIES}
+    return {policy: summarise(policy, [run(policy, seed, votes, bootstrap) for seed in seeds]) for policy in POLICIES}
 
 
 def table(results: dict[str, Summary], votes: int) -> str:
@@ -189,12 +198,17 @@ def table(results: dict[str, Summary], votes: int) -> str:
     def shares(pair: tuple[float, float]) -> str:
         return f"{pair[0]:.1%} / {pair[1]:.1%}"
 
-    lines = ["| pairing | seeds | newcomer within ±25: median votes | 90th pct | its coverage then "
-             "(closed-form / bootstrap) | top-3 order right in 95% of seeds | coverage at the end "
-             "(closed-form / bootstrap) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| pairing | seeds | newcomer within ±25: median votes | 90th pct | its coverage then "
+        "(closed-form / bootstrap) | top-3 order right in 95% of seeds | coverage at the end "
+        "(closed-form / bootstrap) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in results.values():
-        lines.append(f"| {s.policy} | {s.seeds} | {count(s.narrow_median)} | {count(s.narrow_p90)} | "
-                     f"{shares(s.narrow_coverage)} | {count(s.top_votes)} | {shares(s.end_coverage)} |")
+        lines.append(
+            f"| {s.policy} | {s.seeds} | {count(s.narrow_median)} | {count(s.narrow_p90)} | "
+            f"{shares(s.narrow_coverage)} | {count(s.top_votes)} | {shares(s.end_coverage)} |"
+        )
     return "\n".join(lines)
 
 

@@ -28,8 +28,13 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     names = ctx.local_names[:2]
     if len(names) < 2:
         return {"skipped": f"needs two local models in the models file, found {len(names)}"}
-    result: dict[str, Any] = {"models": names, "tokens": cfg.panes_tokens, "repeats": cfg.panes_repeats,
-                              "paths": {}, "unavailable": {}}
+    result: dict[str, Any] = {
+        "models": names,
+        "tokens": cfg.panes_tokens,
+        "repeats": cfg.panes_repeats,
+        "paths": {},
+        "unavailable": {},
+    }
     result["paths"]["engine"] = measure(lambda models: engine_turn(ctx, models), names, cfg.panes_repeats)
     try:
         driver = ctx.gradio()
@@ -59,14 +64,26 @@ def measure(turn: Turn, names: list[str], repeats: int) -> dict[str, Any]:
         together.append(turn(names))
     alone_wall = {n: median([w for w, _ in runs]) for n, runs in alone.items()}
     result = {
-        "alone": {n: {"wall_s": alone_wall[n], "ttft_s": median([p.ttft_s for _, p in runs]),
-                      "tokens": [p.tokens for _, p in runs]} for n, runs in alone.items()},
-        "together": {"wall_s": median([w for w, _ in together]),
-                     "panes": {n: {"ttft_s": median([ps[i].ttft_s for _, ps in together]),
-                                   "end_s": median([ps[i].end_s for _, ps in together]),
-                                   "tokens": [ps[i].tokens for _, ps in together],
-                                   "errors": [ps[i].error for _, ps in together if ps[i].error]}
-                               for i, n in enumerate(names)}},
+        "alone": {
+            n: {
+                "wall_s": alone_wall[n],
+                "ttft_s": median([p.ttft_s for _, p in runs]),
+                "tokens": [p.tokens for _, p in runs],
+            }
+            for n, runs in alone.items()
+        },
+        "together": {
+            "wall_s": median([w for w, _ in together]),
+            "panes": {
+                n: {
+                    "ttft_s": median([ps[i].ttft_s for _, ps in together]),
+                    "end_s": median([ps[i].end_s for _, ps in together]),
+                    "tokens": [ps[i].tokens for _, ps in together],
+                    "errors": [ps[i].error for _, ps in together if ps[i].error],
+                }
+                for i, n in enumerate(names)
+            },
+        },
     }
     wall = result["together"]["wall_s"]
     result["together_over_slowest"] = wall / max(alone_wall.values()) if wall else None
@@ -117,19 +134,38 @@ def tables(result: dict[str, Any]) -> list[Table]:
         for name in result["models"]:
             alone, pane = r["alone"][name], r["together"]["panes"][name]
             tokens = sorted({t for t in [*alone["tokens"], *pane["tokens"]] if t is not None})
-            rows.append({"path": path, "model": name, "tokens": "/".join(map(str, tokens)) or None,
-                         "alone_wall": alone["wall_s"], "alone_ttft": alone["ttft_s"],
-                         "together_ttft": pane["ttft_s"], "together_end": pane["end_s"], "turn": r["together"]["wall_s"],
-                         "slowest": r["together_over_slowest"], "sum": r["together_over_sum"]})
+            rows.append(
+                {
+                    "path": path,
+                    "model": name,
+                    "tokens": "/".join(map(str, tokens)) or None,
+                    "alone_wall": alone["wall_s"],
+                    "alone_ttft": alone["ttft_s"],
+                    "together_ttft": pane["ttft_s"],
+                    "together_end": pane["end_s"],
+                    "turn": r["together"]["wall_s"],
+                    "slowest": r["together_over_slowest"],
+                    "sum": r["together_over_sum"],
+                }
+            )
     for path, reason in result.get("unavailable", {}).items():
         rows.append({"path": path, "model": reason})
-    columns = [Column("path", "path"), Column("model", "model", text), Column("tokens", "tokens", text),
-               Column("alone_wall", "alone: reply", seconds),
-               Column("alone_ttft", "alone: first text", seconds), Column("together_ttft", "together: first text", seconds),
-               Column("together_end", "together: reply", seconds), Column("turn", "battle turn", seconds),
-               Column("slowest", "turn ÷ slower alone", number(2)), Column("sum", "turn ÷ sum alone", number(2))]
-    notes = [f"Up to {result['tokens']} new tokens per pane (a model's chat template may end its reply sooner), "
-             f"greedy, median of {result['repeats']} runs.",
-             "turn ÷ slower alone = 1.00 would be two panes for the price of one; turn ÷ sum alone = 1.00 is no "
-             "better than answering one after the other."]
+    columns = [
+        Column("path", "path"),
+        Column("model", "model", text),
+        Column("tokens", "tokens", text),
+        Column("alone_wall", "alone: reply", seconds),
+        Column("alone_ttft", "alone: first text", seconds),
+        Column("together_ttft", "together: first text", seconds),
+        Column("together_end", "together: reply", seconds),
+        Column("turn", "battle turn", seconds),
+        Column("slowest", "turn ÷ slower alone", number(2)),
+        Column("sum", "turn ÷ sum alone", number(2)),
+    ]
+    notes = [
+        f"Up to {result['tokens']} new tokens per pane (a model's chat template may end its reply sooner), "
+        f"greedy, median of {result['repeats']} runs.",
+        "turn ÷ slower alone = 1.00 would be two panes for the price of one; turn ÷ sum alone = 1.00 is no "
+        "better than answering one after the other.",
+    ]
     return [Table("3. Two panes at once: a battle turn against each model alone", columns, rows, notes)]

@@ -72,8 +72,13 @@ def greedy_params(backend: Any, request: Request) -> SamplingParams:
     """The model entry's defaults (its stop strings stay, as on the UI and API paths) made greedy,
     with a fixed length."""
     return backend.default_params().replace(
-        temperature=0.0, top_p=1.0, top_k=0, repetition_penalty=1.0, max_new_tokens=request.max_tokens,
-        ignore_eos=request.ignore_eos, seed=None,
+        temperature=0.0,
+        top_p=1.0,
+        top_k=0,
+        repetition_penalty=1.0,
+        max_new_tokens=request.max_tokens,
+        ignore_eos=request.ignore_eos,
+        seed=None,
     )
 
 
@@ -138,9 +143,15 @@ def run_vllm_direct(backend: Any, request: Request) -> Sample:
 
     params = greedy_params(backend, request)
     rendered = backend.prompts.prepare(request.messages(), params)
-    body = {"model": backend.spec.remote_model, "prompt": rendered.token_ids, "max_tokens": request.max_tokens,
-            "temperature": 0.0, "ignore_eos": request.ignore_eos, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": backend.spec.remote_model,
+        "prompt": rendered.token_ids,
+        "max_tokens": request.max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": request.ignore_eos,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     sample = Sample("raw", request.model, 0.0, counted_by="usage")
     parts: list[str] = []
     # one kept-alive client per server, as the backend has: a new httpx client per request costs
@@ -153,7 +164,7 @@ def run_vllm_direct(backend: Any, request: Request) -> Sample:
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            chunk = json.loads(line[len("data: "):])
+            chunk = json.loads(line[len("data: ") :])
             if chunk.get("usage"):
                 sample.tokens = chunk["usage"]["completion_tokens"]
             for choice in chunk.get("choices", []):
@@ -171,17 +182,32 @@ def _run_raw(backend: Any, request: Request) -> Sample:
     model, tokenizer = backend.model, backend.tokenizer
     ids = prompt_ids(backend, request)
     eos = model.generation_config.eos_token_id if model.generation_config is not None else tokenizer.eos_token_id
-    config = GenerationConfig(max_new_tokens=request.max_tokens, min_new_tokens=request.max_tokens if request.ignore_eos else 0,
-                              do_sample=False, repetition_penalty=1.0, eos_token_id=eos,
-                              pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos)
+    config = GenerationConfig(
+        max_new_tokens=request.max_tokens,
+        min_new_tokens=request.max_tokens if request.ignore_eos else 0,
+        do_sample=False,
+        repetition_penalty=1.0,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+    )
     start = time.perf_counter()
     clock = _TokenClock(start)
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=clock)
+        out = model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=clock
+        )
     total = time.perf_counter() - start
-    new = out[0, ids.shape[1]:]
-    return Sample("raw", request.model, total, clock.times[0] if clock.times else None, int(new.numel()), "generate",
-                  clock.times, tokenizer.decode(new, skip_special_tokens=True))
+    new = out[0, ids.shape[1] :]
+    return Sample(
+        "raw",
+        request.model,
+        total,
+        clock.times[0] if clock.times else None,
+        int(new.numel()),
+        "generate",
+        clock.times,
+        tokenizer.decode(new, skip_special_tokens=True),
+    )
 
 
 def prompt_ids(backend: Any, request: Request) -> Any:
@@ -264,8 +290,13 @@ def run_api(client: Any, request: Request) -> Sample:
     parts: list[str] = []
     try:
         stream = client.chat.completions.create(
-            model=request.model, messages=[m.as_dict() for m in request.messages()], stream=True,
-            max_tokens=request.max_tokens, temperature=0.0, top_p=1.0, stream_options={"include_usage": True},
+            model=request.model,
+            messages=[m.as_dict() for m in request.messages()],
+            stream=True,
+            max_tokens=request.max_tokens,
+            temperature=0.0,
+            top_p=1.0,
+            stream_options={"include_usage": True},
             extra_body={"ignore_eos": request.ignore_eos, "repetition_penalty": 1.0, "top_k": 0},
         )
         for chunk in stream:

@@ -26,15 +26,51 @@ import yaml
 
 # HuggingFaceTB/SmolLM2-*-Instruct config.json: Llama architecture, tied embeddings, vocabulary 49,152
 SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
-    "smollm2-1.7b": ("SmolLM2-1.7B shape", {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
-                                            "num_attention_heads": 32, "num_key_value_heads": 32, "rope_theta": 130000.0}),
-    "smollm2-360m": ("SmolLM2-360M shape", {"hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
-                                            "num_attention_heads": 15, "num_key_value_heads": 5, "rope_theta": 100000.0}),
+    "smollm2-1.7b": (
+        "SmolLM2-1.7B shape",
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "rope_theta": 130000.0,
+        },
+    ),
+    "smollm2-360m": (
+        "SmolLM2-360M shape",
+        {
+            "hidden_size": 960,
+            "intermediate_size": 2560,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 15,
+            "num_key_value_heads": 5,
+            "rope_theta": 100000.0,
+        },
+    ),
     # for checking the harness on a CPU in seconds
-    "tiny": ("tiny shape", {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                            "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 10000.0}),
-    "tiny2": ("tiny2 shape", {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
-                              "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 10000.0}),
+    "tiny": (
+        "tiny shape",
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_theta": 10000.0,
+        },
+    ),
+    "tiny2": (
+        "tiny2 shape",
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_theta": 10000.0,
+        },
+    ),
 }
 SPECIAL_TOKENS = 17  # ids 0-16 of SmolLM2's vocabulary: <|endoftext|>, <|im_start|>, <|im_end|>, ...
 WORD_START = "Ġ"  # a leading space in this byte-level BPE
@@ -57,8 +93,17 @@ def build(key: str, out: Path, device: str, tokenizer: Any, seed: int = 1234) ->
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     label, shape = SHAPES[key]
-    config = LlamaConfig(vocab_size=49152, max_position_embeddings=8192, rms_norm_eps=1e-5, tie_word_embeddings=True,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2, hidden_act="silu", **shape)
+    config = LlamaConfig(
+        vocab_size=49152,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        hidden_act="silu",
+        **shape,
+    )
     started = time.perf_counter()
     torch.manual_seed(seed)
     with torch.device(device):
@@ -74,14 +119,21 @@ def build(key: str, out: Path, device: str, tokenizer: Any, seed: int = 1234) ->
     tokenizer.save_pretrained(folder)
     GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2).save_pretrained(folder)
     params = sum(p.numel() for p in model.parameters())
-    print(f"{key}: {params / 1e6:.0f}M parameters, {int(keep.sum())} word-start tokens kept, "
-          f"built and saved in {time.perf_counter() - started:.1f} s", flush=True)
+    print(
+        f"{key}: {params / 1e6:.0f}M parameters, {int(keep.sum())} word-start tokens kept, "
+        f"built and saved in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
     return {
         "name": f"{label} (random weights)",
         "description": f"Llama architecture with HuggingFaceTB/{label.split()[0]}-Instruct's shape "
-                       f"({params / 1e6:.0f}M parameters, bf16), random weights, SmolLM2's tokenizer",
-        "backend": "transformers", "source": str(folder.resolve()), "dtype": "bf16", "device": device,
-        "template": "chat_template", "context_length": 8192,
+        f"({params / 1e6:.0f}M parameters, bf16), random weights, SmolLM2's tokenizer",
+        "backend": "transformers",
+        "source": str(folder.resolve()),
+        "dtype": "bf16",
+        "device": device,
+        "template": "chat_template",
+        "context_length": 8192,
         "sampling": {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 256, "repetition_penalty": 1.0},
     }
 

@@ -45,6 +45,7 @@ def seconds(value: Any) -> str:
 def number(digits: int = 1) -> Formatter:
     def fmt(value: Any) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
+
     return fmt
 
 
@@ -80,11 +81,13 @@ def describe_meta(meta: Mapping[str, Any]) -> str:
     """One paragraph saying where and when the figures were measured, and how busy the machine was."""
     load = meta.get("load_average_before") or [None]
     busy = " — **contended**: other jobs were running" if meta.get("contended") else ""
-    return (f"Measured {meta.get('date', '?')} on **{meta.get('machine', '?')}** "
-            f"(torch {meta.get('versions', {}).get('torch', '?')}, {meta.get('torch_threads', '?')} threads; "
-            f"device {meta.get('device', '?')}); load average at start {_load(load)}{busy}. "
-            f"Preset: {meta.get('preset', '?')}; git {meta.get('git', {}).get('commit', '?')[:10]}"
-            f"{' (uncommitted changes)' if meta.get('git', {}).get('dirty') else ''}.")
+    return (
+        f"Measured {meta.get('date', '?')} on **{meta.get('machine', '?')}** "
+        f"(torch {meta.get('versions', {}).get('torch', '?')}, {meta.get('torch_threads', '?')} threads; "
+        f"device {meta.get('device', '?')}); load average at start {_load(load)}{busy}. "
+        f"Preset: {meta.get('preset', '?')}; git {meta.get('git', {}).get('commit', '?')[:10]}"
+        f"{' (uncommitted changes)' if meta.get('git', {}).get('dirty') else ''}."
+    )
 
 
 def _load(values: Sequence[Any]) -> str:
@@ -110,9 +113,17 @@ def machine_info(device: str) -> dict[str, Any]:
     loads = load_average()
     return {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": label, "cpu": _cpu_model(), "cores": cores, "memory_bytes": memory, "gpu": gpu,
-        "device": device, "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-        "versions": _versions(), "git": _git(), "load_average_before": loads,
+        "machine": label,
+        "cpu": _cpu_model(),
+        "cores": cores,
+        "memory_bytes": memory,
+        "gpu": gpu,
+        "device": device,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "versions": _versions(),
+        "git": _git(),
+        "load_average_before": loads,
         "contended": bool(loads) and loads[0] > 0.5 * (cores or 1),
     }
 
@@ -143,5 +154,8 @@ def _git() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"commit": run("rev-parse", "HEAD") or "unknown",
-            "dirty": bool(run("status", "--porcelain", "--", "webui", "app.py"))}
+
+    return {
+        "commit": run("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(run("status", "--porcelain", "--", "webui", "app.py")),
+    }

@@ -58,8 +58,9 @@ class Launch:
 
 
 class ArenaProcess:
-    def __init__(self, models_file: Path, workdir: Path, *, cache_dir: Path | None = None,
-                 extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, models_file: Path, workdir: Path, *, cache_dir: Path | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.models_file = models_file
         self.workdir = workdir
         self.cache_dir = cache_dir
@@ -74,11 +75,22 @@ class ArenaProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(self.port),
-               "--models", str(self.models_file), "--log-dir", str(self.workdir / "logs"),
-               # The bench sends many messages from one address on purpose; the per-client limit
-               # would refuse them. Everything else is the app as shipped.
-               "--rate-messages", "0"]
+        cmd = [
+            sys.executable,
+            str(ROOT / "app.py"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--models",
+            str(self.models_file),
+            "--log-dir",
+            str(self.workdir / "logs"),
+            # The bench sends many messages from one address on purpose; the per-client limit
+            # would refuse them. Everything else is the app as shipped.
+            "--rate-messages",
+            "0",
+        ]
         if self.cache_dir is not None:
             cmd += ["--cache-dir", str(self.cache_dir)]
         return cmd + self.extra_args
@@ -89,8 +101,9 @@ class ArenaProcess:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
         log = self.log_path.open("wb")
         self.started_at = time.perf_counter()
-        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
 
     def wait(self, timeout_s: float) -> Launch:
@@ -113,7 +126,9 @@ class ArenaProcess:
 
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"the server exited with status {self.proc.returncode} during start-up:\n{self.log_tail()}")
+            raise RuntimeError(
+                f"the server exited with status {self.proc.returncode} during start-up:\n{self.log_tail()}"
+            )
 
     def log_tail(self, lines: int = 25) -> str:
         try:
@@ -149,5 +164,8 @@ def _update_models(launch: Launch, models: dict[str, Any], now: float) -> None:
         state = info.get("state", "?")
         seen = launch.models.get(name)
         if seen is None or (seen["state"] not in TERMINAL and state != seen["state"]):
-            launch.models[name] = {"state": state, "s": now if state in TERMINAL else None,
-                                   "reason": info.get("reason") or None}
+            launch.models[name] = {
+                "state": state,
+                "s": now if state in TERMINAL else None,
+                "reason": info.get("reason") or None,
+            }

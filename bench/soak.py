@@ -141,8 +141,18 @@ def run(args: argparse.Namespace) -> Soak:
 
 def _sample(soak: Soak, pid: int, started: float, phase: str) -> None:
     rss, threads, fds = process_figures(pid)
-    soak.samples.append(Sample(round(time.monotonic() - started, 1), phase, round(rss, 1), threads, fds,
-                               soak.visits, len(soak.errors), round(load_average()[0], 2)))
+    soak.samples.append(
+        Sample(
+            round(time.monotonic() - started, 1),
+            phase,
+            round(rss, 1),
+            threads,
+            fds,
+            soak.visits,
+            len(soak.errors),
+            round(load_average()[0], 2),
+        )
+    )
 
 
 def _tiny_models(work: Path) -> Path:
@@ -165,33 +175,57 @@ def summary(soak: Soak) -> dict[str, Any]:
             out["end_of_visits"] = getattr(visits[-1], name)
         return out
 
-    second_half = visits[len(visits) // 2:]
-    slope = (second_half[-1].rss_mb - second_half[0].rss_mb) / max(1e-9, (second_half[-1].t_s - second_half[0].t_s) / 3600) \
-        if len(second_half) > 1 else 0.0
+    second_half = visits[len(visits) // 2 :]
+    slope = (
+        (second_half[-1].rss_mb - second_half[0].rss_mb) / max(1e-9, (second_half[-1].t_s - second_half[0].t_s) / 3600)
+        if len(second_half) > 1
+        else 0.0
+    )
     loads = [x.load1 for x in s]
-    return {"visits": soak.visits, "errors": len(soak.errors), "samples": len(s),
-            "rss_mb": figures("rss_mb"), "threads": figures("threads"), "fds": figures("fds"),
-            "rss_mb_per_hour_second_half_of_visits": round(slope, 1),
-            "idle_s": round(idle[-1].t_s - idle[0].t_s, 1) if len(idle) > 1 else 0.0,
-            "load1": {"min": min(loads), "max": max(loads), "mean": round(sum(loads) / len(loads), 2)}}
+    return {
+        "visits": soak.visits,
+        "errors": len(soak.errors),
+        "samples": len(s),
+        "rss_mb": figures("rss_mb"),
+        "threads": figures("threads"),
+        "fds": figures("fds"),
+        "rss_mb_per_hour_second_half_of_visits": round(slope, 1),
+        "idle_s": round(idle[-1].t_s - idle[0].t_s, 1) if len(idle) > 1 else 0.0,
+        "load1": {"min": min(loads), "max": max(loads), "mean": round(sum(loads) / len(loads), 2)},
+    }
 
 
 def to_markdown(soak: Soak, result: dict[str, Any]) -> str:
-    lines = [f"# Soak, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC", "",
-             "Settings: " + ", ".join(f"{k}={v}" for k, v in soak.settings.items()), "",
-             f"{result['visits']} visits (each a new session: page config, battle message, vote), "
-             f"{result['errors']} errors, {result['samples']} samples; load average (1 min) "
-             f"{result['load1']['min']}–{result['load1']['max']}, mean {result['load1']['mean']} "
-             f"on {os.cpu_count()} cores.", "",
-             "| | start | end of visits | end (after idle) | peak | min |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Soak, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "",
+        "Settings: " + ", ".join(f"{k}={v}" for k, v in soak.settings.items()),
+        "",
+        f"{result['visits']} visits (each a new session: page config, battle message, vote), "
+        f"{result['errors']} errors, {result['samples']} samples; load average (1 min) "
+        f"{result['load1']['min']}–{result['load1']['max']}, mean {result['load1']['mean']} "
+        f"on {os.cpu_count()} cores.",
+        "",
+        "| | start | end of visits | end (after idle) | peak | min |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in ("rss_mb", "threads", "fds"):
         f = result[name]
-        lines.append(f"| {name} | {f['start']} | {f.get('end_of_visits', '')} | {f['end']} | {f['peak']} | {f['min']} |")
-    lines += ["", f"RSS slope over the second half of the visits: {result['rss_mb_per_hour_second_half_of_visits']} MB/h.",
-              "", "| t (s) | phase | RSS MB | threads | fds | visits | load1 |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {f['start']} | {f.get('end_of_visits', '')} | {f['end']} | {f['peak']} | {f['min']} |"
+        )
+    lines += [
+        "",
+        f"RSS slope over the second half of the visits: {result['rss_mb_per_hour_second_half_of_visits']} MB/h.",
+        "",
+        "| t (s) | phase | RSS MB | threads | fds | visits | load1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     step = max(1, len(soak.samples) // 40)
-    lines += [f"| {x.t_s} | {x.phase} | {x.rss_mb} | {x.threads} | {x.fds} | {x.visits} | {x.load1} |"
-              for x in soak.samples[::step]]
+    lines += [
+        f"| {x.t_s} | {x.phase} | {x.rss_mb} | {x.threads} | {x.fds} | {x.visits} | {x.load1} |"
+        for x in soak.samples[::step]
+    ]
     if soak.errors:
         lines += ["", "First errors:", *(f"- {e}" for e in soak.errors[:5])]
     return "\n".join(lines) + "\n"
@@ -213,8 +247,17 @@ def main(argv: list[str] | None = None) -> None:
     result = summary(soak)
     out = args.out or RESULTS / f"soak-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": result, "settings": soak.settings, "errors": soak.errors[:50],
-                               "samples": [asdict(x) for x in soak.samples]}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "summary": result,
+                "settings": soak.settings,
+                "errors": soak.errors[:50],
+                "samples": [asdict(x) for x in soak.samples],
+            },
+            indent=1,
+        )
+    )
     out.with_suffix(".md").write_text(to_markdown(soak, result))
     print(to_markdown(soak, result))
 

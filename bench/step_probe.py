@@ -51,8 +51,11 @@ def main(argv: list[str]) -> int:
     print(f"small kernel launch: {launch_us():.1f} us each (5000 in a row)", flush=True)
     for folder in argv:
         times = decode_step_s(folder)
-        print(f"{folder}: one-token forward with cache: median {times[len(times) // 2] * 1e3:.1f} ms, "
-              f"min {times[0] * 1e3:.1f} ms ({len(times)} steps)", flush=True)
+        print(
+            f"{folder}: one-token forward with cache: median {times[len(times) // 2] * 1e3:.1f} ms, "
+            f"min {times[0] * 1e3:.1f} ms ({len(times)} steps)",
+            flush=True,
+        )
     return 0
 
 

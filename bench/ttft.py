@@ -19,7 +19,12 @@ from bench.stats import median, percentile
 def run(ctx: BenchContext) -> dict[str, Any]:
     cfg = ctx.config
     runners, missing = ctx.runners()
-    result: dict[str, Any] = {"tokens": cfg.ttft_tokens, "repeats": cfg.ttft_repeats, "unavailable": missing, "models": {}}
+    result: dict[str, Any] = {
+        "tokens": cfg.ttft_tokens,
+        "repeats": cfg.ttft_repeats,
+        "unavailable": missing,
+        "models": {},
+    }
     for name in ctx.local_names:
         request = Request(name, cfg.prompt, cfg.ttft_tokens)
         backend = ctx.backend(name)
@@ -32,38 +37,69 @@ def run(ctx: BenchContext) -> dict[str, Any]:
         for _ in range(cfg.ttft_repeats):
             for path, runner in runners.items():
                 samples[path].append(runner(request))
-        result["models"][name] = {"prefill_s": floor, "prompt_tokens": prompt_tokens,
-                                  "paths": {p: _summary(runs, floor) for p, runs in samples.items()}}
+        result["models"][name] = {
+            "prefill_s": floor,
+            "prompt_tokens": prompt_tokens,
+            "paths": {p: _summary(runs, floor) for p, runs in samples.items()},
+        }
     return result
 
 
 def _summary(runs: list[Sample], floor: float | None) -> dict[str, Any]:
     times = [s.ttft_s for s in runs if s.error is None and s.ttft_s is not None]
     ttft = median(times)
-    return {"ttft_s": ttft, "ttft_p95_s": percentile(times, 95), "over_prefill_s": None if ttft is None or floor is None else ttft - floor,
-            "ratio_to_prefill": None if not ttft or not floor else ttft / floor,
-            "engine_first_token_s": median([s.server_ttft_s for s in runs if s.server_ttft_s is not None]),
-            "errors": [s.error for s in runs if s.error], "samples": [s.as_dict() for s in runs]}
+    return {
+        "ttft_s": ttft,
+        "ttft_p95_s": percentile(times, 95),
+        "over_prefill_s": None if ttft is None or floor is None else ttft - floor,
+        "ratio_to_prefill": None if not ttft or not floor else ttft / floor,
+        "engine_first_token_s": median([s.server_ttft_s for s in runs if s.server_ttft_s is not None]),
+        "errors": [s.error for s in runs if s.error],
+        "samples": [s.as_dict() for s in runs],
+    }
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for model, r in result["models"].items():
         if r["prefill_s"] is not None:  # None in a vLLM server: its raw first token is the floor there
-            rows.append({"model": model, "path": f"prefill (floor), {r['prompt_tokens']}-token prompt",
-                         "ttft_s": r["prefill_s"], "ratio": 1.0})
+            rows.append(
+                {
+                    "model": model,
+                    "path": f"prefill (floor), {r['prompt_tokens']}-token prompt",
+                    "ttft_s": r["prefill_s"],
+                    "ratio": 1.0,
+                }
+            )
         for path, p in r["paths"].items():
-            rows.append({"model": model, "path": path, "ttft_s": p["ttft_s"], "p95": p["ttft_p95_s"],
-                         "over": p["over_prefill_s"], "ratio": p["ratio_to_prefill"],
-                         "engine": p["engine_first_token_s"], "errors": len(p["errors"]) or None})
+            rows.append(
+                {
+                    "model": model,
+                    "path": path,
+                    "ttft_s": p["ttft_s"],
+                    "p95": p["ttft_p95_s"],
+                    "over": p["over_prefill_s"],
+                    "ratio": p["ratio_to_prefill"],
+                    "engine": p["engine_first_token_s"],
+                    "errors": len(p["errors"]) or None,
+                }
+            )
     for path, reason in result.get("unavailable", {}).items():
         rows.append({"model": "all", "path": path, "errors": reason})
-    columns = [Column("model", "model"), Column("path", "path"), Column("ttft_s", "first token/text", seconds),
-               Column("p95", "p95", seconds), Column("over", "over prefill", seconds),
-               Column("ratio", "× prefill", number(2)), Column("engine", "engine's own first token", seconds),
-               Column("errors", "errors", text)]
-    notes = [f"The same chat prompt on every path (each model's template applied), {result['tokens']} new tokens, "
-             f"median of {result['repeats']} runs per path, paths interleaved.",
-             "raw: first new token; engine / gradio / api: first visible text (the text streamer waits for a word "
-             "boundary). 'engine's own first token' is the engine's token-level figure for the same request."]
+    columns = [
+        Column("model", "model"),
+        Column("path", "path"),
+        Column("ttft_s", "first token/text", seconds),
+        Column("p95", "p95", seconds),
+        Column("over", "over prefill", seconds),
+        Column("ratio", "× prefill", number(2)),
+        Column("engine", "engine's own first token", seconds),
+        Column("errors", "errors", text),
+    ]
+    notes = [
+        f"The same chat prompt on every path (each model's template applied), {result['tokens']} new tokens, "
+        f"median of {result['repeats']} runs per path, paths interleaved.",
+        "raw: first new token; engine / gradio / api: first visible text (the text streamer waits for a word "
+        "boundary). 'engine's own first token' is the engine's token-level figure for the same request.",
+    ]
     return [Table("2. Time to first token per path, against one prefill pass", columns, rows, notes)]

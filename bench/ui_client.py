@@ -53,8 +53,10 @@ class UIClient:
 
     def __init__(self, url: str, timeout_s: float = 600.0) -> None:
         self.url = url.rstrip("/")
-        self.http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0),
-                                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
         config = self.http.get(f"{self.url}/config")
         config.raise_for_status()
         self.config = config.json()
@@ -63,9 +65,12 @@ class UIClient:
         for index, dep in enumerate(self.config["dependencies"]):
             name = dep.get("api_name")
             if name:
-                self.events[f"/{name}"] = Event(dep.get("id", index), f"/{name}",
-                                                [components[i] for i in dep["inputs"]],
-                                                [components[i] for i in dep["outputs"]])
+                self.events[f"/{name}"] = Event(
+                    dep.get("id", index),
+                    f"/{name}",
+                    [components[i] for i in dep["inputs"]],
+                    [components[i] for i in dep["outputs"]],
+                )
 
     def event(self, api_name: str) -> Event | None:
         return self.events.get(api_name)
@@ -82,8 +87,13 @@ class UIClient:
 
     def stream(self, event: Event, data: list[Any], session: str) -> Iterator[list[Any]]:
         """The outputs after each update of one call, as they arrive; the last is the result."""
-        body = {"data": data, "fn_index": event.fn_index, "session_hash": session, "event_data": None,
-                "trigger_id": None}
+        body = {
+            "data": data,
+            "fn_index": event.fn_index,
+            "session_hash": session,
+            "event_data": None,
+            "trigger_id": None,
+        }
         joined = self.http.post(f"{self.url}{API}/queue/join", json=body)
         if joined.status_code != 200:
             raise UIProtocolError(f"queue/join answered {joined.status_code}: {joined.text[:200]}")
@@ -112,7 +122,7 @@ class UIClient:
             for line in response.iter_lines():
                 if not line.startswith("data:"):
                     continue
-                message = json.loads(line[len("data:"):])
+                message = json.loads(line[len("data:") :])
                 if message.get("msg") == "close_stream":
                     return
                 if message.get("event_id") in (event_id, None):

@@ -48,14 +48,25 @@ def run(ctx: BenchContext) -> dict[str, Any]:
             runs["app"].append(_level(users, make_runner, request, cfg.server_timeout_s))
             runs["alone"].append(_level(users, reference, request, cfg.server_timeout_s))
         levels[str(users)], alone[str(users)] = _median_run(runs["app"]), _median_run(runs["alone"])
-    return {"model": name, "path": cfg.users_path, "tokens": cfg.users_tokens, "repeats": cfg.users_repeats,
-            "levels": levels, "engine_alone": alone, "server_limits": _limits(), "engine": ctx.engine_name(name)}
+    return {
+        "model": name,
+        "path": cfg.users_path,
+        "tokens": cfg.users_tokens,
+        "repeats": cfg.users_repeats,
+        "levels": levels,
+        "engine_alone": alone,
+        "server_limits": _limits(),
+        "engine": ctx.engine_name(name),
+    }
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median aggregate throughput, with every run's aggregate beside it."""
     ordered = sorted(runs, key=lambda r: r["aggregate_tokens_per_s"] or 0.0)
-    return {**ordered[(len(ordered) - 1) // 2], "runs_aggregate_tokens_per_s": [r["aggregate_tokens_per_s"] for r in runs]}
+    return {
+        **ordered[(len(ordered) - 1) // 2],
+        "runs_aggregate_tokens_per_s": [r["aggregate_tokens_per_s"] for r in runs],
+    }
 
 
 def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
@@ -63,11 +74,11 @@ def _runner_factory(ctx: BenchContext, path: str) -> Callable[[], Runner]:
     each; the API's client pools connections and is shared, as an application would)."""
     if path == "api":
         client = ctx.api()
-        return lambda: (lambda r: run_api(client, r))
+        return lambda: lambda r: run_api(client, r)
     if path in ("engine", "raw"):
         backend = ctx.backend(ctx.local_names[0])
         run = run_engine if path == "engine" else run_raw
-        return lambda: (lambda r: run(backend, r))
+        return lambda: lambda r: run(backend, r)
     if path == "gradio":
         url = ctx.server().url
         ctx.gradio()  # raises PathUnavailable when there is no UI
@@ -103,14 +114,17 @@ def summarise(samples: list[Sample], wall: float) -> dict[str, Any]:
     ok = [s for s in samples if s.error is None]
     all_gaps = [g for s in ok for g in gaps(s.chunk_times)]
     return {
-        "users": len(samples), "wall_s": wall, "completed": len(ok),
+        "users": len(samples),
+        "wall_s": wall,
+        "completed": len(ok),
         "errors": sum(1 for s in samples if s.error and not s.rejected),
         "rejections": sum(1 for s in samples if s.rejected),
         "aggregate_tokens_per_s": rate(sum(s.tokens or 0 for s in ok), wall),
         "per_user_tokens_per_s": median([s.tokens_per_s for s in ok]),
         "ttft_p50_s": percentile([s.ttft_s for s in ok if s.ttft_s is not None], 50),
         "ttft_p95_s": percentile([s.ttft_s for s in ok if s.ttft_s is not None], 95),
-        "gap_p95_s": percentile(all_gaps, 95), "gap_max_s": max(all_gaps) if all_gaps else None,
+        "gap_p95_s": percentile(all_gaps, 95),
+        "gap_max_s": max(all_gaps) if all_gaps else None,
         "error_messages": sorted({s.error for s in samples if s.error})[:5],
         "samples": [s.as_dict() for s in samples],
     }
@@ -120,8 +134,11 @@ def _limits() -> dict[str, Any]:
     from webui.config import Settings
 
     defaults = Settings()
-    return {"max_concurrency": defaults.max_concurrency, "vllm_concurrency": defaults.vllm_concurrency,
-            "queue_per_slot": defaults.queue_per_slot}
+    return {
+        "max_concurrency": defaults.max_concurrency,
+        "vllm_concurrency": defaults.vllm_concurrency,
+        "queue_per_slot": defaults.queue_per_slot,
+    }
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
@@ -131,35 +148,56 @@ def tables(result: dict[str, Any]) -> list[Table]:
     rows = []
     for k, v in result["levels"].items():
         ref = alone.get(k, {})
-        row = {"users": int(k), **v, "ref_tokens_per_s": ref.get("aggregate_tokens_per_s"),
-               "ref_ttft_p50_s": ref.get("ttft_p50_s")}
+        row = {
+            "users": int(k),
+            **v,
+            "ref_tokens_per_s": ref.get("aggregate_tokens_per_s"),
+            "ref_ttft_p50_s": ref.get("ttft_p50_s"),
+        }
         if row["ref_tokens_per_s"] and v.get("aggregate_tokens_per_s"):
             row["ratio"] = v["aggregate_tokens_per_s"] / row["ref_tokens_per_s"]
         rows.append(row)
-    columns = [Column("users", "chats at once"), Column("aggregate_tokens_per_s", "app: aggregate tokens/s", number(1)),
-               Column("ref_tokens_per_s", "engine alone: aggregate tokens/s", number(1)),
-               Column("ratio", "app ÷ engine", number(3)),
-               Column("per_user_tokens_per_s", "app: per chat tokens/s", number(1)),
-               Column("ttft_p50_s", "app: first text p50", seconds), Column("ref_ttft_p50_s", "engine: first text p50", seconds),
-               Column("ttft_p95_s", "app: first text p95", seconds), Column("gap_p95_s", "gap p95", seconds),
-               Column("errors", "errors", text), Column("rejections", "rejected", text), Column("wall_s", "wall", seconds)]
+    columns = [
+        Column("users", "chats at once"),
+        Column("aggregate_tokens_per_s", "app: aggregate tokens/s", number(1)),
+        Column("ref_tokens_per_s", "engine alone: aggregate tokens/s", number(1)),
+        Column("ratio", "app ÷ engine", number(3)),
+        Column("per_user_tokens_per_s", "app: per chat tokens/s", number(1)),
+        Column("ttft_p50_s", "app: first text p50", seconds),
+        Column("ref_ttft_p50_s", "engine: first text p50", seconds),
+        Column("ttft_p95_s", "app: first text p95", seconds),
+        Column("gap_p95_s", "gap p95", seconds),
+        Column("errors", "errors", text),
+        Column("rejections", "rejected", text),
+        Column("wall_s", "wall", seconds),
+    ]
     limits = result.get("server_limits", {})
-    notes = [f"{result['model']} ({result.get('engine') or 'engine not reported'}), {result['tokens']} new tokens per "
-             f"chat, greedy, through the {result['path']} path; the engine alone gets the same levels in the same run.",
-             f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on vLLM "
-             f"({limits.get('max_concurrency')} on transformers), {limits.get('queue_per_slot')} waiting per slot, "
-             "beyond that refused at once.",
-             "Gaps are between streamed text chunks.",
-             f"Each level ran {result.get('repeats', 1)} time(s), the app and the engine alone in turn; the run with "
-             "the median aggregate is shown (every run's aggregate is in the JSON)."]
+    notes = [
+        f"{result['model']} ({result.get('engine') or 'engine not reported'}), {result['tokens']} new tokens per "
+        f"chat, greedy, through the {result['path']} path; the engine alone gets the same levels in the same run.",
+        f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on vLLM "
+        f"({limits.get('max_concurrency')} on transformers), {limits.get('queue_per_slot')} waiting per slot, "
+        "beyond that refused at once.",
+        "Gaps are between streamed text chunks.",
+        f"Each level ran {result.get('repeats', 1)} time(s), the app and the engine alone in turn; the run with "
+        "the median aggregate is shown (every run's aggregate is in the JSON).",
+    ]
     one, eight = (next((r for r in rows if r["users"] == n), None) for n in (1, 8))
     if one and eight and one.get("aggregate_tokens_per_s") and eight.get("aggregate_tokens_per_s"):
-        notes.append(f"8 chats ÷ 1 chat (app): {eight['aggregate_tokens_per_s'] / one['aggregate_tokens_per_s']:.2f}x "
-                     "(goal >= 4x); app ÷ engine alone at 1 and 8: "
-                     f"{_fmt(one.get('ratio'))} and {_fmt(eight.get('ratio'))} (goal >= 0.9); first text p50 at 8: "
-                     f"{_fmt(eight.get('ttft_p50_s'))} s (goal <= 1 s).")
-    return [Table("4. Many users: concurrent chats on one model, through the app and on the engine alone",
-                  columns, rows, notes)]
+        notes.append(
+            f"8 chats ÷ 1 chat (app): {eight['aggregate_tokens_per_s'] / one['aggregate_tokens_per_s']:.2f}x "
+            "(goal >= 4x); app ÷ engine alone at 1 and 8: "
+            f"{_fmt(one.get('ratio'))} and {_fmt(eight.get('ratio'))} (goal >= 0.9); first text p50 at 8: "
+            f"{_fmt(eight.get('ttft_p50_s'))} s (goal <= 1 s)."
+        )
+    return [
+        Table(
+            "4. Many users: concurrent chats on one model, through the app and on the engine alone",
+            columns,
+            rows,
+            notes,
+        )
+    ]
 
 
 def _fmt(value: Any) -> str:

@@ -72,11 +72,15 @@ def cold_index(logs: Path, work: Path, database: str, server_busy: Callable[[], 
         loaded = time.perf_counter()
     finally:
         index.close()
-    return {"votes": report.votes, "index_s": round(indexed - started, 3),
-            "votes_per_s": round(report.votes / (indexed - started)),
-            "index_cpu_s": round(cpu_after.user + cpu_after.system - cpu.user - cpu.system, 3),
-            "server_cpu_s": round(server_after - server_before, 3),
-            "rows": len(rows), "read_rows_s": round(loaded - indexed, 3)}
+    return {
+        "votes": report.votes,
+        "index_s": round(indexed - started, 3),
+        "votes_per_s": round(report.votes / (indexed - started)),
+        "index_cpu_s": round(cpu_after.user + cpu_after.system - cpu.user - cpu.system, 3),
+        "server_cpu_s": round(server_after - server_before, 3),
+        "rows": len(rows),
+        "read_rows_s": round(loaded - indexed, 3),
+    }
 
 
 if __name__ == "__main__":

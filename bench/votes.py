@@ -48,13 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({**run_step(*args.step), "rss": _peak()}))
         return 0
     steps = set(args.steps.split(","))
-    rows = [measure(int(n), args.work, args.old_tree if int(n) <= args.old_max else None, steps)
-            for n in args.sizes.split(",")]
+    rows = [
+        measure(int(n), args.work, args.old_tree if int(n) <= args.old_max else None, steps)
+        for n in args.sizes.split(",")
+    ]
     results = {"meta": {**machine_info("cpu"), "load_average": load_average()}, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    markdown = "\n\n".join(to_markdown(t) for t in tables(rows)
-                             if any(c.key in row for row in t.rows for c in t.columns[2:]))  # steps not run: no table
+    markdown = "\n\n".join(
+        to_markdown(t) for t in tables(rows) if any(c.key in row for row in t.rows for c in t.columns[2:])
+    )  # steps not run: no table
     args.out.with_suffix(".md").write_text(markdown + "\n")
     print(markdown)
     return 0
@@ -74,8 +77,14 @@ def measure(n: int, work: Path, old_tree: Path | None, steps: set[str]) -> dict[
         row["index_votes_per_s"] = n / cold["wall_s"]
     if "board" in steps:
         first, warm = child("board", str(logs), str(index)), child("board", str(logs), str(index))
-        row.update(board_first_s=first["wall_s"], board_first_rss=first["rss"], board_s=warm["wall_s"],
-                   board_rss=warm["rss"], board_only_s=warm["build_s"], load_s=warm["load_s"])
+        row.update(
+            board_first_s=first["wall_s"],
+            board_first_rss=first["rss"],
+            board_s=warm["wall_s"],
+            board_rss=warm["rss"],
+            board_only_s=warm["build_s"],
+            load_s=warm["load_s"],
+        )
     if "live" in steps:
         row.update({k: v for k, v in child("live", str(logs), str(index)).items() if k not in ("wall_s", "rss")})
     if old_tree is not None:
@@ -88,8 +97,9 @@ def measure(n: int, work: Path, old_tree: Path | None, steps: set[str]) -> dict[
 def child(*step: str) -> dict[str, Any]:
     """Run one step in a fresh interpreter: its result, with its wall time and peak memory."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bench.votes", *step], capture_output=True, text=True, check=False,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.votes", *step], capture_output=True, text=True, check=False, cwd=ROOT
+    )
     if done.returncode != 0:
         raise RuntimeError(f"step {step[0]} failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -179,9 +189,14 @@ def _live(index: Any) -> dict[str, Any]:
     recorder.vote(vote("leftvote", battle("ember-7b", "falcon-7b")))
     full = _published(live)
     live.close()
-    return {"vote_to_board_s": seen, "add_s": statistics.median(adds), "full_rebuild_s": full.build_s,
-            "catch_up_s": statistics.median(catch_ups),
-            "record_ms": statistics.median(plain) * 1000, "record_nudged_ms": statistics.median(nudged) * 1000}
+    return {
+        "vote_to_board_s": seen,
+        "add_s": statistics.median(adds),
+        "full_rebuild_s": full.build_s,
+        "catch_up_s": statistics.median(catch_ups),
+        "record_ms": statistics.median(plain) * 1000,
+        "record_nudged_ms": statistics.median(nudged) * 1000,
+    }
 
 
 def _published(live: Any) -> Any:
@@ -204,32 +219,45 @@ def _vote_times(recorder: Any, n: int) -> list[float]:
 
 def _old(logs: Path, tree: Path) -> dict[str, Any]:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "webui.leaderboard", str(logs)], cwd=tree, check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "webui.leaderboard", str(logs)], cwd=tree, check=True, capture_output=True)
     return {"wall_s": time.perf_counter() - started}
 
 
 def tables(rows: list[dict[str, Any]]) -> list[Table]:
     per_s = number(0)
     return [
-        Table("Index and board by number of votes (2-core machine; each step a fresh process)", [
-            Column("votes", "votes", lambda v: f"{v:,}"), Column("log_bytes", "logs", mib),
-            Column("index_s", "index cold", seconds), Column("index_votes_per_s", "votes/s", per_s),
-            Column("index_rss", "index peak", mib), Column("index_bytes", "index size", mib),
-            Column("board_first_s", "board, rows from SQLite", seconds),
-            Column("board_s", "board, columnar copy", seconds), Column("load_s", "of which loading", seconds),
-            Column("board_rss", "board peak", mib),
-            Column("old_s", "old: board from the logs", seconds), Column("old_rss", "old peak", mib),
-        ], rows),
-        Table("A new vote", [
-            Column("votes", "votes", lambda v: f"{v:,}"),
-            Column("vote_to_board_s", "recorded to on the board", seconds),
-            Column("add_s", "a vote added to the board (tally)", seconds),
-            Column("catch_up_s", "the index's catch-up in it", seconds),
-            Column("full_rebuild_s", "a full build (now in between)", seconds),
-            Column("record_ms", "recording a vote (fsync)", number(2)),
-            Column("record_nudged_ms", "with the board's nudge", number(2)),
-        ], rows, notes=["recording times in ms, median of 20"]),
+        Table(
+            "Index and board by number of votes (2-core machine; each step a fresh process)",
+            [
+                Column("votes", "votes", lambda v: f"{v:,}"),
+                Column("log_bytes", "logs", mib),
+                Column("index_s", "index cold", seconds),
+                Column("index_votes_per_s", "votes/s", per_s),
+                Column("index_rss", "index peak", mib),
+                Column("index_bytes", "index size", mib),
+                Column("board_first_s", "board, rows from SQLite", seconds),
+                Column("board_s", "board, columnar copy", seconds),
+                Column("load_s", "of which loading", seconds),
+                Column("board_rss", "board peak", mib),
+                Column("old_s", "old: board from the logs", seconds),
+                Column("old_rss", "old peak", mib),
+            ],
+            rows,
+        ),
+        Table(
+            "A new vote",
+            [
+                Column("votes", "votes", lambda v: f"{v:,}"),
+                Column("vote_to_board_s", "recorded to on the board", seconds),
+                Column("add_s", "a vote added to the board (tally)", seconds),
+                Column("catch_up_s", "the index's catch-up in it", seconds),
+                Column("full_rebuild_s", "a full build (now in between)", seconds),
+                Column("record_ms", "recording a vote (fsync)", number(2)),
+                Column("record_nudged_ms", "with the board's nudge", number(2)),
+            ],
+            rows,
+            notes=["recording times in ms, median of 20"],
+        ),
     ]
 
 

@@ -42,7 +42,9 @@ def fit(battles: list[dict]) -> dict:
         "upper": [float(x) for x in result["rating_upper"]],
         "variances": [float(x) for x in result["variances"]],
         "battles": int(sum(dataset.counts)),
-        "scale": model.scale, "base": model.base, "init_rating": model.init_rating,
+        "scale": model.scale,
+        "base": model.base,
+        "init_rating": model.init_rating,
     }
 
 

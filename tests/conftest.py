@@ -35,8 +35,9 @@ def tiny_models_file(tiny_model_dir: Path, tmp_path: Path) -> Path:
 def settings(tmp_path: Path, tiny_models_file: Path):
     from webui.config import Settings
 
-    return Settings(models_file=tiny_models_file, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
-                    queue_timeout_s=5.0)
+    return Settings(
+        models_file=tiny_models_file, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache", queue_timeout_s=5.0
+    )
 
 
 @pytest.fixture

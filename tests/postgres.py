@@ -30,8 +30,10 @@ USER = "arena"  # the database's superuser (trust authentication: a throwaway se
 def server_binaries() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
     if not found:
-        raise FileNotFoundError("PostgreSQL's server binaries are missing (no /usr/lib/postgresql/*/bin/initdb): "
-                                "run scripts/install-postgres.sh (make test does)")
+        raise FileNotFoundError(
+            "PostgreSQL's server binaries are missing (no /usr/lib/postgresql/*/bin/initdb): "
+            "run scripts/install-postgres.sh (make test does)"
+        )
     return Path(found[-1]).parent
 
 
@@ -62,8 +64,9 @@ class PostgresServer:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.folder / "data"), "-o", options, "-l", str(self.folder / "log"), "-w",
-                  "start")
+        self._run(
+            "pg_ctl", "-D", str(self.folder / "data"), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
@@ -86,8 +89,10 @@ def start_server() -> PostgresServer:
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            raise FileNotFoundError("running as root, the test server needs the 'postgres' user that Debian's "
-                                    "postgresql package creates: run scripts/install-postgres.sh") from None
+            raise FileNotFoundError(
+                "running as root, the test server needs the 'postgres' user that Debian's "
+                "postgresql package creates: run scripts/install-postgres.sh"
+            ) from None
         os.chown(folder, owner.pw_uid, owner.pw_gid)
     server = PostgresServer(binaries, folder, _free_port())
     server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", USER, "--no-sync")

@@ -65,8 +65,11 @@ def start_proxy(folder: Path, servers: list[str], timeout_s: float = 30.0) -> Pr
     folder.chmod(0o755)  # as root, nginx's workers run as nobody and read what is here
     config = folder / "nginx.conf"
     config.write_text(render(f"127.0.0.1:{port}", servers))
-    process = subprocess.Popen([shutil.which("nginx") or NGINX, "-p", str(folder), "-c", str(config),
-                                "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [shutil.which("nginx") or NGINX, "-p", str(folder), "-c", str(config), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     proxy = Proxy(folder, port, process)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

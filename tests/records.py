@@ -10,14 +10,28 @@ from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.types import Finished, FinishReason, SamplingParams
 
 
-def conversation(model: str, reply: str = "hello there", *, prompt: str = "say hello", mode: str = "battle",
-                 battle_id: str | None = None, anonymous: bool = True, turn: int = 1,
-                 messages: Sequence[tuple[str, str]] | None = None) -> Conversation:
+def conversation(
+    model: str,
+    reply: str = "hello there",
+    *,
+    prompt: str = "say hello",
+    mode: str = "battle",
+    battle_id: str | None = None,
+    anonymous: bool = True,
+    turn: int = 1,
+    messages: Sequence[tuple[str, str]] | None = None,
+) -> Conversation:
     return Conversation(
-        conv_id=uuid.uuid4().hex, model_name=model, template_name="tokenizer", system_message="",
+        conv_id=uuid.uuid4().hex,
+        model_name=model,
+        template_name="tokenizer",
+        system_message="",
         messages=list(messages) if messages is not None else [("user", prompt), ("assistant", reply)],
-        params=SamplingParams(temperature=0.0, max_new_tokens=16, seed=7), mode=mode,
-        battle_id=battle_id, turn=turn, anonymous=anonymous,
+        params=SamplingParams(temperature=0.0, max_new_tokens=16, seed=7),
+        mode=mode,
+        battle_id=battle_id,
+        turn=turn,
+        anonymous=anonymous,
     )
 
 
@@ -25,18 +39,27 @@ def finished(reason: FinishReason = FinishReason.STOP, error: str | None = None)
     return Finished(reason, prompt_tokens=5, completion_tokens=3, ttft_s=0.01, tokens_per_s=42.0, error=error)
 
 
-def chat_event(conv: Conversation, reason: FinishReason = FinishReason.STOP,
-               client: ClientInfo | None = None) -> ChatEvent:
+def chat_event(
+    conv: Conversation, reason: FinishReason = FinishReason.STOP, client: ClientInfo | None = None
+) -> ChatEvent:
     now = time.time()
     return ChatEvent(conv, finished(reason), now - 0.5, now, client or ClientInfo("192.0.2.10"))
 
 
-def battle(model_a: str, model_b: str, replies: tuple[str, str] = ("left reply", "right reply"), *,
-           anonymous: bool = True, prompt: str = "say hello") -> tuple[Conversation, Conversation]:
+def battle(
+    model_a: str,
+    model_b: str,
+    replies: tuple[str, str] = ("left reply", "right reply"),
+    *,
+    anonymous: bool = True,
+    prompt: str = "say hello",
+) -> tuple[Conversation, Conversation]:
     battle_id = uuid.uuid4().hex
     mode = "battle" if anonymous else "side_by_side"
-    return (conversation(model_a, replies[0], prompt=prompt, mode=mode, battle_id=battle_id, anonymous=anonymous),
-            conversation(model_b, replies[1], prompt=prompt, mode=mode, battle_id=battle_id, anonymous=anonymous))
+    return (
+        conversation(model_a, replies[0], prompt=prompt, mode=mode, battle_id=battle_id, anonymous=anonymous),
+        conversation(model_b, replies[1], prompt=prompt, mode=mode, battle_id=battle_id, anonymous=anonymous),
+    )
 
 
 def vote(kind: str, convs: Sequence[Conversation], client: ClientInfo | None = None, **extra) -> VoteEvent:

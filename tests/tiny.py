@@ -8,7 +8,42 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = ["hello", "world", "the", "a", "cat", "dog", "sat", "on", "mat", "and", "is", "what", "capital", "of", "france", "paris", "answer", "yes", "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "stop", "here", "red", "blue", "green"]
+WORDS = [
+    "hello",
+    "world",
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "and",
+    "is",
+    "what",
+    "capital",
+    "of",
+    "france",
+    "paris",
+    "answer",
+    "yes",
+    "no",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "stop",
+    "here",
+    "red",
+    "blue",
+    "green",
+]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"
@@ -27,15 +62,26 @@ def build_tiny_model(folder: Path, *, seed: int = 0, hidden_size: int = 16, laye
     core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
     core.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+        tokenizer_object=core,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
         additional_special_tokens=SPECIALS[4:],
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-        max_position_embeddings=256, bos_token_id=2, eos_token_id=3, pad_token_id=1,
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=2,
+        eos_token_id=3,
+        pad_token_id=1,
     )
     model = LlamaForCausalLM(config)
     model.save_pretrained(folder)

@@ -37,11 +37,17 @@ NAMES = ("tiny-a", "tiny-b", "long-a", "long-b", "echo")
 def ui_models_yaml(model_dir: Path) -> str:
     quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
     # dtype fp32: their own copy of the weights, so that long streams never take the quick ones' slots
-    long = ("    weight: 0\n    dtype: fp32\n    context_length: 4096\n    max_concurrency: 4\n"
-            "    sampling: {ignore_eos: true, max_new_tokens: 3000}\n")
+    long = (
+        "    weight: 0\n    dtype: fp32\n    context_length: 4096\n    max_concurrency: 4\n"
+        "    sampling: {ignore_eos: true, max_new_tokens: 3000}\n"
+    )
     system = {"tiny-b": "    system_prompt: Answer briefly.\n", "echo": "    weight: 0\n    dtype: bf16\n"}
-    entries = [f"  - name: {name}\n    source: {model_dir}\n" + system.get(name, "")
-               + (long if name.startswith("long") else quick) for name in NAMES]
+    entries = [
+        f"  - name: {name}\n    source: {model_dir}\n"
+        + system.get(name, "")
+        + (long if name.startswith("long") else quick)
+        for name in NAMES
+    ]
     return "models:\n" + "".join(entries)
 
 
@@ -58,8 +64,14 @@ def ui_settings(tmp: Path, model_dir: Path) -> Settings:
     models = tmp / "models.yaml"
     models.write_text(ui_models_yaml(model_dir))
     # The tests send many messages from one address: no per-client rate limits.
-    return Settings(models_file=models, log_dir=tmp / "logs", cache_dir=tmp / "cache", queue_timeout_s=20.0,
-                    rate_messages=0, rate_votes=0)
+    return Settings(
+        models_file=models,
+        log_dir=tmp / "logs",
+        cache_dir=tmp / "cache",
+        queue_timeout_s=20.0,
+        rate_messages=0,
+        rate_votes=0,
+    )
 
 
 class EchoBackend(Backend):
@@ -68,14 +80,16 @@ class EchoBackend(Backend):
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         text = messages[-1].content
 
         def events() -> Iterator[StreamEvent]:
             for i in range(0, len(text), 8):
-                yield TextDelta(text[i:i + 8])
+                yield TextDelta(text[i : i + 8])
             yield Finished(FinishReason.STOP, completion_tokens=len(text) // 8 + 1, ttft_s=0.0, prompt=text)
+
         return events()
 
 
@@ -86,6 +100,7 @@ def loaders() -> dict:
         if spec.name == "echo":
             return Weights(lambda variant, slots: EchoBackend(variant))
         return load_transformers(spec, settings)
+
     return {"transformers": load, "auto": load}  # "auto", the default backend, would load echo as a real model
 
 

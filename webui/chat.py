@@ -56,8 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{registry.status(name).describe()}]", file=sys.stderr, flush=True)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
         params = backend.default_params().replace(
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
-            repetition_penalty=args.repetition_penalty, seed=args.seed, stop=tuple(args.stop or ()) or None,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            repetition_penalty=args.repetition_penalty,
+            seed=args.seed,
+            stop=tuple(args.stop or ()) or None,
         )
         if args.show_prompt:
             print(backend.render_prompt(messages), file=sys.stderr, flush=True)
@@ -86,8 +91,11 @@ def _stream(events: Iterator[StreamEvent]) -> int:
     stats = final.stats()
     rate = f"{stats['tokens_per_s']:.1f} tok/s" if stats["tokens_per_s"] else "n/a tok/s"
     ttft = f"{stats['ttft_s']:.2f} s" if stats["ttft_s"] is not None else "n/a"
-    print(f"[{final.reason.value}; {final.prompt_tokens} prompt + {final.completion_tokens} completion tokens; "
-          f"first token {ttft}; {rate}]", file=sys.stderr)
+    print(
+        f"[{final.reason.value}; {final.prompt_tokens} prompt + {final.completion_tokens} completion tokens; "
+        f"first token {ttft}; {rate}]",
+        file=sys.stderr,
+    )
     if final.error:
         print(f"error: {final.error}", file=sys.stderr)
         return 1

@@ -135,8 +135,11 @@ class Settings:
             for name in names:
                 if not check(getattr(self, name)):
                     raise ConfigError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
-        for name, choices in (("ip_logging", IP_LOGGING_MODES), ("ui_export", ("auto", "on", "off")),
-                              ("pairing", PAIRING_MODES)):
+        for name, choices in (
+            ("ip_logging", IP_LOGGING_MODES),
+            ("ui_export", ("auto", "on", "off")),
+            ("pairing", PAIRING_MODES),
+        ):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if any(not isinstance(k, str) or not k or k != k.strip() for k in self.api_keys):
@@ -144,31 +147,43 @@ class Settings:
         self._check_operator()
         self._check_database()
         if self.hf_oauth and (self.auth_file or self.auth):
-            raise ConfigError("hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both")
+            raise ConfigError(
+                "hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both"
+            )
 
     def _check_operator(self) -> None:
         if self.operator_key and self.operator_key_file:
             raise ConfigError("operator_key: set ARENA_OPERATOR_KEY or --operator-key-file, not both")
         if self.ui_export == "on" and not (self.operator_key or self.operator_key_file):
-            raise ConfigError("ui_export: 'on' needs an operator key, which the exports and the voter check now "
-                              "require: set ARENA_OPERATOR_KEY or --operator-key-file (docs/leaderboard.md)")
+            raise ConfigError(
+                "ui_export: 'on' needs an operator key, which the exports and the voter check now "
+                "require: set ARENA_OPERATOR_KEY or --operator-key-file (docs/leaderboard.md)"
+            )
 
     def _check_database(self) -> None:
         if self.server_name and not SERVER_NAME.fullmatch(self.server_name):
-            raise ConfigError(f"server_name: letters, digits, '.', '_' and '-' (at most 63, a letter or digit first), "
-                              f"got {self.server_name!r}")
+            raise ConfigError(
+                f"server_name: letters, digits, '.', '_' and '-' (at most 63, a letter or digit first), "
+                f"got {self.server_name!r}"
+            )
         if self.database and not self.database.startswith(DATABASE_SCHEMES):
-            raise ConfigError("database: must be a PostgreSQL URL like postgresql://USER@HOST:PORT/DBNAME "
-                              "(leave it out for the SQLite file beside the logs)")
+            raise ConfigError(
+                "database: must be a PostgreSQL URL like postgresql://USER@HOST:PORT/DBNAME "
+                "(leave it out for the SQLite file beside the logs)"
+            )
         if self.database and not self.server_name:
-            raise ConfigError("server_name: --database needs --server-name: each server sharing the vote index "
-                              "writes log files named for it, so that two servers' day files never collide")
+            raise ConfigError(
+                "server_name: --database needs --server-name: each server sharing the vote index "
+                "writes log files named for it, so that two servers' day files never collide"
+            )
         if self.secret and self.secret_file:
             raise ConfigError("secret: set ARENA_SECRET or --secret-file, not both")
         if self.database and not (self.secret or self.secret_file):
-            raise ConfigError("secret: --database needs a secret shared by every server (--secret-file FILE or "
-                              "ARENA_SECRET), so that each accepts the others' sessions and counts one client's "
-                              "rate limits and votes under one name (docs/deploy.md, \"Several servers\")")
+            raise ConfigError(
+                "secret: --database needs a secret shared by every server (--secret-file FILE or "
+                "ARENA_SECRET), so that each accepts the others' sessions and counts one client's "
+                'rate limits and votes under one name (docs/deploy.md, "Several servers")'
+            )
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -187,13 +202,38 @@ class Settings:
 
 # (settings, test, what the message says they must be)
 _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
-    (("max_concurrency", "max_input_chars", "max_turns", "queue_per_slot", "vllm_concurrency", "load_parallel",
-      "battle_max_new_tokens"),
-     lambda v: v >= 1, "at least 1"),
-    (("trusted_proxies", "leaderboard_rounds", "leaderboard_min_battles", "leaderboard_votes_per_day",
-      "rate_messages", "rate_votes", "rate_votes_day", "queue_size"), lambda v: v >= 0, "0 (off / automatic) or more"),
-    (("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s", "session_idle_min"), lambda v: v > 0,
-     "> 0"),
+    (
+        (
+            "max_concurrency",
+            "max_input_chars",
+            "max_turns",
+            "queue_per_slot",
+            "vllm_concurrency",
+            "load_parallel",
+            "battle_max_new_tokens",
+        ),
+        lambda v: v >= 1,
+        "at least 1",
+    ),
+    (
+        (
+            "trusted_proxies",
+            "leaderboard_rounds",
+            "leaderboard_min_battles",
+            "leaderboard_votes_per_day",
+            "rate_messages",
+            "rate_votes",
+            "rate_votes_day",
+            "queue_size",
+        ),
+        lambda v: v >= 0,
+        "0 (off / automatic) or more",
+    ),
+    (
+        ("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s", "session_idle_min"),
+        lambda v: v > 0,
+        "> 0",
+    ),
 )
 
 
@@ -236,84 +276,224 @@ def build_parser() -> argparse.ArgumentParser:
     add("--host", help="address to listen on; default 127.0.0.1 (use 0.0.0.0 to serve a network)")
     add("--port", type=int, help="port; default 7860")
     add("--share", action="store_true", default=None, help="create a public Gradio share link (needs internet)")
-    add("--log-dir", dest="log_dir", type=Path, help="where votes and transcripts go; default ./logs (/data/logs on Spaces)")
-    add("--cache-dir", dest="cache_dir", type=Path, help="cache for dequantised weights; default ~/.cache/pairwise-arena")
-    add("--no-preload", dest="preload", action="store_false", default=None, help="load models on first use instead of at start")
-    add("--load-parallel", dest="load_parallel", type=int,
-        help="models loading at once at start; default 2 (1: one after another)")
+    add(
+        "--log-dir",
+        dest="log_dir",
+        type=Path,
+        help="where votes and transcripts go; default ./logs (/data/logs on Spaces)",
+    )
+    add(
+        "--cache-dir",
+        dest="cache_dir",
+        type=Path,
+        help="cache for dequantised weights; default ~/.cache/pairwise-arena",
+    )
+    add(
+        "--no-preload",
+        dest="preload",
+        action="store_false",
+        default=None,
+        help="load models on first use instead of at start",
+    )
+    add(
+        "--load-parallel",
+        dest="load_parallel",
+        type=int,
+        help="models loading at once at start; default 2 (1: one after another)",
+    )
     add("--max-concurrency", dest="max_concurrency", type=int, help="simultaneous generations per model; default 2")
-    add("--queue-timeout", dest="queue_timeout_s", type=float, help="seconds a request waits for a free slot; default 60")
-    add("--vllm-python", dest="vllm_python",
+    add(
+        "--queue-timeout",
+        dest="queue_timeout_s",
+        type=float,
+        help="seconds a request waits for a free slot; default 60",
+    )
+    add(
+        "--vllm-python",
+        dest="vllm_python",
         help="Python interpreter with vLLM installed; default: .venv-vllm beside the app if the installer made one; "
-        "'none' serves every model with transformers")
-    add("--vllm-start-timeout", dest="vllm_start_timeout_s", type=float,
-        help="seconds a vLLM server may take to become ready; default 600")
-    add("--vllm-concurrency", dest="vllm_concurrency", type=int,
-        help="simultaneous generations per model served by vLLM (it batches them); default 8")
-    add("--queue-per-slot", dest="queue_per_slot", type=int,
-        help="requests that may wait per generation slot of a model before new ones are refused at once; default 4")
+        "'none' serves every model with transformers",
+    )
+    add(
+        "--vllm-start-timeout",
+        dest="vllm_start_timeout_s",
+        type=float,
+        help="seconds a vLLM server may take to become ready; default 600",
+    )
+    add(
+        "--vllm-concurrency",
+        dest="vllm_concurrency",
+        type=int,
+        help="simultaneous generations per model served by vLLM (it batches them); default 8",
+    )
+    add(
+        "--queue-per-slot",
+        dest="queue_per_slot",
+        type=int,
+        help="requests that may wait per generation slot of a model before new ones are refused at once; default 4",
+    )
     add("--max-input-chars", dest="max_input_chars", type=int, help="longest accepted message; default 12000")
-    add("--max-turns", dest="max_turns", type=int, help="turns per conversation before a new round is needed; default 20")
-    add("--battle-max-new-tokens", dest="battle_max_new_tokens", type=int,
-        help="one length cap for both models of a battle (their own would tell them apart); default 256")
-    add("--pairing", dest="pairing", choices=PAIRING_MODES,
+    add(
+        "--max-turns",
+        dest="max_turns",
+        type=int,
+        help="turns per conversation before a new round is needed; default 20",
+    )
+    add(
+        "--battle-max-new-tokens",
+        dest="battle_max_new_tokens",
+        type=int,
+        help="one length cap for both models of a battle (their own would tell them apart); default 256",
+    )
+    add(
+        "--pairing",
+        dest="pairing",
+        choices=PAIRING_MODES,
         help="how a battle's pair is chosen: smart (default) favours the pair whose vote narrows the ratings most, "
-        "new models first; weighted draws by the models-file weights alone. Weight 0 keeps a model out in both")
-    add("--trusted-proxies", dest="trusted_proxies", type=int,
+        "new models first; weighted draws by the models-file weights alone. Weight 0 keeps a model out in both",
+    )
+    add(
+        "--trusted-proxies",
+        dest="trusted_proxies",
+        type=int,
         help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
-        "from X-Forwarded-For only that far; default 0")
-    add("--ip-logging", dest="ip_logging", choices=IP_LOGGING_MODES,
-        help="how client addresses are kept in the logs: a keyed hash (default), raw, or none")
-    add("--no-transcripts", dest="log_transcripts", action="store_false", default=None,
-        help="do not log chat transcripts (votes are still recorded, with the conversations they judge)")
-    add("--leaderboard-rounds", dest="leaderboard_rounds", type=int,
-        help="bootstrap rounds for the leaderboard's 95%% intervals; default 200 (0: none)")
-    add("--leaderboard-include-named", dest="leaderboard_include_named", action="store_true", default=None,
-        help="also count side-by-side votes where the model names were visible")
-    add("--keep-stopped", dest="leaderboard_drop_stopped", action="store_false", default=None,
-        help="keep battles in which a reply was stopped early")
-    add("--leaderboard-min-battles", dest="leaderboard_min_battles", type=int,
-        help="models with fewer battles are shown as preliminary, without a rank; default 50 (0: none)")
-    add("--leaderboard-votes-per-day", dest="leaderboard_votes_per_day", type=int,
-        help="count at most this many votes per voter per day on the leaderboard; default 0 (no cap)")
-    add("--leaderboard-exclude-flagged", dest="leaderboard_exclude_flagged", action="store_true", default=None,
-        help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance")
-    add("--identity-words", dest="identity_words",
-        help="extra comma-separated words that disqualify a battle when a reply contains one")
-    add("--merge-fingerprints", dest="leaderboard_merge_fingerprints", metavar="NAMES",
+        "from X-Forwarded-For only that far; default 0",
+    )
+    add(
+        "--ip-logging",
+        dest="ip_logging",
+        choices=IP_LOGGING_MODES,
+        help="how client addresses are kept in the logs: a keyed hash (default), raw, or none",
+    )
+    add(
+        "--no-transcripts",
+        dest="log_transcripts",
+        action="store_false",
+        default=None,
+        help="do not log chat transcripts (votes are still recorded, with the conversations they judge)",
+    )
+    add(
+        "--leaderboard-rounds",
+        dest="leaderboard_rounds",
+        type=int,
+        help="bootstrap rounds for the leaderboard's 95%% intervals; default 200 (0: none)",
+    )
+    add(
+        "--leaderboard-include-named",
+        dest="leaderboard_include_named",
+        action="store_true",
+        default=None,
+        help="also count side-by-side votes where the model names were visible",
+    )
+    add(
+        "--keep-stopped",
+        dest="leaderboard_drop_stopped",
+        action="store_false",
+        default=None,
+        help="keep battles in which a reply was stopped early",
+    )
+    add(
+        "--leaderboard-min-battles",
+        dest="leaderboard_min_battles",
+        type=int,
+        help="models with fewer battles are shown as preliminary, without a rank; default 50 (0: none)",
+    )
+    add(
+        "--leaderboard-votes-per-day",
+        dest="leaderboard_votes_per_day",
+        type=int,
+        help="count at most this many votes per voter per day on the leaderboard; default 0 (no cap)",
+    )
+    add(
+        "--leaderboard-exclude-flagged",
+        dest="leaderboard_exclude_flagged",
+        action="store_true",
+        default=None,
+        help="leave out the votes of voters whose votes disagree with everyone else's far beyond chance",
+    )
+    add(
+        "--identity-words",
+        dest="identity_words",
+        help="extra comma-separated words that disqualify a battle when a reply contains one",
+    )
+    add(
+        "--merge-fingerprints",
+        dest="leaderboard_merge_fingerprints",
+        metavar="NAMES",
         help="comma-separated model names whose fingerprints (weights, engine, template) the leaderboard rates "
-        "as one row; '*' for every model. Default: a row per fingerprint when a name's changed")
-    add("--database", dest="database",
+        "as one row; '*' for every model. Default: a row per fingerprint when a name's changed",
+    )
+    add(
+        "--database",
+        dest="database",
         help="keep the vote index in this PostgreSQL database (postgresql://USER@HOST:PORT/DBNAME), shared by "
-        "several servers; default: an SQLite file beside the logs. Needs --server-name")
-    add("--server-name", dest="server_name",
-        help="this server's name among those sharing --database; its log files are named YYYY-MM-DD-NAME-conv.json")
-    add("--secret-file", dest="secret_file",
+        "several servers; default: an SQLite file beside the logs. Needs --server-name",
+    )
+    add(
+        "--server-name",
+        dest="server_name",
+        help="this server's name among those sharing --database; its log files are named YYYY-MM-DD-NAME-conv.json",
+    )
+    add(
+        "--secret-file",
+        dest="secret_file",
         help="a file holding the secret every server of this arena shares (at least 32 characters; or set "
         "ARENA_SECRET): sessions signed by one are accepted by the others, addresses hash alike. Needed "
-        "with --database; default: a random key per process")
-    add("--operator-key-file", dest="operator_key_file",
+        "with --database; default: a random key per process",
+    )
+    add(
+        "--operator-key-file",
+        dest="operator_key_file",
         help="a file holding the operator key (at least 16 characters; or set ARENA_OPERATOR_KEY): the "
         "Leaderboard tab's voter check and downloads of every conversation answer only requests that carry it; "
-        "without a key they are not offered, whatever address the app listens on")
-    add("--ui-export", dest="ui_export", choices=("auto", "on", "off"),
+        "without a key they are not offered, whatever address the app listens on",
+    )
+    add(
+        "--ui-export",
+        dest="ui_export",
+        choices=("auto", "on", "off"),
         help="the operator's views in the Leaderboard tab: auto (default) offers them when an operator key is "
-        "set; on refuses to start without one; off never offers them")
-    add("--auth-file", dest="auth_file",
-        help="require a login: a file of username:password lines (passwords can also come from ARENA_AUTH)")
-    add("--hf-oauth", dest="hf_oauth", action="store_true", default=None,
-        help="require 'Sign in with Hugging Face' (on a Space with hf_oauth: true)")
-    add("--rate-messages", dest="rate_messages", type=int, help="chat messages per client per minute; default 20 (0: off)")
+        "set; on refuses to start without one; off never offers them",
+    )
+    add(
+        "--auth-file",
+        dest="auth_file",
+        help="require a login: a file of username:password lines (passwords can also come from ARENA_AUTH)",
+    )
+    add(
+        "--hf-oauth",
+        dest="hf_oauth",
+        action="store_true",
+        default=None,
+        help="require 'Sign in with Hugging Face' (on a Space with hf_oauth: true)",
+    )
+    add(
+        "--rate-messages",
+        dest="rate_messages",
+        type=int,
+        help="chat messages per client per minute; default 20 (0: off)",
+    )
     add("--rate-votes", dest="rate_votes", type=int, help="votes per client per minute; default 30 (0: off)")
     add("--rate-votes-day", dest="rate_votes_day", type=int, help="votes per client per day; default 200 (0: off)")
-    add("--queue-size", dest="queue_size", type=int,
-        help="UI requests that may wait before new ones are refused; default 0 = sized to the models")
+    add(
+        "--queue-size",
+        dest="queue_size",
+        type=int,
+        help="UI requests that may wait before new ones are refused; default 0 = sized to the models",
+    )
     add("--max-request-mb", dest="max_request_mb", type=float, help="largest request body or upload in MB; default 2")
-    add("--hub-dataset", dest="hub_dataset",
-        help="also push the logs to this Hugging Face dataset repo (owner/name; needs HF_TOKEN and internet)")
+    add(
+        "--hub-dataset",
+        dest="hub_dataset",
+        help="also push the logs to this Hugging Face dataset repo (owner/name; needs HF_TOKEN and internet)",
+    )
     add("--hub-every", dest="hub_every_min", type=float, help="minutes between pushes to --hub-dataset; default 10")
-    add("--session-idle-min", dest="session_idle_min", type=float,
-        help="minutes after which an unused browser session is removed from memory; default 30")
+    add(
+        "--session-idle-min",
+        dest="session_idle_min",
+        type=float,
+        help="minutes after which an unused browser session is removed from memory; default 30",
+    )
     return parser
 
 

@@ -79,8 +79,11 @@ class SamplingParams:
         """The settings an engine runs with: a temperature too small to divide by is greedy, and a
         repetition penalty acts no smaller than REPETITION_PENALTY_FLOOR. Both are in range, and
         both overflowed the logits to inf (a crash while sampling) when taken literally."""
-        return dataclasses.replace(self, temperature=0.0 if self.greedy else self.temperature,
-                                   repetition_penalty=max(self.repetition_penalty, REPETITION_PENALTY_FLOOR))
+        return dataclasses.replace(
+            self,
+            temperature=0.0 if self.greedy else self.temperature,
+            repetition_penalty=max(self.repetition_penalty, REPETITION_PENALTY_FLOOR),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -8,8 +8,14 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 # Debian's Chromium (FIELD-NOTES.md): no sandbox in a container, nothing that reaches the network.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")

@@ -124,7 +124,9 @@ def main(argv: list[str]) -> None:
             desktop = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
             battle(desktop, ui.url, out)
             side_by_side(desktop, ui.url, out)
-            mobile = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2).new_page()
+            mobile = browser.new_context(
+                viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2
+            ).new_page()
             phone(mobile, ui.url, out)
         finally:
             browser.close()

@@ -23,8 +23,10 @@ from tests.tiny import build_tiny_model
 from tests.uiapp import RunningUI, start_ui, ui_settings
 from webui.leaderboard.simulate import simulate
 
-SIZES = {"phone": {"viewport": PHONE, "is_mobile": True, "has_touch": True},
-         "desktop": {"viewport": {"width": 1400, "height": 900}}}
+SIZES = {
+    "phone": {"viewport": PHONE, "is_mobile": True, "has_touch": True},
+    "desktop": {"viewport": {"width": 1400, "height": 900}},
+}
 
 
 def tabs(page: Page, url: str, save: Callable[[str], None]) -> None:
@@ -58,8 +60,18 @@ def tabs(page: Page, url: str, save: Callable[[str], None]) -> None:
 def start(tmp: Path) -> RunningUI:
     settings = ui_settings(tmp, build_tiny_model(tmp / "model"))
     simulate(tmp / "earlier", battles=2000, seed=2, days=2)
-    subprocess.run([sys.executable, "-m", "webui.leaderboard", str(tmp / "earlier"), "--snapshot",
-                    str(settings.log_dir / "snapshots")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webui.leaderboard",
+            str(tmp / "earlier"),
+            "--snapshot",
+            str(settings.log_dir / "snapshots"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     simulate(settings.log_dir, battles=3000, seed=1, days=3)
     return start_ui(settings)
 
@@ -78,6 +90,7 @@ def main(argv: list[str]) -> None:
                     page.wait_for_timeout(800)  # Gradio sizes the table's columns after a render
                     page.screenshot(path=str(out / f"{size}-{name}.png"), full_page=True)
                     print(out / f"{size}-{name}.png")
+
                 tabs(page, ui.url, save)
                 page.context.close()
         finally:

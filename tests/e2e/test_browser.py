@@ -133,7 +133,8 @@ def toast_settled(page: Page) -> None:
     """Wait for the toasts' slide-in to end (not for their countdown bars, which run until they close)."""
     page.locator(".toast-wrap").first.evaluate(
         "wrap => Promise.all(wrap.getAnimations({subtree: true})"
-        ".filter((a) => !a.effect.target.classList.contains('timer')).map((a) => a.finished))")
+        ".filter((a) => !a.effect.target.classList.contains('timer')).map((a) => a.finished))"
+    )
 
 
 def in_view(page: Page, selector: str, slack_px: float = 0) -> bool:
@@ -289,6 +290,7 @@ def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page
     def b_in_view() -> bool:
         b = phone.locator("#battle-chat-b").bounding_box()
         return b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"]
+
     wait_for(b_in_view, 10, "pane B did not swipe into view")
     shot(phone, "phone-battle-b", full_page=False)
 
@@ -321,8 +323,10 @@ def test_direct_chat_thumbs_say_what_they_mean_and_flag_stays_open(ui: RunningUI
 def test_html_in_a_prompt_and_a_reply_renders_inert(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url + "?tab=direct")
     choose(page, "direct-model", "echo")  # replies with the prompt: the same payload from the model
-    payload = ('<img src=x onerror="window.__xss=1;alert(1)"> <script>window.__xss=2;alert(2)</script> '
-               '**bold** and $$x^2 + y^2$$\n```python\nprint("hi")\n```')
+    payload = (
+        '<img src=x onerror="window.__xss=1;alert(1)"> <script>window.__xss=2;alert(2)</script> '
+        '**bold** and $$x^2 + y^2$$\n```python\nprint("hi")\n```'
+    )
     send(page, "direct", payload)
     expect(page.locator("#direct-vote-up")).to_be_enabled(timeout=20_000)
     chat = page.locator("#direct-chat")

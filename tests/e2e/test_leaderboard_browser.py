@@ -55,8 +55,11 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runnin
 
 @pytest.mark.parametrize("device", ["desktop", "phone"])
 def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Browser, device: str) -> None:
-    options = {"viewport": DESKTOP} if device == "desktop" else \
-        {"viewport": PHONE, "is_mobile": True, "has_touch": True, "device_scale_factor": 2}
+    options = (
+        {"viewport": DESKTOP}
+        if device == "desktop"
+        else {"viewport": PHONE, "is_mobile": True, "has_touch": True, "device_scale_factor": 2}
+    )
     context = browser.new_context(**options)
     page: Page = context.new_page()
     try:
@@ -72,8 +75,16 @@ def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Br
             page.wait_for_function(f"() => ({BROKEN_WORDS})('leaderboard-table').length === 0", timeout=10_000)
         shot(page, f"leaderboard-{device}")
         headers = table.locator("th .header").all_inner_texts()
-        assert {"Rating", "Battles", "Losses", "95% CI (style)", "P(above next)", "More battles (next)",
-                "First token (s)", "Tokens/s"} <= set(headers)
+        assert {
+            "Rating",
+            "Battles",
+            "Losses",
+            "95% CI (style)",
+            "P(above next)",
+            "More battles (next)",
+            "First token (s)",
+            "Tokens/s",
+        } <= set(headers)
         expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
         assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
     finally:
@@ -112,8 +123,7 @@ def test_every_tab_fits_a_phone(ui: RunningUI, browser: Browser) -> None:
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
     page: Page = context.new_page()
     try:
-        for tab, ready in (("battle", "#battle-status"), ("side_by_side", "#sbs-status"),
-                           ("direct", "#direct-status")):
+        for tab, ready in (("battle", "#battle-status"), ("side_by_side", "#sbs-status"), ("direct", "#direct-status")):
             page.goto(f"{ui.url}?tab={tab}")
             expect(page.locator(ready)).to_contain_text("ready", timeout=30_000)
             if tab == "side_by_side":

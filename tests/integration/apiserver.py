@@ -17,8 +17,16 @@ from webui.config import Settings
 from webui.server.app import create_app
 from webui.services import build_services
 
-__all__ = ["STOP_S", "RunningServer", "alive_threads", "decoding_steps", "serve_app", "start_arena",
-           "threads_end_within", "wait_for"]
+__all__ = [
+    "STOP_S",
+    "RunningServer",
+    "alive_threads",
+    "decoding_steps",
+    "serve_app",
+    "start_arena",
+    "threads_end_within",
+    "wait_for",
+]
 
 # How long a stopped generation may take to end before a test calls it a hang. Only a hang guard:
 # that a stop worked is shown by the steps the model made (`decoding_steps`), how fast it is by bench/.
@@ -38,7 +46,6 @@ def start_arena(settings: Settings, *, ui: bool = True) -> RunningServer:
         app = FastAPI()
         install_api(app, services)
     return serve_app(app, services)
-
 
 
 @contextlib.contextmanager

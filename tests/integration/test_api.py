@@ -50,8 +50,9 @@ models:
     max_concurrency: 1
     sampling: {{temperature: 0, max_new_tokens: 16}}
 """)
-    settings = Settings(models_file=models, log_dir=root / "logs", cache_dir=root / "cache", queue_timeout_s=1.0,
-                        rate_messages=0)  # one client sends far more than 20 a minute here (limits: test_api_limits.py)
+    settings = Settings(
+        models_file=models, log_dir=root / "logs", cache_dir=root / "cache", queue_timeout_s=1.0, rate_messages=0
+    )  # one client sends far more than 20 a minute here (limits: test_api_limits.py)
     running = start_arena(settings)
     yield running
     running.stop()
@@ -59,12 +60,17 @@ models:
 
 @pytest.fixture
 def client(server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=60,
-                         http_client=checked_http_client())
+    return openai.OpenAI(
+        base_url=server.v1, api_key="unused", max_retries=0, timeout=60, http_client=checked_http_client()
+    )
 
 
 def _hello(**kwargs):
-    return {"model": "tiny-a", "messages": [{"role": "user", "content": "hello what is the capital of france"}], **kwargs}
+    return {
+        "model": "tiny-a",
+        "messages": [{"role": "user", "content": "hello what is the capital of france"}],
+        **kwargs,
+    }
 
 
 # ---- happy paths --------------------------------------------------------------------------------
@@ -85,8 +91,11 @@ def test_chat_whole_and_streamed_agree_with_usage(client: openai.OpenAI, no_thre
     assert whole.usage.prompt_tokens > 0
     assert whole.usage.total_tokens == whole.usage.prompt_tokens + 6
 
-    chunks = list(client.chat.completions.create(**_hello(max_tokens=6), stream=True, extra_body={"ignore_eos": True},
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            **_hello(max_tokens=6), stream=True, extra_body={"ignore_eos": True}, stream_options={"include_usage": True}
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     assert len({c.id for c in chunks}) == 1
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -123,21 +132,28 @@ def test_completions_whole_and_streamed(client: openai.OpenAI, no_thread_leak: N
 
 
 def test_stop_sequence_cuts_the_answer(client: openai.OpenAI) -> None:
-    full = client.chat.completions.create(**_hello(max_tokens=12), extra_body={"ignore_eos": True}).choices[0].message.content
+    full = (
+        client.chat.completions.create(**_hello(max_tokens=12), extra_body={"ignore_eos": True})
+        .choices[0]
+        .message.content
+    )
     words = full.split()
     stop = next((w for w in words[1:] if full.find(w) > 0), None)
     assert stop, f"need a word not at the start of {full!r}"
     cut = client.chat.completions.create(**_hello(max_tokens=12), stop=[stop, "zzz"], extra_body={"ignore_eos": True})
     assert cut.choices[0].finish_reason == "stop"
     assert cut.choices[0].message.content == full[: full.find(stop)]
-    streamed = client.chat.completions.create(**_hello(max_tokens=12), stop=stop, stream=True, extra_body={"ignore_eos": True})
+    streamed = client.chat.completions.create(
+        **_hello(max_tokens=12), stop=stop, stream=True, extra_body={"ignore_eos": True}
+    )
     assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == full[: full.find(stop)]
 
 
 def test_seed_makes_sampling_repeatable(client: openai.OpenAI) -> None:
     def ask() -> str:
-        reply = client.chat.completions.create(**{**_hello(max_tokens=8), "model": "tiny-sampled"}, seed=7,
-                                               extra_body={"ignore_eos": True})
+        reply = client.chat.completions.create(
+            **{**_hello(max_tokens=8), "model": "tiny-sampled"}, seed=7, extra_body={"ignore_eos": True}
+        )
         return reply.choices[0].message.content
 
     assert ask() == ask()
@@ -151,21 +167,28 @@ def test_every_answer_was_checked_against_openai_types(client: openai.OpenAI) ->
 
 
 # ---- values at the ends of their ranges ---------------------------------------------------------
-@pytest.mark.parametrize("values", [
-    {"temperature": 1e-45},
-    {"temperature": 5e-324},
-    {"repetition_penalty": 1e-300},
-    {"repetition_penalty": 5e-324, "temperature": 2},
-    {"temperature": 1e-45, "repetition_penalty": 1e-300},
-    {"top_p": 1e-300},
-    {"temperature": 2, "top_p": 1, "top_k": 1_000_000, "repetition_penalty": 2},
-    {"temperature": 1e-45, "top_k": 1},
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"temperature": 1e-45},
+        {"temperature": 5e-324},
+        {"repetition_penalty": 1e-300},
+        {"repetition_penalty": 5e-324, "temperature": 2},
+        {"temperature": 1e-45, "repetition_penalty": 1e-300},
+        {"top_p": 1e-300},
+        {"temperature": 2, "top_p": 1, "top_k": 1_000_000, "repetition_penalty": 2},
+        {"temperature": 1e-45, "top_k": 1},
+    ],
+)
 def test_every_value_the_validator_accepts_generates(client: openai.OpenAI, values: dict) -> None:
     """Each was a 500 "probability tensor contains either inf, nan or element < 0" once."""
     for stream in (False, True):
-        reply = client.chat.completions.create(**{**_hello(max_tokens=5), "model": "tiny-sampled"}, seed=1,
-                                               stream=stream, extra_body={"ignore_eos": True, **values})
+        reply = client.chat.completions.create(
+            **{**_hello(max_tokens=5), "model": "tiny-sampled"},
+            seed=1,
+            stream=stream,
+            extra_body={"ignore_eos": True, **values},
+        )
         if stream:
             chunks = list(reply)
             assert chunks[-1].choices[0].finish_reason == "length"
@@ -175,25 +198,33 @@ def test_every_value_the_validator_accepts_generates(client: openai.OpenAI, valu
 
 def test_a_tiny_temperature_is_greedy(client: openai.OpenAI) -> None:
     def answer(**values: float) -> str:
-        return client.chat.completions.create(**{**_hello(max_tokens=8), "model": "tiny-sampled"},
-                                              extra_body={"ignore_eos": True, **values}).choices[0].message.content
+        return (
+            client.chat.completions.create(
+                **{**_hello(max_tokens=8), "model": "tiny-sampled"}, extra_body={"ignore_eos": True, **values}
+            )
+            .choices[0]
+            .message.content
+        )
 
     assert answer(temperature=1e-45) == answer(temperature=1e-6) == answer(temperature=0)
 
 
 # ---- errors -------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("changes", "param"), [
-    ({"n": 2}, "n"),
-    ({"temperature": 3}, "temperature"),
-    ({"top_p": 0}, "top_p"),
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
-    ({"extra_body": {"top_k": -1}}, "top_k"),
-    ({"extra_body": {"repetition_penalty": 5}}, "repetition_penalty"),
-    ({"extra_body": {"best_of": 3}}, "best_of"),  # unknown to chat: would change behaviour
-    ({"logit_bias": {"5": 10}}, "logit_bias"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role"),
-])
+@pytest.mark.parametrize(
+    ("changes", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"temperature": 3}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"extra_body": {"top_k": -1}}, "top_k"),
+        ({"extra_body": {"repetition_penalty": 5}}, "repetition_penalty"),
+        ({"extra_body": {"best_of": 3}}, "best_of"),  # unknown to chat: would change behaviour
+        ({"logit_bias": {"5": 10}}, "logit_bias"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role"),
+    ],
+)
 def test_bad_parameters_are_400_with_openai_error_body(client: openai.OpenAI, changes: dict, param: str) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**{**_hello(max_tokens=4), **changes})
@@ -205,8 +236,14 @@ def test_bad_parameters_are_400_with_openai_error_body(client: openai.OpenAI, ch
 
 
 def test_harmless_openai_fields_are_accepted(client: openai.OpenAI) -> None:
-    reply = client.chat.completions.create(**_hello(max_tokens=2), user="u1", logprobs=False, presence_penalty=0,
-                                           metadata={"k": "v"}, response_format={"type": "text"})
+    reply = client.chat.completions.create(
+        **_hello(max_tokens=2),
+        user="u1",
+        logprobs=False,
+        presence_penalty=0,
+        metadata={"k": "v"},
+        response_format={"type": "text"},
+    )
     assert reply.choices[0].message.content is not None
 
 
@@ -239,7 +276,9 @@ def test_long_conversation_without_max_tokens_is_refused_not_truncated(client: o
 
 
 def test_bad_json_is_400(server: RunningServer) -> None:
-    response = httpx.post(f"{server.v1}/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{server.v1}/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
 
 
@@ -249,8 +288,13 @@ class LongStream:
     (The line iterator is kept: dropping it would close the connection, which is a disconnect.)"""
 
     def __init__(self, server: RunningServer) -> None:
-        body = {"model": "tiny-long", "messages": [{"role": "user", "content": "hello"}], "stream": True,
-                "max_tokens": LONG["max_tokens"], **LONG["extra_body"]}
+        body = {
+            "model": "tiny-long",
+            "messages": [{"role": "user", "content": "hello"}],
+            "stream": True,
+            "max_tokens": LONG["max_tokens"],
+            **LONG["extra_body"],
+        }
         self.client = httpx.Client(timeout=30)
         request = self.client.build_request("POST", f"{server.v1}/chat/completions", json=body)
         self.response = self.client.send(request, stream=True)
@@ -275,7 +319,12 @@ def test_client_disconnect_stops_generation(server: RunningServer, no_thread_lea
 
 
 def test_non_streaming_client_that_gives_up_stops_generation(server: RunningServer, no_thread_leak: None) -> None:
-    body = {"model": "tiny-long", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 3000, "ignore_eos": True}
+    body = {
+        "model": "tiny-long",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 3000,
+        "ignore_eos": True,
+    }
     with decoding_steps(server, "tiny-long") as steps:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.v1}/chat/completions", json=body, timeout=httpx.Timeout(30, read=1.0))
@@ -287,7 +336,9 @@ def test_full_queue_is_429_with_retry_after(server: RunningServer, client: opena
     stream = LongStream(server)  # holds tiny-long's only slot
     try:
         with pytest.raises(openai.RateLimitError) as caught:
-            client.chat.completions.create(model="tiny-long", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+            client.chat.completions.create(
+                model="tiny-long", messages=[{"role": "user", "content": "hi"}], max_tokens=2
+            )
         assert caught.value.status_code == 429
         assert int(caught.value.response.headers["retry-after"]) >= 1
         assert caught.value.body["code"] == "model_overloaded"

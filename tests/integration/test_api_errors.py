@@ -29,15 +29,25 @@ def _upstream_app() -> FastAPI:
 
     @app.get("/v1/models")
     def models() -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "broken", "object": "model"},
-                                                        {"id": "picky", "object": "model"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "broken", "object": "model"}, {"id": "picky", "object": "model"}]}
+        )
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> object:
         body = await request.json()
         if body["model"] == "picky":
-            return JSONResponse({"error": {"message": "max_tokens is too large for this server", "type": "x",
-                                           "param": None, "code": None}}, status_code=400)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": "max_tokens is too large for this server",
+                        "type": "x",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+                status_code=400,
+            )
         return PlainTextResponse(f'Traceback (most recent call last):\n  File "{SECRET}"\nKeyError: 7', status_code=500)
 
     return app
@@ -51,7 +61,9 @@ def upstream() -> Iterator[RunningServer]:
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_dir: Path, upstream: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def server(
+    tiny_model_dir: Path, upstream: RunningServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-errors")
     (root / "models.yaml").write_text(f"""\
 models:
@@ -67,8 +79,14 @@ models:
     base_url: {upstream.v1}
     remote_model: picky
 """)
-    settings = Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache",
-                        queue_timeout_s=5.0, rate_messages=0, max_request_mb=0.5)
+    settings = Settings(
+        models_file=root / "models.yaml",
+        log_dir=root / "logs",
+        cache_dir=root / "cache",
+        queue_timeout_s=5.0,
+        rate_messages=0,
+        max_request_mb=0.5,
+    )
     running = start_arena(settings)
     yield running
     running.stop()
@@ -105,19 +123,37 @@ def assert_refused(response: httpx.Response, status: int, param: str | None) -> 
 LONE = "\\ud800"  # a lone surrogate as JSON writes it: valid JSON, not encodable text
 
 
-@pytest.mark.parametrize(("path", "raw", "param"), [
-    ("/chat/completions", f'{{"model": "tiny-a", "messages": [{{"role": "user", "content": "a{LONE}b"}}]}}',
-     "messages.0.content"),
-    ("/chat/completions", f'{{"model": "tiny-a", "messages": [{{"role": "user", "content": '
-                          f'[{{"type": "text", "text": "{LONE}"}}]}}]}}', "messages.0.content.0.text"),
-    ("/completions", f'{{"model": "tiny-a", "prompt": "x{LONE}"}}', "prompt"),
-    ("/completions", f'{{"model": "tiny-a", "prompt": ["{LONE}"]}}', "prompt.0"),
-    ("/chat/completions", f'{{"model": "tiny-a{LONE}", "messages": [{{"role": "user", "content": "hi"}}]}}', "model"),
-    ("/chat/completions", f'{{"model": "tiny-a", "stop": "{LONE}", "messages": [{{"role": "user", "content": "hi"}}]}}',
-     "stop"),
-])
-def test_lone_surrogate_is_400_naming_the_field_and_keeps_the_connection(http: httpx.Client, path: str, raw: str,
-                                                                        param: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "raw", "param"),
+    [
+        (
+            "/chat/completions",
+            f'{{"model": "tiny-a", "messages": [{{"role": "user", "content": "a{LONE}b"}}]}}',
+            "messages.0.content",
+        ),
+        (
+            "/chat/completions",
+            f'{{"model": "tiny-a", "messages": [{{"role": "user", "content": '
+            f'[{{"type": "text", "text": "{LONE}"}}]}}]}}',
+            "messages.0.content.0.text",
+        ),
+        ("/completions", f'{{"model": "tiny-a", "prompt": "x{LONE}"}}', "prompt"),
+        ("/completions", f'{{"model": "tiny-a", "prompt": ["{LONE}"]}}', "prompt.0"),
+        (
+            "/chat/completions",
+            f'{{"model": "tiny-a{LONE}", "messages": [{{"role": "user", "content": "hi"}}]}}',
+            "model",
+        ),
+        (
+            "/chat/completions",
+            f'{{"model": "tiny-a", "stop": "{LONE}", "messages": [{{"role": "user", "content": "hi"}}]}}',
+            "stop",
+        ),
+    ],
+)
+def test_lone_surrogate_is_400_naming_the_field_and_keeps_the_connection(
+    http: httpx.Client, path: str, raw: str, param: str
+) -> None:
     refused = _post_raw(http, path, raw)
     assert_refused(refused, 400, param)
     assert "surrogate" in refused.json()["error"]["message"]
@@ -129,8 +165,11 @@ def test_lone_surrogate_is_400_naming_the_field_and_keeps_the_connection(http: h
 def test_deeply_nested_json_is_400(http: httpx.Client) -> None:
     for depth in (100_000, 5_000, 40):
         nested = "[" * depth + "]" * depth
-        refused = _post_raw(http, "/chat/completions", f'{{"model": "tiny-a", "metadata": {nested}, '
-                                                       '"messages": [{"role": "user", "content": "hi"}]}')
+        refused = _post_raw(
+            http,
+            "/chat/completions",
+            f'{{"model": "tiny-a", "metadata": {nested}, "messages": [{{"role": "user", "content": "hi"}}]}}',
+        )
         assert refused.status_code == 400, (depth, refused.text)
     assert http.post("/chat/completions", json=_chat(max_tokens=1)).status_code == 200
 
@@ -143,8 +182,9 @@ def test_too_large_body_is_413_with_an_openai_error(http: httpx.Client) -> None:
     def chunks() -> Iterator[bytes]:  # chunked: no Content-Length to refuse on
         yield json.dumps(big).encode()
 
-    assert_refused(http.post("/chat/completions", content=chunks(), headers={"content-type": "application/json"}),
-                   413, None)
+    assert_refused(
+        http.post("/chat/completions", content=chunks(), headers={"content-type": "application/json"}), 413, None
+    )
 
 
 def test_unknown_routes_and_methods_answer_openai_errors(http: httpx.Client) -> None:
@@ -154,19 +194,22 @@ def test_unknown_routes_and_methods_answer_openai_errors(http: httpx.Client) -> 
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"temperature": "0.5"}, "temperature"),
-    ({"temperature": True}, "temperature"),
-    ({"top_p": "1"}, "top_p"),
-    ({"top_p": False}, "top_p"),
-    ({"repetition_penalty": True}, "repetition_penalty"),
-    ({"max_tokens": "5"}, "max_tokens"),
-    ({"max_tokens": 5.0}, "max_tokens"),
-    ({"seed": True}, "seed"),
-    ({"top_k": 2**70}, "top_k"),
-    ({"top_k": True}, "top_k"),
-    ({"ignore_eos": 1}, "ignore_eos"),
-])
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": True}, "temperature"),
+        ({"top_p": "1"}, "top_p"),
+        ({"top_p": False}, "top_p"),
+        ({"repetition_penalty": True}, "repetition_penalty"),
+        ({"max_tokens": "5"}, "max_tokens"),
+        ({"max_tokens": 5.0}, "max_tokens"),
+        ({"seed": True}, "seed"),
+        ({"top_k": 2**70}, "top_k"),
+        ({"top_k": True}, "top_k"),
+        ({"ignore_eos": 1}, "ignore_eos"),
+    ],
+)
 def test_numbers_must_be_numbers_and_in_range(http: httpx.Client, fields: dict, param: str) -> None:
     assert_refused(http.post("/chat/completions", json=_chat(**fields)), 400, param)
     assert_refused(http.post("/completions", json={"model": "tiny-a", "prompt": "hello", **fields}), 400, param)
@@ -180,8 +223,9 @@ def test_non_finite_numbers_are_400(http: httpx.Client, value: str) -> None:
 
 # ---- item 3: no exception text or internal addresses in answers --------------------------------
 @pytest.mark.parametrize("stream", [False, True])
-def test_upstream_failure_is_502_without_its_address_or_exception(http: httpx.Client, upstream: RunningServer,
-                                                                  stream: bool) -> None:
+def test_upstream_failure_is_502_without_its_address_or_exception(
+    http: httpx.Client, upstream: RunningServer, stream: bool
+) -> None:
     response = http.post("/chat/completions", json=_chat(model="remote-broken", stream=stream))
     if stream:
         assert response.status_code == 200  # the failure comes as the stream's error event
@@ -195,7 +239,9 @@ def test_upstream_failure_is_502_without_its_address_or_exception(http: httpx.Cl
         assert leak not in json.dumps(error)
 
 
-def test_upstream_refusal_passes_its_message_on_without_its_address(server: RunningServer, upstream: RunningServer) -> None:
+def test_upstream_refusal_passes_its_message_on_without_its_address(
+    server: RunningServer, upstream: RunningServer
+) -> None:
     client = openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, http_client=checked_http_client())
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**_chat(model="remote-picky"))
@@ -207,11 +253,14 @@ def test_upstream_refusal_passes_its_message_on_without_its_address(server: Runn
 HUGE = "m" * 300_000  # under the 0.5 MB body limit of this server
 
 
-@pytest.mark.parametrize("body", [
-    {"model": HUGE, "messages": [{"role": "user", "content": "hi"}]},  # an unknown model
-    _chat(**{HUGE: 1}),  # an unknown field
-    {"model": "tiny-a", "messages": [{"role": "user", "content": "hi", HUGE: 1}]},  # one inside a message
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": HUGE, "messages": [{"role": "user", "content": "hi"}]},  # an unknown model
+        _chat(**{HUGE: 1}),  # an unknown field
+        {"model": "tiny-a", "messages": [{"role": "user", "content": "hi", HUGE: 1}]},  # one inside a message
+    ],
+)
 def test_an_error_echoes_at_most_the_start_of_what_the_client_sent(http: httpx.Client, body: dict) -> None:
     response = http.post("/chat/completions", json=body)
     assert response.status_code in (400, 404), response.text[:300]

@@ -20,10 +20,19 @@ KEYS = ("key-one-0123456789", "key-two-0123456789", "key-three-0123456789")  # t
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-key-limits")
-    (root / "models.yaml").write_text(f"models:\n  - name: tiny-a\n    source: {tiny_model_dir}\n"
-                                      "    sampling: {temperature: 0, max_new_tokens: 1}\n")
-    settings = Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache",
-                        rate_messages=RATE, rate_votes=0, trusted_proxies=1, api_keys=KEYS)
+    (root / "models.yaml").write_text(
+        f"models:\n  - name: tiny-a\n    source: {tiny_model_dir}\n"
+        "    sampling: {temperature: 0, max_new_tokens: 1}\n"
+    )
+    settings = Settings(
+        models_file=root / "models.yaml",
+        log_dir=root / "logs",
+        cache_dir=root / "cache",
+        rate_messages=RATE,
+        rate_votes=0,
+        trusted_proxies=1,
+        api_keys=KEYS,
+    )
     running = start_arena(settings)
     yield running
     running.stop()

@@ -43,8 +43,16 @@ models:
 """)
     # A long queue timeout: a request that waits must be refused or leave because of the line and
     # the client, never because the timeout ran out during the test.
-    settings = Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache",
-                        queue_timeout_s=60.0, queue_per_slot=2, rate_messages=RATE, rate_votes=0, trusted_proxies=1)
+    settings = Settings(
+        models_file=root / "models.yaml",
+        log_dir=root / "logs",
+        cache_dir=root / "cache",
+        queue_timeout_s=60.0,
+        queue_per_slot=2,
+        rate_messages=RATE,
+        rate_votes=0,
+        trusted_proxies=1,
+    )
     running = start_arena(settings)
     yield running
     running.stop()
@@ -93,6 +101,7 @@ def holder(server: RunningServer) -> Iterator[Holder]:
 
 def _wait_in_line(server: RunningServer, body: dict, results: list) -> threading.Thread:
     """A request from its own address that waits in tiny-long's line, in a thread."""
+
     def run() -> None:
         with http_from(server, timeout=60) as client:
             results.append(client.post("/chat/completions", json=body).status_code)

@@ -80,7 +80,7 @@ def check_answer(path: str, status: int, content_type: str, body: bytes) -> int:
 
 
 def _check_events(path: str, body: bytes) -> int:
-    events = [line[len("data: "):] for line in body.decode().split("\n") if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in body.decode().split("\n") if line.startswith("data: ")]
     if not events or events[-1] != "[DONE]":
         raise ShapeError(f"{path}: a stream must end with data: [DONE], got {events[-1:]!r}")
     finishes = []
@@ -93,8 +93,9 @@ def _check_events(path: str, body: bytes) -> int:
             chunk = CHUNK[path].model_validate(data)
             finishes += [choice.finish_reason for choice in chunk.choices]  # type: ignore[attr-defined]
     if not finishes or finishes[-1] is None or any(f is not None for f in finishes[:-1]):
-        raise ShapeError(f"{path}: only the last chunk with choices may (and must) carry a finish_reason, "
-                         f"got {finishes!r}")
+        raise ShapeError(
+            f"{path}: only the last chunk with choices may (and must) carry a finish_reason, got {finishes!r}"
+        )
     return len(events) - 1
 
 
@@ -113,8 +114,9 @@ class Checked:
 
 def _hook(response: httpx.Response) -> None:
     response.read()
-    Checked.count += check_answer(response.request.url.path, response.status_code,
-                                  response.headers.get("content-type", ""), response.content)
+    Checked.count += check_answer(
+        response.request.url.path, response.status_code, response.headers.get("content-type", ""), response.content
+    )
 
 
 def checked_http_client(**kwargs: Any) -> httpx.Client:
@@ -122,28 +124,40 @@ def checked_http_client(**kwargs: Any) -> httpx.Client:
 
 
 # ---- the checker itself can fail ------------------------------------------------------------------
-_CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "logprobs": None,
-                      "finish_reason": "stop"}]}
+_CHAT = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "logprobs": None, "finish_reason": "stop"}
+    ],
+}
 _ERROR = {"error": {"message": "m", "type": "invalid_request_error", "param": None, "code": None}}
 
 
 def test_the_checker_accepts_openai_shapes() -> None:
     assert check_answer("/v1/chat/completions", 200, "application/json", json.dumps(_CHAT).encode()) == 1
     assert check_answer("/v1/chat/completions", 400, "application/json", json.dumps(_ERROR).encode()) == 1
-    chunk = {**_CHAT, "object": "chat.completion.chunk",
-             "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]}
+    chunk = {
+        **_CHAT,
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}],
+    }
     stream = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(_ERROR)}\n\ndata: [DONE]\n\n".encode()
     assert check_answer("/v1/chat/completions", 200, "text/event-stream", stream) == 2
 
 
-@pytest.mark.parametrize(("status", "content_type", "body"), [
-    (413, "application/json", {"error": "Request too large: at most 2 MB."}),  # a string, not the object
-    (500, "text/plain", "Internal Server Error"),
-    (400, "application/json", {"error": {"message": "m", "type": "t"}}),  # keys missing
-    (200, "application/json", {**_CHAT, "choices": [{**_CHAT["choices"][0], "finish_reason": "cancelled"}]}),
-    (200, "application/json", {k: v for k, v in _CHAT.items() if k != "id"}),
-])
+@pytest.mark.parametrize(
+    ("status", "content_type", "body"),
+    [
+        (413, "application/json", {"error": "Request too large: at most 2 MB."}),  # a string, not the object
+        (500, "text/plain", "Internal Server Error"),
+        (400, "application/json", {"error": {"message": "m", "type": "t"}}),  # keys missing
+        (200, "application/json", {**_CHAT, "choices": [{**_CHAT["choices"][0], "finish_reason": "cancelled"}]}),
+        (200, "application/json", {k: v for k, v in _CHAT.items() if k != "id"}),
+    ],
+)
 def test_the_checker_refuses_what_openai_would_not_produce(status: int, content_type: str, body: object) -> None:
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     with pytest.raises(AssertionError if status != 200 else ValueError):
@@ -155,8 +169,13 @@ def test_the_checker_refuses_a_stream_without_done_or_with_a_bad_chunk() -> None
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\n')
     with pytest.raises(ValueError, match="validation error"):
         check_answer("/v1/completions", 200, "text/event-stream", b'data: {"id": "x"}\n\ndata: [DONE]\n\n')
-    text = {"id": "c", "object": "text_completion", "created": 1, "model": "m",
-            "choices": [{"index": 0, "text": "a", "logprobs": None, "finish_reason": None}]}
+    text = {
+        "id": "c",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "text": "a", "logprobs": None, "finish_reason": None}],
+    }
     unfinished = f"data: {json.dumps(text)}\n\ndata: [DONE]\n\n".encode()
     with pytest.raises(ShapeError):  # the stream never said why it ended
         check_answer("/v1/completions", 200, "text/event-stream", unfinished)

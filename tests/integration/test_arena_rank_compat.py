@@ -67,8 +67,10 @@ WIDTH_RATIO_MEAN = (0.93, 1.07)
 def arena_rank_python() -> Path:
     python = VENV / "bin" / "python"
     if not (VENV / ".installed").exists() or not python.exists():
-        pytest.skip(f"arena-rank is not installed in {VENV.name}: scripts/install-arena-rank.sh (run by `make test`) "
-                    "makes it, except where ARENA_RANK=0 or the base Python is older than 3.11")
+        pytest.skip(
+            f"arena-rank is not installed in {VENV.name}: scripts/install-arena-rank.sh (run by `make test`) "
+            "makes it, except where ARENA_RANK=0 or the base Python is older than 3.11"
+        )
     return python
 
 
@@ -76,16 +78,25 @@ def arena_rank(python: Path, battles: pd.DataFrame, tmp_path: Path) -> tuple[pd.
     """arena-rank's ratings and intervals of these battles (columns rating, lower, upper, one row per
     model), and how many battles it fitted."""
     source, out = tmp_path / "battles.json", tmp_path / "arena-rank.json"
-    rows = [{"model_a": a, "model_b": b, "winner": THEIR_WINNER[w]}
-            for a, b, w in battles[["model_a", "model_b", "winner"]].itertuples(index=False)]
+    rows = [
+        {"model_a": a, "model_b": b, "winner": THEIR_WINNER[w]}
+        for a, b, w in battles[["model_a", "model_b", "winner"]].itertuples(index=False)
+    ]
     source.write_text(json.dumps(rows))
-    result = subprocess.run([str(python), str(RUNNER), str(source), str(out)], capture_output=True, text=True,
-                            timeout=300, check=False, cwd=tmp_path)
+    result = subprocess.run(
+        [str(python), str(RUNNER), str(source), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     fitted = json.loads(out.read_text())
     assert (fitted["scale"], fitted["base"], fitted["init_rating"]) == (400.0, 10.0, 1000.0)
-    table = pd.DataFrame({"rating": fitted["ratings"], "lower": fitted["lower"], "upper": fitted["upper"]},
-                         index=fitted["competitors"])
+    table = pd.DataFrame(
+        {"rating": fitted["ratings"], "lower": fitted["lower"], "upper": fitted["upper"]}, index=fitted["competitors"]
+    )
     return table, fitted["battles"]
 
 

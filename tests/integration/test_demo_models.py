@@ -31,7 +31,10 @@ def test_smollm2_uses_its_chat_template_and_greedy_is_deterministic(demo_registr
     backend = demo_registry.get(SMOL)
     text, final = collect(backend.stream(QUESTION, GREEDY))
     assert final.prompt.startswith("<|im_start|>system\n")
-    assert "<|im_start|>user\nWhat is the capital of France? Answer briefly.<|im_end|>\n<|im_start|>assistant\n" in final.prompt
+    assert (
+        "<|im_start|>user\nWhat is the capital of France? Answer briefly.<|im_end|>\n<|im_start|>assistant\n"
+        in final.prompt
+    )
     assert "Paris" in text
     assert final.reason is FinishReason.STOP and "<|im_end|>" not in text
     assert collect(backend.stream(QUESTION, GREEDY))[0] == text

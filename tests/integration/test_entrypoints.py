@@ -24,21 +24,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize(("command", "stop"), [
-    ([str(SCRIPT)], signal.SIGTERM),
-    ([sys.executable, "-m", "webui"], signal.SIGINT),
-    ([sys.executable, str(ROOT / "app.py")], signal.SIGTERM),
-], ids=["console-script-sigterm", "python-m-webui-ctrl-c", "app.py-sigterm"])
-def test_each_entry_point_serves_and_stops_cleanly(command: list[str], stop: signal.Signals, tiny_models_file: Path,
-                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command", "stop"),
+    [
+        ([str(SCRIPT)], signal.SIGTERM),
+        ([sys.executable, "-m", "webui"], signal.SIGINT),
+        ([sys.executable, str(ROOT / "app.py")], signal.SIGTERM),
+    ],
+    ids=["console-script-sigterm", "python-m-webui-ctrl-c", "app.py-sigterm"],
+)
+def test_each_entry_point_serves_and_stops_cleanly(
+    command: list[str], stop: signal.Signals, tiny_models_file: Path, tmp_path: Path
+) -> None:
     assert Path(command[0]).exists(), f"{command[0]} is not installed (pip install -e .)"
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*command, "--port", str(port), "--models", str(tiny_models_file), "--log-dir",
-                                 str(tmp_path / "logs"), "--cache-dir", str(tmp_path / "cache")],
-                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                *command,
+                "--port",
+                str(port),
+                "--models",
+                str(tiny_models_file),
+                "--log-dir",
+                str(tmp_path / "logs"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -63,20 +82,41 @@ def test_each_entry_point_serves_and_stops_cleanly(command: list[str], stop: sig
     assert "Application shutdown complete" in text
 
 
-@pytest.mark.parametrize(("models_yaml", "says"), [
-    ("models: [", "models.yaml"),  # not YAML at all
-    ("models:\n  - name: x\n    source: /nowhere\n    temperature: hot\n", "temperature"),  # an unknown key
-    ("models:\n  - source: /nowhere\n", "name"),  # a required key missing
-], ids=["not-yaml", "unknown-key", "no-name"])
-def test_a_broken_models_file_is_a_one_line_error_and_exit_status_2(models_yaml: str, says: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("models_yaml", "says"),
+    [
+        ("models: [", "models.yaml"),  # not YAML at all
+        ("models:\n  - name: x\n    source: /nowhere\n    temperature: hot\n", "temperature"),  # an unknown key
+        ("models:\n  - source: /nowhere\n", "name"),  # a required key missing
+    ],
+    ids=["not-yaml", "unknown-key", "no-name"],
+)
+def test_a_broken_models_file_is_a_one_line_error_and_exit_status_2(
+    models_yaml: str, says: str, tmp_path: Path
+) -> None:
     """Through the real entry point: the operator sees what is wrong, no traceback, and a status a
     script or a service manager can tell from a crash."""
     models = tmp_path / "models.yaml"
     models.write_text(models_yaml)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    done = subprocess.run([sys.executable, "-m", "webui", "--port", str(_free_port()), "--models", str(models),
-                           "--log-dir", str(tmp_path / "logs")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webui",
+            "--port",
+            str(_free_port()),
+            "--models",
+            str(models),
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and says in errors[0], done.stderr[-3000:]

@@ -34,11 +34,12 @@ print("RESULT" + json.dumps(battles))
 
 
 def fastchat_battles(files: list[Path]) -> list[dict]:
-    result = subprocess.run([sys.executable, "-c", CLEAN, *map(str, files)], capture_output=True, text=True,
-                            timeout=300, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", CLEAN, *map(str, files)], capture_output=True, text=True, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT"))
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 def play_turn(registry, conv: Conversation, prompt: str, recorder: JsonlRecorder, client: ClientInfo) -> Conversation:
@@ -47,17 +48,36 @@ def play_turn(registry, conv: Conversation, prompt: str, recorder: JsonlRecorder
     history = [*conv.messages, ("user", prompt)]
     start = time.time()
     text, finished = collect(backend.stream([Message(r, t) for r, t in history], conv.params))
-    done = Conversation(conv.conv_id, conv.model_name, conv.template_name, conv.system_message,
-                        [*history, ("assistant", text)], conv.params, conv.mode, conv.battle_id, conv.turn + 1,
-                        conv.anonymous)
+    done = Conversation(
+        conv.conv_id,
+        conv.model_name,
+        conv.template_name,
+        conv.system_message,
+        [*history, ("assistant", text)],
+        conv.params,
+        conv.mode,
+        conv.battle_id,
+        conv.turn + 1,
+        conv.anonymous,
+    )
     recorder.chat(ChatEvent(done, finished, start, time.time(), client))
     return done
 
 
 def new_conversation(registry, name: str, battle_id: str, anonymous: bool) -> Conversation:
     params = registry.load(name).default_params()
-    return Conversation(uuid.uuid4().hex, name, "tokenizer", "", [], params,
-                        "battle" if anonymous else "side_by_side", battle_id, 0, anonymous)
+    return Conversation(
+        uuid.uuid4().hex,
+        name,
+        "tokenizer",
+        "",
+        [],
+        params,
+        "battle" if anonymous else "side_by_side",
+        battle_id,
+        0,
+        anonymous,
+    )
 
 
 @pytest.mark.timeout(300)
@@ -65,9 +85,13 @@ def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
     registry = build_registry(settings)
     recorder = JsonlRecorder.from_settings(settings, registry.names())
     client = ClientInfo("192.0.2.33")
-    plan = [("tiny-a", "tiny-b", "leftvote", True, 1), ("tiny-b", "tiny-fschat", "rightvote", True, 2),
-            ("tiny-fschat", "tiny-a", "tievote", True, 1), ("tiny-a", "tiny-b", "bothbad_vote", True, 1),
-            ("tiny-b", "tiny-a", "leftvote", False, 1)]
+    plan = [
+        ("tiny-a", "tiny-b", "leftvote", True, 1),
+        ("tiny-b", "tiny-fschat", "rightvote", True, 2),
+        ("tiny-fschat", "tiny-a", "tievote", True, 1),
+        ("tiny-a", "tiny-b", "bothbad_vote", True, 1),
+        ("tiny-b", "tiny-a", "leftvote", False, 1),
+    ]
     expected = []
     try:
         for a, b, kind, anonymous, turns in plan:
@@ -92,30 +116,61 @@ def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
 
     board = board_from_logs(settings.log_dir, BoardOptions(rounds=20, include_named=True))
     assert len(board.counted) == len(plan)  # ours counts the same battles
-    chats = [json.loads(line) for p in files for line in p.read_text().splitlines()
-             if json.loads(line)["type"] == "chat"]
+    chats = [
+        json.loads(line) for p in files for line in p.read_text().splitlines() if json.loads(line)["type"] == "chat"
+    ]
     assert len(chats) == 2 * sum(turns for *_, turns in plan)
     assert all(c["completion_tokens"] >= 0 and c["finish_reason"] in ("stop", "length") for c in chats)
 
 
-def fastchat_record(a: str, b: str, replies: tuple[str, str], kind: str, tstamp: float, *, older: bool = False,
-                    prompt: str = "What should I do on a hot day?") -> dict:
+def fastchat_record(
+    a: str,
+    b: str,
+    replies: tuple[str, str],
+    kind: str,
+    tstamp: float,
+    *,
+    older: bool = False,
+    prompt: str = "What should I do on a hot day?",
+) -> dict:
     roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
-    states = [{"template_name": "one_shot", "system_message": "", "roles": roles,
-               "messages": [[roles[0], prompt], [roles[1], reply]], "offset": 0, "conv_id": f"{name}-{tstamp}",
-               "model_name": name} for name, reply in ((a, replies[0]), (b, replies[1]))]
-    return {"tstamp": tstamp, "type": kind, "models": ["Model A", "Model B"] if older else ["", ""],
-            "states": states, "ip": f"h:{int(tstamp) % 2}"}
+    states = [
+        {
+            "template_name": "one_shot",
+            "system_message": "",
+            "roles": roles,
+            "messages": [[roles[0], prompt], [roles[1], reply]],
+            "offset": 0,
+            "conv_id": f"{name}-{tstamp}",
+            "model_name": name,
+        }
+        for name, reply in ((a, replies[0]), (b, replies[1]))
+    ]
+    return {
+        "tstamp": tstamp,
+        "type": kind,
+        "models": ["Model A", "Model B"] if older else ["", ""],
+        "states": states,
+        "ip": f"h:{int(tstamp) % 2}",
+    }
 
 
 def test_fastchat_and_we_keep_the_same_battles_of_ordinary_words_and_older_logs(tmp_path: Path):
     """Three battles whose replies say "Remember to drink water." between ember-7b and command-r,
     two in FastChat's older form ("Model A"/"Model B"), one real leak ("I am Llama"): FastChat keeps
     five, and so do we, with the same models, winners, anonymity and judges."""
-    records = [fastchat_record("ember-7b", "command-r", ("Remember to drink water.", "Stay in the shade."),
-                               kind, 1_767_225_600.0 + i) for i, kind in enumerate(("leftvote", "rightvote", "tievote"))]
-    records += [fastchat_record("vicuna-13b", "koala-13b", ("Drink water.", "Rest."), "leftvote",
-                                1_767_225_700.0 + i, older=True) for i in range(2)]
+    records = [
+        fastchat_record(
+            "ember-7b", "command-r", ("Remember to drink water.", "Stay in the shade."), kind, 1_767_225_600.0 + i
+        )
+        for i, kind in enumerate(("leftvote", "rightvote", "tievote"))
+    ]
+    records += [
+        fastchat_record(
+            "vicuna-13b", "koala-13b", ("Drink water.", "Rest."), "leftvote", 1_767_225_700.0 + i, older=True
+        )
+        for i in range(2)
+    ]
     records.append(fastchat_record("ember-7b", "command-r", ("I am Llama.", "Rest."), "leftvote", 1_767_225_800.0))
     path = tmp_path / "2026-01-01-conv.json"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -23,7 +23,6 @@ def client(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     ui.stop()
 
 
-
 def _join(http: httpx.Client, fn_index: object) -> httpx.Response:
     return http.post("/gradio_api/queue/join", json={"data": [None], "fn_index": fn_index, "session_hash": "calls0001"})
 
@@ -55,7 +54,9 @@ def test_well_formed_calls_still_reach_gradio(client) -> None:
     ui, http = client
     stop = next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == "sbs_stop")
     # the page's un-queued events (Stop) post to /run/predict, naming the event by its index
-    unqueued = http.post("/gradio_api/run/predict", json={"data": [None], "fn_index": stop, "session_hash": "calls0001"})
+    unqueued = http.post(
+        "/gradio_api/run/predict", json={"data": [None], "fn_index": stop, "session_hash": "calls0001"}
+    )
     assert unqueued.status_code == 200, unqueued.text[:300]
     assert http.post("/gradio_api/run/predict", json={"data": [], "fn_index": 99999}).status_code == 422
     joined = _join(http, next(iter(ui.app.state.blocks.fns)))

@@ -25,10 +25,19 @@ from webui.services import build_services
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("my-votes")
     quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp / "models.yaml").write_text("models:\n" + "".join(
-        f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b")))
-    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
-                        queue_timeout_s=20.0, leaderboard_rounds=5, rate_messages=0, rate_votes=0)
+    (tmp / "models.yaml").write_text(
+        "models:\n"
+        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
+    )
+    settings = Settings(
+        models_file=tmp / "models.yaml",
+        log_dir=tmp / "logs",
+        cache_dir=tmp / "cache",
+        queue_timeout_s=20.0,
+        leaderboard_rounds=5,
+        rate_messages=0,
+        rate_votes=0,
+    )
     services = build_services(settings)
     services.registry.start()
     assert services.registry.wait_idle(120), "models did not finish loading"
@@ -99,7 +108,9 @@ def test_operator_views_are_not_offered_without_an_operator_key(app):
     finally:
         client.close()
     assert {"/leaderboard_my_votes", "/leaderboard_category"} <= endpoints
-    assert not {"/leaderboard_voters", "/export_battles_jsonl", "/export_pairs_jsonl", "/export_history_csv"} & endpoints
+    assert (
+        not {"/leaderboard_voters", "/export_battles_jsonl", "/export_pairs_jsonl", "/export_history_csv"} & endpoints
+    )
     for api in ("leaderboard_voters", "export_battles_jsonl"):
         call = httpx.post(url + f"gradio_api/call/{api}", json={"data": []}, timeout=10)
         assert call.status_code >= 400 and "hello world" not in call.text, call.text

@@ -22,8 +22,11 @@ from webui.services import Services, build_services
 
 QUICK = [0.0, 1.0, 0, 16, 1.0, -1, ""]
 FORGED, PROXY_SAW = "6.6.6.6", "198.51.100.20"
-HEADERS = {"X-Forwarded-For": f"{FORGED}, {PROXY_SAW}", "Cookie": "session=COOKIE-SECRET-1",
-           "User-Agent": "AGENT-SECRET-2"}
+HEADERS = {
+    "X-Forwarded-For": f"{FORGED}, {PROXY_SAW}",
+    "Cookie": "session=COOKIE-SECRET-1",
+    "User-Agent": "AGENT-SECRET-2",
+}
 WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bad": "tie (bothbad)"}
 
 
@@ -38,9 +41,16 @@ def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     uvicorn's own proxy-header rewriting off, one trusted proxy configured."""
     tmp = tmp_path_factory.mktemp("logging-ui")
     (tmp / "models.yaml").write_text(models_yaml(tiny_model_dir))
-    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
-                        queue_timeout_s=20.0, trusted_proxies=1, leaderboard_rounds=20,
-                        rate_messages=0, rate_votes=0)  # one client sends many messages and votes
+    settings = Settings(
+        models_file=tmp / "models.yaml",
+        log_dir=tmp / "logs",
+        cache_dir=tmp / "cache",
+        queue_timeout_s=20.0,
+        trusted_proxies=1,
+        leaderboard_rounds=20,
+        rate_messages=0,
+        rate_votes=0,
+    )  # one client sends many messages and votes
     services = build_services(settings)
     services.registry.start()
     assert services.registry.wait_idle(120), "models did not finish loading"
@@ -79,8 +89,15 @@ def test_battles_through_the_app_reach_fastchat_and_the_leaderboard(app: tuple[s
 
     records = read_logs(log_dir).records[before:]
     votes = [r for r in records if r["type"] != "chat"]
-    assert [v["type"] for v in votes] == ["leftvote", "rightvote", "tievote", "bothbad_vote", "leftvote",
-                                          "rightvote", "upvote"]
+    assert [v["type"] for v in votes] == [
+        "leftvote",
+        "rightvote",
+        "tievote",
+        "bothbad_vote",
+        "leftvote",
+        "rightvote",
+        "upvote",
+    ]
     assert [v["models"] for v in votes[:5]] == [["", ""]] * 5 and votes[5]["models"] == ["tiny-a", "tiny-b"]
     assert len([r for r in records if r["type"] == "chat"]) == 2 * 4 + 2 * 2 + 2 + 1
 

@@ -32,11 +32,21 @@ DIRECT: dict[str, str] = {}  # a request straight to the port (or a proxy that a
 def arena(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Running:
     tmp = tmp_path_factory.mktemp("operator")
     quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp / "models.yaml").write_text("models:\n" + "".join(
-        f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b")))
-    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
-                        host="127.0.0.1", trusted_proxies=1, leaderboard_rounds=0, rate_messages=0, rate_votes=0,
-                        operator_key=KEY)
+    (tmp / "models.yaml").write_text(
+        "models:\n"
+        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
+    )
+    settings = Settings(
+        models_file=tmp / "models.yaml",
+        log_dir=tmp / "logs",
+        cache_dir=tmp / "cache",
+        host="127.0.0.1",
+        trusted_proxies=1,
+        leaderboard_rounds=0,
+        rate_messages=0,
+        rate_votes=0,
+        operator_key=KEY,
+    )
     running = start(settings)
     voter = Client(running.url + "/", verbose=False, download_files=False, headers={"X-Forwarded-For": "198.51.100.4"})
     try:
@@ -88,12 +98,17 @@ def test_rest_calls_without_the_key_are_refused(arena: Running, headers: dict[st
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("headers", "key", "message"), [
-    ({"X-Forwarded-For": "203.0.113.11"}, "a wrong key, long enough", "Wrong operator key."),
-    (DIRECT, "", "This needs the operator key: enter it in the Operator key box."),
-], ids=["forwarded-wrong-key", "direct-no-key"])
-def test_page_calls_without_the_key_are_refused(arena: Running, headers: dict[str, str], key: str,
-                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("headers", "key", "message"),
+    [
+        ({"X-Forwarded-For": "203.0.113.11"}, "a wrong key, long enough", "Wrong operator key."),
+        (DIRECT, "", "This needs the operator key: enter it in the Operator key box."),
+    ],
+    ids=["forwarded-wrong-key", "direct-no-key"],
+)
+def test_page_calls_without_the_key_are_refused(
+    arena: Running, headers: dict[str, str], key: str, message: str
+) -> None:
     client = Client(arena.url + "/", verbose=False, download_files=False, headers=headers)
     try:
         for api in OPERATOR_APIS:
@@ -130,8 +145,10 @@ def test_the_operator_key_opens_them_over_rest_and_the_page(arena: Running) -> N
 @pytest.mark.timeout(300)
 def test_wrong_keys_are_refused_and_then_limited(arena: Running) -> None:
     guesser = {"X-Forwarded-For": "192.0.2.77"}  # an address of its own: its budget of wrong keys
-    answers = [rest_call(arena.url, "leaderboard_voters", [f"guess-number-{i}-long-enough"], guesser)
-               for i in range(WRONG_KEYS_PER_MINUTE + 1)]
+    answers = [
+        rest_call(arena.url, "leaderboard_voters", [f"guess-number-{i}-long-enough"], guesser)
+        for i in range(WRONG_KEYS_PER_MINUTE + 1)
+    ]
     assert all(outcome == "error" for outcome, _ in answers), answers
     assert all("Wrong operator key." in payload for _, payload in answers[:-1]), answers
     assert "Too many wrong operator keys" in answers[-1][1], answers[-1]

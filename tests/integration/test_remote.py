@@ -54,8 +54,9 @@ models:
 def upstream(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("upstream")
     (root / "models.yaml").write_text(_tiny_yaml(tiny_model_dir))
-    settings = Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache",
-                        api_keys=(KEY,))
+    settings = Settings(
+        models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache", api_keys=(KEY,)
+    )
     server = start_arena(settings)
     yield server
     server.stop()
@@ -71,8 +72,9 @@ def dead_url() -> str:
 
 
 @pytest.fixture(scope="module")
-def front(upstream: RunningServer, dead_url: str, tiny_model_dir: Path,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def front(
+    upstream: RunningServer, dead_url: str, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("front")
     (root / "models.yaml").write_text(f"""\
 models:
@@ -103,32 +105,58 @@ models:
 
 def _upstream_answer(upstream: RunningServer, max_tokens: int) -> openai.types.chat.ChatCompletion:
     client = openai.OpenAI(base_url=upstream.v1, api_key=KEY, max_retries=0)
-    return client.chat.completions.create(model="tiny-a", messages=[m.as_dict() for m in HELLO],
-                                          max_tokens=max_tokens, extra_body={"ignore_eos": True})
+    return client.chat.completions.create(
+        model="tiny-a", messages=[m.as_dict() for m in HELLO], max_tokens=max_tokens, extra_body={"ignore_eos": True}
+    )
 
 
 # ---- status and the battle pool -----------------------------------------------------------------
-def test_remote_entry_joins_the_pool_and_a_dead_one_fails_with_a_reason(front: RunningServer,
-                                                                        upstream: RunningServer) -> None:
+def test_remote_entry_joins_the_pool_and_a_dead_one_fails_with_a_reason(
+    front: RunningServer, upstream: RunningServer
+) -> None:
     registry = front.services.registry
     assert set(registry.ready_names()) == {"local-b", "remote-a"}  # both can be drawn for a battle
     assert registry.status("remote-a").device == "remote"  # the address is for the log, not the status
     served = registry.fingerprint("remote-a")  # what records say served it: the host and the model id it lists
     assert served is not None and registry.status("remote-a").fingerprint == served.id
-    assert dict(served.components) == {"upstream": upstream.v1.split("/")[2], "model": "tiny-a", "engine": "openai-remote"}
+    assert dict(served.components) == {
+        "upstream": upstream.v1.split("/")[2],
+        "model": "tiny-a",
+        "engine": "openai-remote",
+    }
     dead = registry.status("remote-dead")
     assert dead.state is ModelState.FAILED and dead.reason == "upstream unreachable" and "cannot reach" in dead.detail
     cards = {m["id"]: m for m in httpx.get(f"{front.v1}/models").json()["data"]}
     assert cards["remote-a"]["status"] == "ready" and cards["remote-a"]["backend"] == "openai"
-    assert cards["remote-dead"]["status"] == "failed" and cards["remote-dead"]["status_reason"] == "upstream unreachable"
+    assert (
+        cards["remote-dead"]["status"] == "failed" and cards["remote-dead"]["status_reason"] == "upstream unreachable"
+    )
 
 
-def test_wrong_key_or_model_fails_loading_with_a_reason(upstream: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_key_or_model_fails_loading_with_a_reason(
+    upstream: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(KEY_ENV, "wrong")
-    specs = parse_specs({"models": [
-        {"name": "bad-key", "backend": "openai", "base_url": upstream.v1, "remote_model": "tiny-a", "api_key_env": KEY_ENV},
-        {"name": "no-key", "backend": "openai", "base_url": upstream.v1, "remote_model": "tiny-a", "api_key_env": "ARENA_TEST_UNSET"},
-    ]})
+    specs = parse_specs(
+        {
+            "models": [
+                {
+                    "name": "bad-key",
+                    "backend": "openai",
+                    "base_url": upstream.v1,
+                    "remote_model": "tiny-a",
+                    "api_key_env": KEY_ENV,
+                },
+                {
+                    "name": "no-key",
+                    "backend": "openai",
+                    "base_url": upstream.v1,
+                    "remote_model": "tiny-a",
+                    "api_key_env": "ARENA_TEST_UNSET",
+                },
+            ]
+        }
+    )
     registry = Registry(specs, Settings())
     registry.start()
     assert registry.wait_idle(30)
@@ -137,8 +165,19 @@ def test_wrong_key_or_model_fails_loading_with_a_reason(upstream: RunningServer,
     assert registry.status("no-key").reason == "upstream API key not set"
     assert "ARENA_TEST_UNSET" in registry.status("no-key").detail
     monkeypatch.setenv(KEY_ENV, KEY)
-    specs = parse_specs({"models": [
-        {"name": "x", "backend": "openai", "base_url": upstream.v1, "remote_model": "gpt-17", "api_key_env": KEY_ENV}]})
+    specs = parse_specs(
+        {
+            "models": [
+                {
+                    "name": "x",
+                    "backend": "openai",
+                    "base_url": upstream.v1,
+                    "remote_model": "gpt-17",
+                    "api_key_env": KEY_ENV,
+                }
+            ]
+        }
+    )
     registry = Registry(specs, Settings())
     registry.start()
     assert registry.wait_idle(30)
@@ -164,15 +203,21 @@ def test_remote_backend_streams_into_a_pane_like_a_local_model(front: RunningSer
 def test_remote_model_through_our_api_whole_streamed_and_raw(front: RunningServer, upstream: RunningServer) -> None:
     expected = _upstream_answer(upstream, 6).choices[0].message.content
     client = openai.OpenAI(base_url=front.v1, api_key="unused", max_retries=0)
-    args = {"model": "remote-a", "messages": [m.as_dict() for m in HELLO], "max_tokens": 6,
-            "extra_body": {"ignore_eos": True}}
+    args = {
+        "model": "remote-a",
+        "messages": [m.as_dict() for m in HELLO],
+        "max_tokens": 6,
+        "extra_body": {"ignore_eos": True},
+    }
     whole = client.chat.completions.create(**args)
     assert whole.choices[0].message.content == expected
     assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 6
     chunks = list(client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True}))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected
     assert chunks[-1].usage.completion_tokens == 6
-    raw = client.completions.create(model="remote-a", prompt="the cat sat", max_tokens=4, extra_body={"ignore_eos": True})
+    raw = client.completions.create(
+        model="remote-a", prompt="the cat sat", max_tokens=4, extra_body={"ignore_eos": True}
+    )
     assert raw.choices[0].finish_reason == "length" and raw.usage.completion_tokens == 4
 
 
@@ -180,8 +225,9 @@ def test_stop_strings_apply_to_remote_models(front: RunningServer, upstream: Run
     full = _upstream_answer(upstream, 12).choices[0].message.content
     stop = next(w for w in full.split()[1:] if full.find(w) > 0)
     backend = front.services.registry.get("remote-a")
-    text, final = collect(backend.stream(HELLO, backend.default_params().replace(
-        max_new_tokens=12, ignore_eos=True, stop=[stop])))
+    text, final = collect(
+        backend.stream(HELLO, backend.default_params().replace(max_new_tokens=12, ignore_eos=True, stop=[stop]))
+    )
     assert text == full[: full.find(stop)] and final.reason is FinishReason.STOP
 
 
@@ -197,8 +243,9 @@ def test_upstream_refusal_keeps_its_status_through_our_api(front: RunningServer)
 LONG_TOKENS = 3000  # tiny-a runs for many seconds to reach it, unless something stops it
 
 
-def test_closing_the_remote_stream_stops_the_upstream_model(front: RunningServer, upstream: RunningServer,
-                                                            no_thread_leak: None) -> None:
+def test_closing_the_remote_stream_stops_the_upstream_model(
+    front: RunningServer, upstream: RunningServer, no_thread_leak: None
+) -> None:
     backend = front.services.registry.get("remote-a")
     with decoding_steps(upstream, "tiny-a") as steps:
         events = backend.stream(HELLO, backend.default_params().replace(max_new_tokens=LONG_TOKENS, ignore_eos=True))
@@ -210,13 +257,15 @@ def test_closing_the_remote_stream_stops_the_upstream_model(front: RunningServer
     threads_end_within("remote:remote-a", STOP_S)
 
 
-def test_cancel_event_stops_the_upstream_model(front: RunningServer, upstream: RunningServer,
-                                               no_thread_leak: None) -> None:
+def test_cancel_event_stops_the_upstream_model(
+    front: RunningServer, upstream: RunningServer, no_thread_leak: None
+) -> None:
     backend = front.services.registry.get("remote-a")
     cancel = threading.Event()
     with decoding_steps(upstream, "tiny-a") as steps:
-        events = backend.stream(HELLO, backend.default_params().replace(max_new_tokens=LONG_TOKENS, ignore_eos=True),
-                                cancel)
+        events = backend.stream(
+            HELLO, backend.default_params().replace(max_new_tokens=LONG_TOKENS, ignore_eos=True), cancel
+        )
         next(events)
         cancel.set()
         remaining = list(events)
@@ -225,13 +274,21 @@ def test_cancel_event_stops_the_upstream_model(front: RunningServer, upstream: R
     assert len(steps) < LONG_TOKENS, "upstream generated to the end after the cancel"
 
 
-def test_api_client_disconnect_reaches_the_upstream_model(front: RunningServer, upstream: RunningServer,
-                                                          no_thread_leak: None) -> None:
-    body = {"model": "remote-a", "messages": [m.as_dict() for m in HELLO], "stream": True, "max_tokens": LONG_TOKENS,
-            "ignore_eos": True}
+def test_api_client_disconnect_reaches_the_upstream_model(
+    front: RunningServer, upstream: RunningServer, no_thread_leak: None
+) -> None:
+    body = {
+        "model": "remote-a",
+        "messages": [m.as_dict() for m in HELLO],
+        "stream": True,
+        "max_tokens": LONG_TOKENS,
+        "ignore_eos": True,
+    }
     with decoding_steps(upstream, "tiny-a") as steps:
-        with httpx.Client(timeout=30) as client, \
-                client.stream("POST", f"{front.v1}/chat/completions", json=body) as response:
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", f"{front.v1}/chat/completions", json=body) as response,
+        ):
             lines = response.iter_lines()
             while '"delta":{"content":' not in next(lines):
                 pass
@@ -295,7 +352,9 @@ def test_upstream_that_goes_down_later_gives_an_error_event_and_shows_in_status(
     with TestClient(app) as client:
         card = client.get("/v1/models/r").json()
         assert card["status"] == "unhealthy" and card["status_reason"].startswith("upstream unreachable")
-        answer = client.post("/v1/chat/completions", json={"model": "r", "messages": [{"role": "user", "content": "hi"}]})
+        answer = client.post(
+            "/v1/chat/completions", json={"model": "r", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert answer.status_code == 502 and answer.json()["error"]["type"] == "upstream_error"
     registry.close()
 
@@ -349,8 +408,9 @@ def _failing_upstream() -> FastAPI:
     return app
 
 
-def test_visitors_see_a_short_reason_and_the_log_has_the_details(dead_url: str, tmp_path: Path,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_visitors_see_a_short_reason_and_the_log_has_the_details(
+    dead_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """/healthz, /v1/models and the UI's status lines say what state a model is in and a generic why;
     the upstream's address and its own words go to the server log, with the model's name."""
     from webui.ui import views
@@ -382,11 +442,15 @@ models:
         assert "upstream error" in shown["status line"] and "upstream unreachable" in shown["status line"]
         health = httpx.get(f"{front.url}/healthz").json()["models"]
         assert health["dead"]["state"] == "failed" and health["dead"]["reason"] == "upstream unreachable"
-        assert health["broken"]["reason"] == "upstream error" and health["erring"]["problem"].startswith("upstream error")
+        assert health["broken"]["reason"] == "upstream error" and health["erring"]["problem"].startswith(
+            "upstream error"
+        )
         logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
         for name, detail in (("broken", UPSTREAM_INSIDES), ("dead", dead_url), ("erring", UPSTREAM_INSIDES)):
-            assert any(name in r.getMessage() and detail in (r.getMessage() + str(r.exc_info and r.exc_info[1]))
-                       for r in caplog.records), (name, logged[-2000:])
+            assert any(
+                name in r.getMessage() and detail in (r.getMessage() + str(r.exc_info and r.exc_info[1]))
+                for r in caplog.records
+            ), (name, logged[-2000:])
     finally:
         front.stop()
         upstream.stop()

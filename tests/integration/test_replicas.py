@@ -30,8 +30,9 @@ SHORT = SamplingParams(temperature=0, max_new_tokens=6, ignore_eos=True)
 def _tiny_server(folder: Path, root: Path) -> RunningServer:
     root.mkdir()
     (root / "models.yaml").write_text(f"models:\n  - {{name: tiny-a, source: {folder}, context_length: 4096}}\n")
-    return start_arena(Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache"),
-                       ui=False)
+    return start_arena(
+        Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache"), ui=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +88,9 @@ def test_a_conversations_later_turns_go_to_the_replica_of_its_first(replicas: li
     try:
         assert isinstance(next(held), TextDelta)
         assert (_busy(own), _busy(other)) == (1, 0)
-        _, turn2 = _finish(backend.stream([*opening, Message("assistant", "paris"), Message("user", "and italy")],
-                                          SHORT))
+        _, turn2 = _finish(
+            backend.stream([*opening, Message("assistant", "paris"), Message("user", "and italy")], SHORT)
+        )
         assert turn2.reason is FinishReason.LENGTH and turn2.extra["upstream"] == own.v1
         _, stranger = _finish(backend.stream([Message("user", "a new conversation")], SHORT))
         assert stranger.extra["upstream"] == other.v1  # new conversations still go to the least busy
@@ -98,8 +100,9 @@ def test_a_conversations_later_turns_go_to_the_replica_of_its_first(replicas: li
         registry.close()
 
 
-def test_a_replica_stopped_before_a_request_is_retried_on_another(replicas: list[RunningServer],
-                                                                  tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_a_replica_stopped_before_a_request_is_retried_on_another(
+    replicas: list[RunningServer], tiny_model_dir: Path, tmp_path: Path
+) -> None:
     doomed = _tiny_server(tiny_model_dir, tmp_path / "doomed")
     registry, backend = _served_by([doomed.v1, replicas[0].v1])  # a fresh chooser tries them in this order
     try:
@@ -130,7 +133,8 @@ def test_a_503_before_any_token_is_retried_on_another_replica(replicas: list[Run
 
 
 def test_a_replica_killed_mid_stream_ends_that_stream_and_the_next_goes_elsewhere(
-        replicas: list[RunningServer], tiny_model_dir: Path, tmp_path: Path) -> None:
+    replicas: list[RunningServer], tiny_model_dir: Path, tmp_path: Path
+) -> None:
     doomed = _tiny_server(tiny_model_dir, tmp_path / "doomed")
     registry, backend = _served_by([doomed.v1, replicas[0].v1])
     try:

@@ -46,8 +46,13 @@ def arena(tiny_model_dir, tmp_path_factory, exposed_dirs):
 
     models = tmp_path_factory.mktemp("models") / "models.yaml"
     models.write_text(tiny_models_yaml(tiny_model_dir))
-    settings = Settings(models_file=models, log_dir=exposed_dirs / "logs", cache_dir=exposed_dirs / "cache",
-                        queue_timeout_s=5.0, max_request_mb=0.05)
+    settings = Settings(
+        models_file=models,
+        log_dir=exposed_dirs / "logs",
+        cache_dir=exposed_dirs / "cache",
+        queue_timeout_s=5.0,
+        max_request_mb=0.05,
+    )
     running = start(settings)
     yield running
     running.stop()
@@ -104,8 +109,9 @@ def test_healthz_reports_every_model(arena: Running) -> None:
 
 def test_oversized_bodies_are_refused_before_they_are_read(arena: Running) -> None:
     big = b"x" * 100_000  # max_request_mb=0.05 -> 52,428 bytes
-    response = httpx.post(f"{arena.url}/gradio_api/queue/join", content=big,
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{arena.url}/gradio_api/queue/join", content=big, headers={"content-type": "application/json"}
+    )
     assert response.status_code == 413
     assert response.json() == {"error": "Request too large: at most 0.05 MB."}
 
@@ -113,8 +119,11 @@ def test_oversized_bodies_are_refused_before_they_are_read(arena: Running) -> No
         for _ in range(10):
             yield b"y" * 10_000
 
-    chunked = httpx.post(f"{arena.url}/gradio_api/queue/join", content=chunks(),  # no Content-Length
-                         headers={"content-type": "application/json"})
+    chunked = httpx.post(
+        f"{arena.url}/gradio_api/queue/join",
+        content=chunks(),  # no Content-Length
+        headers={"content-type": "application/json"},
+    )
     assert chunked.status_code == 413
     small = httpx.post(f"{arena.url}/gradio_api/queue/join", json={"data": [], "fn_index": 99999, "session_hash": "s"})
     assert small.status_code != 413
@@ -150,8 +159,9 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
     monkeypatch.setattr("webui.ui.build_ui", build_ui)
     models = tmp_path / "models.yaml"
     models.write_text(tiny_models_yaml(tiny_model_dir))
-    settings = Settings(models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
-                        queue_size=1, max_concurrency=1)
+    settings = Settings(
+        models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache", queue_size=1, max_concurrency=1
+    )
     running = start(settings, load=False)
     http = httpx.Client(base_url=running.url, timeout=10)
     try:

@@ -43,8 +43,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_path: Path) -> Iterator[list[str]]:
-    settings = Settings(models_file=tiny_models_file, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache",
-                        host="127.0.0.1", port=_free_port(), ip_logging=request.param, ip_hash_secret="k" * 32)
+    settings = Settings(
+        models_file=tiny_models_file,
+        log_dir=tmp_path / "logs",
+        cache_dir=tmp_path / "cache",
+        host="127.0.0.1",
+        port=_free_port(),
+        ip_logging=request.param,
+        ip_hash_secret="k" * 32,
+    )
     services = build_services(settings)
     server = build_server(create_app(services), settings)
     lines = Lines()
@@ -56,10 +63,14 @@ def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_pat
         wait_for(lambda: server.started or not thread.is_alive(), 30, "server did not start")
         url = f"http://127.0.0.1:{settings.port}"
         with httpx.Client(base_url=url, timeout=10) as http:
-            for path, params in (("/healthz", {}), ("/gradio_api/queue/data", {"session_hash": HASH}),
-                                 (f"/gradio_api/heartbeat/{HASH}", {}), ("/gradio_api/deep_link", {"session_hash": HASH}),
-                                 (f"/gradio_api/call/battle_send/{HASH}", {}),
-                                 (f"/gradio_api/file=/tmp/gradio/{FILE_HASH}/battles.jsonl", {})):
+            for path, params in (
+                ("/healthz", {}),
+                ("/gradio_api/queue/data", {"session_hash": HASH}),
+                (f"/gradio_api/heartbeat/{HASH}", {}),
+                ("/gradio_api/deep_link", {"session_hash": HASH}),
+                (f"/gradio_api/call/battle_send/{HASH}", {}),
+                (f"/gradio_api/file=/tmp/gradio/{FILE_HASH}/battles.jsonl", {}),
+            ):
                 try:
                     with http.stream("GET", path, params=params):
                         pass  # only the line in the log matters, not the answer

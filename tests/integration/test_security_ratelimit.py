@@ -20,8 +20,14 @@ def arena(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run
 
     tmp = tmp_path_factory.mktemp("ratelimit")
     (tmp / "models.yaml").write_text(tiny_models_yaml(tiny_model_dir))
-    settings = Settings(models_file=tmp / "models.yaml", log_dir=tmp / "logs", cache_dir=tmp / "cache",
-                        rate_messages=2, rate_votes=1, trusted_proxies=1)
+    settings = Settings(
+        models_file=tmp / "models.yaml",
+        log_dir=tmp / "logs",
+        cache_dir=tmp / "cache",
+        rate_messages=2,
+        rate_votes=1,
+        trusted_proxies=1,
+    )
     running = start(settings)
     yield running
     running.stop()
@@ -45,8 +51,10 @@ def test_messages_and_votes_are_limited_per_client_with_a_clear_message(arena: R
         client.predict(api_name="/battle_vote_a")  # vote 1 of 1
         client.predict(api_name="/battle_new_round")
         client.predict("again", api_name="/battle_send")  # message 2 of 2
-        assert re.fullmatch(r"Too many votes: at most 1 vote per minute\. Please wait (\d+) s and try again\.",
-                            refusal(client, "/battle_vote_a"))
+        assert re.fullmatch(
+            r"Too many votes: at most 1 vote per minute\. Please wait (\d+) s and try again\.",
+            refusal(client, "/battle_vote_a"),
+        )
         client.predict(api_name="/battle_new_round")
         message = refusal(client, "/battle_send", "third")
         assert message.startswith("Too many messages: at most 2 messages per minute. Please wait ")

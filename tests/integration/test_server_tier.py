@@ -59,10 +59,33 @@ def start_server(name: str, folder: Path, models: Path, database: str, secret: P
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     with open(output, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webui", "--port", str(port), "--models", str(models), "--log-dir", str(logs),
-             "--cache-dir", str(folder / "cache"), "--server-name", name, "--database", database,
-             "--secret-file", str(secret), "--trusted-proxies", "1", "--rate-messages", str(MESSAGES_PER_MINUTE)],
-            stdout=out, stderr=subprocess.STDOUT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "webui",
+                "--port",
+                str(port),
+                "--models",
+                str(models),
+                "--log-dir",
+                str(logs),
+                "--cache-dir",
+                str(folder / "cache"),
+                "--server-name",
+                name,
+                "--database",
+                database,
+                "--secret-file",
+                str(secret),
+                "--trusted-proxies",
+                "1",
+                "--rate-messages",
+                str(MESSAGES_PER_MINUTE),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     return Server(name, port, logs, output, process)
 
 
@@ -81,8 +104,11 @@ def wait_ready(server: Server, timeout_s: float = 120.0) -> None:
 
 
 @pytest.fixture(scope="module")
-def tier(postgres_server: PostgresServer, tiny_model_dir: Path,  # noqa: F811
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
+def tier(
+    postgres_server: PostgresServer,  # noqa: F811
+    tiny_model_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Tier]:
     folder = tmp_path_factory.mktemp("tier")
     models = folder / "models.yaml"
     models.write_text(tiny_models_yaml(tiny_model_dir))
@@ -144,8 +170,9 @@ def indexed_votes(tier: Tier) -> dict[str, int]:
         index.catch_up()
         index.close()
     with psycopg.connect(tier.database) as conn:
-        rows = conn.execute("SELECT f.server, count(*) FROM votes v JOIN files f ON f.name = v.file "
-                            "GROUP BY f.server").fetchall()
+        rows = conn.execute(
+            "SELECT f.server, count(*) FROM votes v JOIN files f ON f.name = v.file GROUP BY f.server"
+        ).fetchall()
     return {server: int(count) for server, count in rows}
 
 

@@ -36,8 +36,10 @@ def join(http: httpx.Client, ui: RunningUI, api_name: str, session_hash: str) ->
     """What the page sends to run an event (State inputs are taken from the server-side session)."""
     index = fn_index(ui, api_name)
     data = [None] * len(ui.app.state.blocks.fns[index].inputs)
-    return http.post("gradio_api/queue/join", json={"data": data, "fn_index": index, "session_hash": session_hash,
-                                                     "event_data": None, "trigger_id": None})
+    return http.post(
+        "gradio_api/queue/join",
+        json={"data": data, "fn_index": index, "session_hash": session_hash, "event_data": None, "trigger_id": None},
+    )
 
 
 def status_of_stream(http: httpx.Client, path: str, **params: str) -> tuple[int, str]:
@@ -59,9 +61,11 @@ def test_a_known_session_hash_does_not_give_away_the_battle(ui: RunningUI) -> No
             vote = join(attacker, ui, "battle_vote_a", hijacked)
             assert vote.status_code == 403, vote.text
             assert REFUSED in vote.json()["error"]
-            for path, params in (("gradio_api/queue/data", {"session_hash": hijacked}),
-                                 (f"gradio_api/heartbeat/{hijacked}", {}),
-                                 ("gradio_api/deep_link", {"session_hash": hijacked})):
+            for path, params in (
+                ("gradio_api/queue/data", {"session_hash": hijacked}),
+                (f"gradio_api/heartbeat/{hijacked}", {}),
+                ("gradio_api/deep_link", {"session_hash": hijacked}),
+            ):
                 code, body = status_of_stream(attacker, path, **params)
                 assert code == 403 and REFUSED in body, f"{path}: {code}"
             send = attacker.post("gradio_api/cancel", json={"session_hash": hijacked, "fn_index": 0, "event_id": "x"})

@@ -57,5 +57,8 @@ def test_the_sweep_leaves_nothing_when_everything_is_idle(ui: RunningUI) -> None
     client = Client(ui.url, verbose=False, download_files=False)
     client.predict(api_name="/direct_clear")
     client.close()
-    wait_for(lambda: not holder.session_data and not len(ui.app.state.sessions), 30,
-             f"sessions left: {list(holder.session_data)}")
+    wait_for(
+        lambda: not holder.session_data and not len(ui.app.state.sessions),
+        30,
+        f"sessions left: {list(holder.session_data)}",
+    )

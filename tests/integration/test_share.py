@@ -105,14 +105,36 @@ def test_app_py_share_without_internet_keeps_serving(tiny_models_file: Path, tmp
     """`python app.py --share` end to end. The share service address is a closed local port and
     HF_HOME is empty (no cached tunnel client), so this fails the same way with or without a network."""
     port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "HF_HOME": str(tmp_path / "hf"),
-           "GRADIO_SHARE_SERVER_ADDRESS": f"127.0.0.1:{_free_port()}", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HOME": str(tmp_path / "hf"),
+        "GRADIO_SHARE_SERVER_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "PYTHONUNBUFFERED": "1",
+    }
     log = tmp_path / "app.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), "--share", "--no-preload", "--port", str(port), "--models", str(tiny_models_file),
-             "--log-dir", str(tmp_path / "logs"), "--cache-dir", str(tmp_path / "cache")],
-            cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                str(ROOT / "app.py"),
+                "--share",
+                "--no-preload",
+                "--port",
+                str(port),
+                "--models",
+                str(tiny_models_file),
+                "--log-dir",
+                str(tmp_path / "logs"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(ROOT)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 90
             while "Could not create a share link" not in log.read_text(errors="replace"):

@@ -34,8 +34,12 @@ def database(postgres_server: PostgresServer) -> str:  # noqa: F811
 
 
 def servers(database: str, messages: int, clock: Clock | None = None) -> list[SharedRateLimiter]:
-    return [SharedRateLimiter(build_rate_limiter(messages, 30, votes_per_day=200).limits, database, KEY,
-                              clock=clock or Clock()) for _ in range(2)]
+    return [
+        SharedRateLimiter(
+            build_rate_limiter(messages, 30, votes_per_day=200).limits, database, KEY, clock=clock or Clock()
+        )
+        for _ in range(2)
+    ]
 
 
 def test_a_client_over_its_limit_on_one_server_is_refused_on_the_other(database: str):
@@ -84,8 +88,11 @@ def test_concurrent_checks_on_several_servers_admit_exactly_the_limit(database: 
         assert race(limiters, ClientInfo(address=f"198.51.100.{round_}")) == 5, round_
 
 
-def test_an_outage_counts_in_process_and_says_so(database: str, postgres_server: PostgresServer,  # noqa: F811
-                                                 caplog: pytest.LogCaptureFixture):
+def test_an_outage_counts_in_process_and_says_so(
+    database: str,
+    postgres_server: PostgresServer,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+):
     clock = Clock()
     web1, _ = servers(database, messages=2, clock=clock)
     web1.check(MESSAGE, VISITOR)

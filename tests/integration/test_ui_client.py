@@ -22,11 +22,42 @@ QUICK = [0.0, 1.0, 0, 16, 1.0, -1, ""]  # what the controls hold once tiny-a is 
 # The public API: every button of the three chat tabs and the model dropdowns; nothing that only
 # keeps the page in order (status timer, page load, tab changes, settings toggles, the pane count).
 DOCUMENTED = (
-    {f"/battle_{e}" for e in ("send", "regenerate", "regenerate_a", "regenerate_b", "stop", "new_round",
-                              "vote_a", "vote_b", "vote_tie", "vote_bad")}
-    | {f"/sbs_{e}" for e in ("send", "regenerate", "regenerate_a", "regenerate_b", "regenerate_c", "regenerate_d",
-                             "stop", "clear", "vote_a", "vote_b", "vote_tie", "vote_bad",
-                             "model_a", "model_b", "model_c", "model_d")}
+    {
+        f"/battle_{e}"
+        for e in (
+            "send",
+            "regenerate",
+            "regenerate_a",
+            "regenerate_b",
+            "stop",
+            "new_round",
+            "vote_a",
+            "vote_b",
+            "vote_tie",
+            "vote_bad",
+        )
+    }
+    | {
+        f"/sbs_{e}"
+        for e in (
+            "send",
+            "regenerate",
+            "regenerate_a",
+            "regenerate_b",
+            "regenerate_c",
+            "regenerate_d",
+            "stop",
+            "clear",
+            "vote_a",
+            "vote_b",
+            "vote_tie",
+            "vote_bad",
+            "model_a",
+            "model_b",
+            "model_c",
+            "model_d",
+        )
+    }
     | {f"/direct_{e}" for e in ("send", "regenerate", "stop", "clear", "vote_up", "vote_down", "vote_flag", "model")}
 )
 
@@ -126,10 +157,14 @@ def test_no_vote_on_someone_elses_battle(ui: RunningUI, client: Client) -> None:
 
 
 def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: RunningUI, client: Client) -> None:
-    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", LONG), **pane("b", LONG),
-                        api_name="/sbs_send")
-    wait_for(lambda: len(job.outputs()) > 2 and all(len(chat_text(u)) > 80 for u in job.outputs()[-1][:2]
-                                                    if "value" in u), 30, "no text streamed")
+    job = client.submit(
+        message="hello", model_a="long-a", model_b="long-b", **pane("a", LONG), **pane("b", LONG), api_name="/sbs_send"
+    )
+    wait_for(
+        lambda: len(job.outputs()) > 2 and all(len(chat_text(u)) > 80 for u in job.outputs()[-1][:2] if "value" in u),
+        30,
+        "no text streamed",
+    )
     assert len(generate_threads()) == 2, "both panes generate at once"
     assert "every reply has finished" in refused(client, "/sbs_vote_a")
     stopped = client.predict(api_name="/sbs_stop")
@@ -142,8 +177,14 @@ def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: Run
 
 
 def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
-    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 400, *LONG[4:]]),
-                        **pane("b", [*LONG[:3], 600, *LONG[4:]]), api_name="/sbs_send")
+    job = client.submit(
+        message="hello",
+        model_a="long-a",
+        model_b="long-b",
+        **pane("a", [*LONG[:3], 400, *LONG[4:]]),
+        **pane("b", [*LONG[:3], 600, *LONG[4:]]),
+        api_name="/sbs_send",
+    )
     final = job.result(timeout=120)  # long enough to stream for a while on a fast machine (updates are >= 0.12 s apart)
     frames = job.outputs()
     middle = frames[2:-1]  # after the first update (everything) and the second (the box cleared)
@@ -162,8 +203,9 @@ def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
     assert final[4].startswith("<|user|> hello"), "and carries the prompt"
 
 
-def test_streaming_builds_no_component_per_update(ui: RunningUI, client: Client,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streaming_builds_no_component_per_update(
+    ui: RunningUI, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """For an update dict Gradio builds a new component and its whole config for the session, the
     bulk of the server's work per update; a streamed chat goes as its bare value, so a reply costs
     a few component builds (the first update and the last) however many updates it streams in."""
@@ -177,8 +219,14 @@ def test_streaming_builds_no_component_per_update(ui: RunningUI, client: Client,
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(gr.Chatbot, "__init__", counting)
-    job = client.submit(message="hello", model_a="long-a", model_b="long-b", **pane("a", [*LONG[:3], 300, *LONG[4:]]),
-                        **pane("b", [*LONG[:3], 300, *LONG[4:]]), api_name="/sbs_send")
+    job = client.submit(
+        message="hello",
+        model_a="long-a",
+        model_b="long-b",
+        **pane("a", [*LONG[:3], 300, *LONG[4:]]),
+        **pane("b", [*LONG[:3], 300, *LONG[4:]]),
+        api_name="/sbs_send",
+    )
     job.result(timeout=120)
     updates = len(job.outputs())
     assert updates >= 6, "the replies streamed in several updates"
@@ -188,9 +236,14 @@ def test_streaming_builds_no_component_per_update(ui: RunningUI, client: Client,
 
 def test_three_panes_each_with_its_own_parameters(ui: RunningUI, client: Client) -> None:
     lengths = {"a": 5, "b": 9, "c": 13}
-    kwargs = {k: v for letter, n in lengths.items() for k, v in pane(letter, [*LONG[:3], n, *LONG[4:6], f"sys {letter}"]).items()}
-    out = client.predict(message="hello", panes=3, model_a="long-a", model_b="long-b", model_c="long-a", **kwargs,
-                         api_name="/sbs_send")
+    kwargs = {
+        k: v
+        for letter, n in lengths.items()
+        for k, v in pane(letter, [*LONG[:3], n, *LONG[4:6], f"sys {letter}"]).items()
+    }
+    out = client.predict(
+        message="hello", panes=3, model_a="long-a", model_b="long-b", model_c="long-a", **kwargs, api_name="/sbs_send"
+    )
     assert [out[i]["label"] for i in range(4)] == ["Model A: long-a", "Model B: long-b", "Model C: long-a", "Model D"]
     for i, n in enumerate(lengths.values()):
         assert f"{n} tokens" in chat_text(out[i])
@@ -199,8 +252,9 @@ def test_three_panes_each_with_its_own_parameters(ui: RunningUI, client: Client)
     assert "two models" in refused(client, "/sbs_vote_a")
     before = len(ui.recorder.chats)
     again = client.predict(**kwargs, api_name="/sbs_regenerate")  # every pane on show, with its parameters
-    assert len(ui.recorder.chats) == before + 3 and all(f"{n} tokens" in chat_text(again[i])
-                                                        for i, n in enumerate(lengths.values()))
+    assert len(ui.recorder.chats) == before + 3 and all(
+        f"{n} tokens" in chat_text(again[i]) for i, n in enumerate(lengths.values())
+    )
     client.predict(**kwargs, api_name="/sbs_regenerate_b")
     assert len(ui.recorder.chats) == before + 4 and ui.recorder.chats[-1].conversation.model_name == "long-b"
 
@@ -222,8 +276,14 @@ def test_side_by_side_shows_names_and_the_exact_prompt(client: Client) -> None:
     assert "<|user|> hello <|end|> <|assistant|>" in out[4]
     changed = client.predict("tiny-a", api_name="/sbs_model_b")
     assert chat_text(changed[0]) == "[]", "a new model clears its pane"
-    again = client.predict(message="again", model_a="tiny-a", model_b="tiny-a", **pane("a", QUICK), **pane("b", QUICK),
-                           api_name="/sbs_send")
+    again = client.predict(
+        message="again",
+        model_a="tiny-a",
+        model_b="tiny-a",
+        **pane("a", QUICK),
+        **pane("b", QUICK),
+        api_name="/sbs_send",
+    )
     assert chat_text(again[0]).count('"user"') == 2, "the other pane kept its conversation"
     assert chat_text(again[1]).count('"user"') == 1
 
@@ -244,11 +304,19 @@ def test_limits_are_enforced_in_the_handlers(ui: RunningUI, client: Client) -> N
     assert f"limit is {limit:,}" in message
     out = client.predict("   ", api_name="/battle_send")
     assert chat_text(out[0]) == "[]", "empty input does nothing"
-    assert "no model with that name" in refused(client, "/sbs_send", message="hi", model_a="no-such-model",
-                                                model_b="tiny-a")
+    assert "no model with that name" in refused(
+        client, "/sbs_send", message="hi", model_a="no-such-model", model_b="tiny-a"
+    )
     bad_top_k = [*QUICK[:2], 10.5, *QUICK[3:]]
-    assert "Parameters: top_k" in refused(client, "/sbs_send", message="hi", model_a="tiny-a", model_b="tiny-b",
-                                          **pane("a", bad_top_k), **pane("b", QUICK))
+    assert "Parameters: top_k" in refused(
+        client,
+        "/sbs_send",
+        message="hi",
+        model_a="tiny-a",
+        model_b="tiny-b",
+        **pane("a", bad_top_k),
+        **pane("b", QUICK),
+    )
     assert "[2, 3, 4]" in refused(client, "/sbs_send", message="hi", panes=7, model_a="tiny-a", model_b="tiny-b")
 
 

@@ -23,7 +23,9 @@ DEMO = ("SmolLM2-135M-Instruct", "Gemma-3-270M (base)")
 @pytest.fixture(scope="module")
 def demo_ui(demo_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> RunningUI:
     root = tmp_path_factory.mktemp("ui-demo")
-    settings = Settings(log_dir=root / "logs", cache_dir=demo_registry.settings.cache_dir, rate_messages=0, rate_votes=0)
+    settings = Settings(
+        log_dir=root / "logs", cache_dir=demo_registry.settings.cache_dir, rate_messages=0, rate_votes=0
+    )
     running = serve(build_services(settings, registry=demo_registry, recorder=NullRecorder()))
     yield running
     running.server.should_exit = True
@@ -55,7 +57,9 @@ def test_demo_battle_streams_both_panes_at_once_stops_and_reveals(demo_ui: Runni
     client = Client(demo_ui.url, verbose=False, download_files=False)
     job = client.submit("Tell me a long story about a lighthouse keeper and the sea.", api_name="/battle_send")
     # Both replies are on their way at the same moment: each pane shows text and the cursor.
-    wait_for(lambda: job.outputs() and streaming_both(job.outputs()), 120, "the two panes never streamed at the same time")
+    wait_for(
+        lambda: job.outputs() and streaming_both(job.outputs()), 120, "the two panes never streamed at the same time"
+    )
     assert len(generate_threads()) == 2
     stopped = client.predict(api_name="/battle_stop")
     job.result(timeout=60)

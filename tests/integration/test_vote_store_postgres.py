@@ -68,14 +68,16 @@ def test_two_servers_logs_make_one_board(tmp_path: Path, database: str):
             index.close()
 
 
-def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, postgres_server: PostgresServer,  # noqa: F811
-                                                                 database: str):
+def test_a_database_restart_loses_no_vote_and_counts_none_twice(
+    tmp_path: Path,
+    postgres_server: PostgresServer,  # noqa: F811
+    database: str,
+):
     """Through the app's leaderboard view: votes recorded while the database is stopped reach the
     board once it is back, each once; meanwhile the board stays and "my votes" says why it waits."""
     logs = tmp_path / "logs"
     recorder = JsonlRecorder(logs, IdentityPolicy("none"), server_name="web1")
-    view = LeaderboardView(logs, BoardOptions(rounds=0, min_battles=0), poll_s=3600.0, database=database,
-                           server="web1")
+    view = LeaderboardView(logs, BoardOptions(rounds=0, min_battles=0), poll_s=3600.0, database=database, server="web1")
     live = view.live
     recorder.vote_listeners.append(live.nudge)
     try:
@@ -97,8 +99,11 @@ def test_a_database_restart_loses_no_vote_and_counts_none_twice(tmp_path: Path, 
         assert after is not None and live.error is None
         assert after.votes == live.index.count() == 8
         assert all(p.name.endswith("-web1-conv.json") for p in log_files(logs))
-        assert list(after.board.battles["winner"].value_counts().sort_index().items()) == \
-            [("model_a", 4), ("model_b", 3), ("tie", 1)]
+        assert list(after.board.battles["winner"].value_counts().sort_index().items()) == [
+            ("model_a", 4),
+            ("model_b", 3),
+            ("tie", 1),
+        ]
         assert live.index.catch_up().votes == 0
         assert view.my_votes("some-session")[0].startswith("You have not voted")
     finally:
@@ -148,8 +153,11 @@ def test_writers_at_once_count_every_vote_once(tmp_path: Path, database: str):
     a, b = tmp_path / "a", tmp_path / "b"
     simulate(a, 1500, seed=3, days=2, server="web1")
     simulate(b, 600, seed=4, days=2, server="web2")
-    indexes = [VoteIndex(a, database=database, server="web1"), VoteIndex(a, database=database, server="web1"),
-               VoteIndex(b, database=database, server="web2")]
+    indexes = [
+        VoteIndex(a, database=database, server="web1"),
+        VoteIndex(a, database=database, server="web1"),
+        VoteIndex(b, database=database, server="web2"),
+    ]
     errors: list[BaseException] = []
 
     def run(index: VoteIndex) -> None:

@@ -29,7 +29,9 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 def chat(**fields: object) -> ChatCompletionRequest:
-    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields})
+    body = ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
+    )
     body.check()
     return body
 
@@ -43,21 +45,28 @@ def test_overrides_use_our_names_and_only_what_was_given() -> None:
 
 
 def test_message_forms() -> None:
-    body = chat(messages=[{"role": "developer", "content": "be brief"},
-                          {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+    body = chat(
+        messages=[
+            {"role": "developer", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        ]
+    )
     assert body.to_messages() == [Message("system", "be brief"), Message("user", "ab")]
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"frobnicate": 1}, "frobnicate"),
-    ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
-    ({"tools": [{"type": "function"}]}, "tools"),
-    ({"logprobs": True}, "logprobs"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"messages": []}, "messages"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages.0.content"),
-    ({"stream": "yes"}, "stream"),
-])
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"tools": [{"type": "function"}]}, "tools"),
+        ({"logprobs": True}, "logprobs"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages.0.content"),
+        ({"stream": "yes"}, "stream"),
+    ],
+)
 def test_invalid_bodies_name_the_field(fields: dict, param: str) -> None:
     with pytest.raises(ValidationError) as caught:
         chat(**fields)
@@ -67,15 +76,27 @@ def test_invalid_bodies_name_the_field(fields: dict, param: str) -> None:
 
 
 def test_harmless_fields_pass() -> None:
-    chat(user="u", logprobs=False, presence_penalty=0, frequency_penalty=0, logit_bias={}, store=False,
-         stream=True, stream_options={"include_usage": True, "include_obfuscation": False}, n=1)
+    chat(
+        user="u",
+        logprobs=False,
+        presence_penalty=0,
+        frequency_penalty=0,
+        logit_bias={},
+        store=False,
+        stream=True,
+        stream_options={"include_usage": True, "include_obfuscation": False},
+        n=1,
+    )
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"n": 3}, "n"),
-    ({"stream_options": {"include_usage": True}}, "stream_options"),
-    ({"max_tokens": 5, "max_completion_tokens": 6}, "max_completion_tokens"),
-])
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"n": 3}, "n"),
+        ({"stream_options": {"include_usage": True}}, "stream_options"),
+        ({"max_tokens": 5, "max_completion_tokens": 6}, "max_completion_tokens"),
+    ],
+)
 def test_rules_beyond_types(fields: dict, param: str) -> None:
     with pytest.raises(ParamError) as caught:
         chat(**fields)
@@ -122,8 +143,13 @@ def test_generation_errors_keep_upstream_meaning() -> None:
 
 def test_a_request_whose_own_engine_died_is_503_with_retry_after() -> None:
     """Our vLLM engine gone under the request (it is being restarted): not ready, not a 500."""
-    down = from_finished(Finished(FinishReason.ERROR, error="cannot reach http://127.0.0.1:4321/v1/completions",
-                                  extra={"engine": "vllm", "engine_down": True}))
+    down = from_finished(
+        Finished(
+            FinishReason.ERROR,
+            error="cannot reach http://127.0.0.1:4321/v1/completions",
+            extra={"engine": "vllm", "engine_down": True},
+        )
+    )
     assert (down.status, down.code, down.headers.get("Retry-After")) == (503, "model_not_ready", "5")
     assert "4321" not in down.message
 
@@ -131,9 +157,15 @@ def test_a_request_whose_own_engine_died_is_503_with_retry_after() -> None:
 LEAKY = "RuntimeError: probability tensor contains inf at http://10.0.0.7:8000/v1/chat/completions (/srv/x.py)"
 
 
-@pytest.mark.parametrize("extra", [{}, {"upstream": "http://10.0.0.7:8000/v1"},
-                                   {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 503},
-                                   {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 429}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"upstream": "http://10.0.0.7:8000/v1"},
+        {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 503},
+        {"upstream": "http://10.0.0.7:8000/v1", "upstream_status": 429},
+    ],
+)
 def test_failures_never_carry_exception_text_or_addresses(extra: dict) -> None:
     error = from_finished(Finished(FinishReason.ERROR, error=LEAKY, extra=extra))
     for leak in ("RuntimeError", "10.0.0.7", "/srv/x.py", "probability"):
@@ -143,9 +175,17 @@ def test_failures_never_carry_exception_text_or_addresses(extra: dict) -> None:
 
 
 def test_an_upstream_refusal_passes_its_own_message_on() -> None:
-    refused = from_finished(Finished(FinishReason.ERROR, error=f"http://10.0.0.7/v1 answered HTTP 400: {LEAKY}",
-                                     extra={"upstream": "u", "upstream_status": 400,
-                                            "upstream_message": "max_tokens is too large (see http://10.0.0.7/docs)"}))
+    refused = from_finished(
+        Finished(
+            FinishReason.ERROR,
+            error=f"http://10.0.0.7/v1 answered HTTP 400: {LEAKY}",
+            extra={
+                "upstream": "u",
+                "upstream_status": 400,
+                "upstream_message": "max_tokens is too large (see http://10.0.0.7/docs)",
+            },
+        )
+    )
     assert (refused.status, refused.code) == (400, "upstream_rejected")
     assert "max_tokens is too large" in refused.message and "10.0.0.7" not in refused.message
 
@@ -157,11 +197,24 @@ def test_rate_limited_is_429_with_retry_after() -> None:
 
 
 # ---- the shared table of ranges -----------------------------------------------------------------
-@pytest.mark.parametrize(("name", "value"), [
-    ("temperature", "0.5"), ("temperature", True), ("temperature", float("nan")), ("temperature", float("inf")),
-    ("top_p", 0), ("top_k", 2**70), ("top_k", 1.0), ("top_k", True), ("repetition_penalty", 0.0),
-    ("repetition_penalty", 2.5), ("seed", -1), ("seed", 2**63), ("max_new_tokens", 0),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("temperature", "0.5"),
+        ("temperature", True),
+        ("temperature", float("nan")),
+        ("temperature", float("inf")),
+        ("top_p", 0),
+        ("top_k", 2**70),
+        ("top_k", 1.0),
+        ("top_k", True),
+        ("repetition_penalty", 0.0),
+        ("repetition_penalty", 2.5),
+        ("seed", -1),
+        ("seed", 2**63),
+        ("max_new_tokens", 0),
+    ],
+)
 def test_the_table_refuses(name: str, value: object) -> None:
     with pytest.raises(ParamError) as caught:
         SamplingParams(**{name: value}).validate()  # type: ignore[arg-type]
@@ -173,19 +226,23 @@ def test_the_table_names_every_number_and_its_ends_are_safe() -> None:
     tiny = SamplingParams(temperature=1e-45, repetition_penalty=1e-300, top_p=5e-324).validate().effective()
     assert tiny.greedy and tiny.temperature == 0.0 and tiny.repetition_penalty == 0.01 and tiny.top_p == 5e-324
     assert SamplingParams(temperature=0.5, repetition_penalty=1.2).effective() == SamplingParams(
-        temperature=0.5, repetition_penalty=1.2)
+        temperature=0.5, repetition_penalty=1.2
+    )
     assert upstream_sampling(SamplingParams(temperature=1e-45))["temperature"] == 0.0
     assert upstream_sampling(SamplingParams(repetition_penalty=1e-300))["repetition_penalty"] == 0.01
 
 
 # ---- what pydantic would let through -----------------------------------------------------------
-@pytest.mark.parametrize(("data", "param"), [
-    ({"messages": [{"role": "user", "content": "a\ud800"}]}, "messages.0.content"),
-    ({"prompt": ["ok", "\udfff"]}, "prompt.1"),
-    ({"metadata": {"k\ud800": "v"}}, "metadata"),
-    ({"\ud800": 1}, "body"),
-    ({"metadata": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]}, "metadata"),
-])
+@pytest.mark.parametrize(
+    ("data", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "a\ud800"}]}, "messages.0.content"),
+        ({"prompt": ["ok", "\udfff"]}, "prompt.1"),
+        ({"metadata": {"k\ud800": "v"}}, "metadata"),
+        ({"\ud800": 1}, "body"),
+        ({"metadata": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]}, "metadata"),
+    ],
+)
 def test_check_json_names_the_field(data: dict, param: str) -> None:
     with pytest.raises(ParamError) as caught:
         check_json(data)
@@ -194,8 +251,14 @@ def test_check_json_names_the_field(data: dict, param: str) -> None:
 
 
 def test_check_json_lets_real_bodies_through() -> None:
-    check_json({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "héllo 🙂"}]}],
-                "stop": ["a"], "metadata": {"k": "v"}})
+    check_json(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "héllo 🙂"}]}],
+            "stop": ["a"],
+            "metadata": {"k": "v"},
+        }
+    )
     deep: list = ["x"]
     for _ in range(MAX_DEPTH - 2):
         deep = [deep]
@@ -225,14 +288,19 @@ def test_sse_order_for_chat() -> None:
     assert frames[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [f["choices"][0]["delta"].get("content") for f in frames[1:3]] == ["a", "b"]
     assert frames[3]["choices"][0]["finish_reason"] == "stop"
-    assert frames[4]["choices"] == [] and frames[4]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert frames[4]["choices"] == [] and frames[4]["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+    }
     assert frames[5] == "[DONE]"
     assert {f["object"] for f in frames[:-1]} == {"chat.completion.chunk"}
 
 
 def test_sse_error_mid_stream_is_an_error_event() -> None:
-    frames = _frames(Reply("text", "m"), (TextDelta("a"), Finished(FinishReason.ERROR, error="KeyError: gone")),
-                     include_usage=True)
+    frames = _frames(
+        Reply("text", "m"), (TextDelta("a"), Finished(FinishReason.ERROR, error="KeyError: gone")), include_usage=True
+    )
     assert frames[0]["choices"][0]["text"] == "a"
     assert set(frames[1]["error"]) == {"message", "type", "param", "code"}
     assert (frames[1]["error"]["type"], frames[1]["error"]["code"]) == ("server_error", "generation_failed")
@@ -275,9 +343,13 @@ def test_keys_come_from_the_environment_and_stay_out_of_repr() -> None:
 # ---- remote pieces ------------------------------------------------------------------------------
 def test_upstream_body_sends_extras_only_when_set() -> None:
     assert upstream_sampling(SamplingParams(temperature=0.5, top_p=0.9, max_new_tokens=8)) == {
-        "max_tokens": 8, "temperature": 0.5, "top_p": 0.9}
-    body = upstream_sampling(SamplingParams(top_k=4, repetition_penalty=1.1, ignore_eos=True, seed=1,
-                                            stop=("a", "b", "c", "d", "e")))
+        "max_tokens": 8,
+        "temperature": 0.5,
+        "top_p": 0.9,
+    }
+    body = upstream_sampling(
+        SamplingParams(top_k=4, repetition_penalty=1.1, ignore_eos=True, seed=1, stop=("a", "b", "c", "d", "e"))
+    )
     assert body["top_k"] == 4 and body["repetition_penalty"] == 1.1 and body["ignore_eos"] is True
     assert body["seed"] == 1 and body["stop"] == ["a", "b", "c", "d"]  # the fifth is applied on our side
 
@@ -333,8 +405,12 @@ def test_guard_reshapes_foreign_errors_on_v1_only() -> None:
     client = _guarded_app()
     too_large = client.post("/v1/too-large")
     assert too_large.status_code == 413
-    assert too_large.json()["error"] == {"message": "Request too large: at most 2 MB.", "type": "invalid_request_error",
-                                         "param": None, "code": "request_too_large"}
+    assert too_large.json()["error"] == {
+        "message": "Request too large: at most 2 MB.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "request_too_large",
+    }
     assert int(too_large.headers["content-length"]) == len(too_large.content)
     missing = client.get("/v1/nothing")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"

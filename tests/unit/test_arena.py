@@ -17,7 +17,7 @@ ME = Owner("session-1")
 
 def finished_session(mode: str = "battle", reasons: tuple[FinishReason, ...] = (FinishReason.STOP, FinishReason.STOP)):
     session = arena.new_session(mode, ME)
-    for pane, name in zip(session.panes, ("m1", "m2")[:len(session.panes)], strict=True):
+    for pane, name in zip(session.panes, ("m1", "m2")[: len(session.panes)], strict=True):
         pane.model = name
     arena.add_turn(session, "hi", [(SamplingParams(), None)] * len(session.panes))
     for pane, reason in zip(session.panes, reasons, strict=True):
@@ -27,6 +27,7 @@ def finished_session(mode: str = "battle", reasons: tuple[FinishReason, ...] = (
 
 
 # ---- drawing -----------------------------------------------------------------------------
+
 
 def test_draw_pair_gives_two_different_models_on_both_sides() -> None:
     rng = random.Random(1)
@@ -44,8 +45,18 @@ def test_draw_pair_follows_the_weights() -> None:
     assert abs(counts["b"] - counts["c"]) < 250  # equal weights, equal chances
 
 
-@pytest.mark.parametrize("weights", [{}, {"x": 1.0}, {"x": 0.0, "y": 0.0}, {"x": 1.0, "y": 0.0},
-                                     {"x": math.nan, "y": 1.0}, {"x": math.inf, "y": 1.0}, {"x": -1, "y": 1}])
+@pytest.mark.parametrize(
+    "weights",
+    [
+        {},
+        {"x": 1.0},
+        {"x": 0.0, "y": 0.0},
+        {"x": 1.0, "y": 0.0},
+        {"x": math.nan, "y": 1.0},
+        {"x": math.inf, "y": 1.0},
+        {"x": -1, "y": 1},
+    ],
+)
 def test_draw_pair_refuses_instead_of_crashing(weights: dict) -> None:
     with pytest.raises(Refused, match="two models"):
         arena.draw_pair(weights, random.Random(0))
@@ -58,6 +69,7 @@ def test_zero_weight_keeps_a_model_out() -> None:
 
 
 # ---- messages and parameters ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("text", [None, "", "   \n\t "])
 def test_empty_message_is_nothing(text) -> None:
@@ -74,18 +86,26 @@ def test_message_limit_is_refused_with_the_numbers_not_cut() -> None:
 
 def test_pane_settings_from_raw_values() -> None:
     s = PaneSettings.from_values([0.5, 0.9, 40.0, 128.0, 1.1, -1, "Be brief."])
-    assert (s.sampling.top_k, s.sampling.max_new_tokens, s.sampling.seed, s.system_prompt) == (40, 128, None, "Be brief.")
+    assert (s.sampling.top_k, s.sampling.max_new_tokens, s.sampling.seed, s.system_prompt) == (
+        40,
+        128,
+        None,
+        "Be brief.",
+    )
     params, system = s.apply(SamplingParams(stop=("###",)))
     assert params.temperature == 0.5 and params.stop == ("###",) and system == "Be brief."
     assert PaneSettings.from_values([0.5, 0.9, 40, 128, 1.1, 7.0, ""]).sampling.seed == 7
 
 
-@pytest.mark.parametrize(("values", "field"), [
-    (["hot", 0.9, 40, 128, 1.1, -1, ""], "temperature"),
-    ([0.5, 0.9, 40.5, 128, 1.1, -1, ""], "top_k"),
-    ([0.5, 0.9, 40, 128, 1.1, -1, 42], "system prompt"),
-    ([0.5, 0.9, 40, 128, float("nan"), -1, ""], "repetition_penalty"),
-])
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        (["hot", 0.9, 40, 128, 1.1, -1, ""], "temperature"),
+        ([0.5, 0.9, 40.5, 128, 1.1, -1, ""], "top_k"),
+        ([0.5, 0.9, 40, 128, 1.1, -1, 42], "system prompt"),
+        ([0.5, 0.9, 40, 128, float("nan"), -1, ""], "repetition_penalty"),
+    ],
+)
 def test_malformed_controls_are_refused_by_name(values, field) -> None:
     with pytest.raises(Refused, match=field):
         PaneSettings.from_values(values)
@@ -112,6 +132,7 @@ def test_defaults_round_trip_through_the_controls() -> None:
 
 # ---- turns ---------------------------------------------------------------------------------
 
+
 def test_model_sees_system_prompt_earlier_good_turns_and_the_new_message() -> None:
     session = finished_session("direct", (FinishReason.CANCELLED,))
     pane = session.panes[0]
@@ -119,7 +140,11 @@ def test_model_sees_system_prompt_earlier_good_turns_and_the_new_message() -> No
     pane.turns[-1].reply.error = "failed"
     arena.add_turn(session, "third", [(SamplingParams(), "Be kind.")])
     assert [(m.role, m.content) for m in pane.messages()] == [
-        ("system", "Be kind."), ("user", "hi"), ("assistant", "hello"), ("user", "third")]
+        ("system", "Be kind."),
+        ("user", "hi"),
+        ("assistant", "hello"),
+        ("user", "third"),
+    ]
 
 
 def test_sending_rules() -> None:
@@ -140,6 +165,7 @@ def test_sending_rules() -> None:
 
 
 # ---- votes ---------------------------------------------------------------------------------
+
 
 def test_vote_needs_a_battle_of_ones_own() -> None:
     with pytest.raises(Refused, match="send a message first"):

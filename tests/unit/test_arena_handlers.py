@@ -41,8 +41,9 @@ class FakeBackend(Backend):
         self.open_streams = 0
         self.calls = 0
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator:
         self.calls += 1
         if self.fail == "eager":
             raise RuntimeError(f"{self.spec.name} is on fire")
@@ -65,17 +66,30 @@ class FakeBackend(Backend):
                     yield Finished(FinishReason.ERROR, error=f"{self.spec.name} broke")
                     return
                 yield TextDelta(self.around[1])
-                yield Finished(reason, completion_tokens=words, ttft_s=0.01, tokens_per_s=self.speed,
-                               prompt=f"PROMPT for {self.spec.name}: {messages[-1].content}")
+                yield Finished(
+                    reason,
+                    completion_tokens=words,
+                    ttft_s=0.01,
+                    tokens_per_s=self.speed,
+                    prompt=f"PROMPT for {self.spec.name}: {messages[-1].content}",
+                )
             finally:
                 self.open_streams -= 1
+
         return events()
 
 
 def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None, **limits: Any) -> Services:
-    specs = [ModelSpec(name=name, source=name, weight=cfg.get("weight", 1.0), system_prompt=cfg.get("system_prompt"),
-                       sampling=SamplingParams(**cfg.get("sampling", {"max_new_tokens": 32})))
-             for name, cfg in models.items()]
+    specs = [
+        ModelSpec(
+            name=name,
+            source=name,
+            weight=cfg.get("weight", 1.0),
+            system_prompt=cfg.get("system_prompt"),
+            sampling=SamplingParams(**cfg.get("sampling", {"max_new_tokens": 32})),
+        )
+        for name, cfg in models.items()
+    ]
     backends: dict[str, FakeBackend] = {}
 
     def loader(spec: ModelSpec, settings: Settings) -> Weights:
@@ -86,6 +100,7 @@ def fake_services(models: dict[str, dict], *, max_turns: int = 20, recorder=None
         def make(variant: ModelSpec, slots) -> FakeBackend:
             backends.setdefault(variant.name, FakeBackend(variant, cfg))
             return backends[variant.name]
+
         return Weights(make)
 
     settings = Settings(max_turns=max_turns, max_input_chars=50, **limits)
@@ -103,11 +118,14 @@ def drain(stream: Iterator[Session]) -> list[Session]:
 
 def rendered(session: Session) -> str:
     """Everything the battle view puts on screen, as one string."""
-    parts = [str(views.chat_messages(p)) + views.pane_label(session, i, session.mode) for i, p in enumerate(session.panes)]
+    parts = [
+        str(views.chat_messages(p)) + views.pane_label(session, i, session.mode) for i, p in enumerate(session.panes)
+    ]
     return " ".join(parts) + views.reveal_markdown(session)
 
 
 # ---- battle --------------------------------------------------------------------------------
+
 
 def test_battle_turn_streams_votes_and_reveals() -> None:
     services = fake_services({"alpha": {}, "beta": {}, "gamma": {"weight": 0}})
@@ -138,8 +156,9 @@ def test_a_fast_model_is_not_held_back_by_a_slow_one() -> None:
     comes first, so that reading the panes one after the other would wait on it for ever."""
     fast_shown = threading.Event()
     services = fake_services({"fast": {"words": 5}, "slow": {"words": 5, "after": fast_shown}})
-    stream = Handlers(services).send(None, "side_by_side", "go", [PaneSettings(own_defaults=True)] * 2, ME, CLIENT,
-                                     models=["slow", "fast"])
+    stream = Handlers(services).send(
+        None, "side_by_side", "go", [PaneSettings(own_defaults=True)] * 2, ME, CLIENT, models=["slow", "fast"]
+    )
     for session in stream:
         replies = {p.model: p.turns[-1].reply for p in session.panes if p.turns}
         if "fast" in replies and replies["fast"].done:
@@ -149,7 +168,10 @@ def test_a_fast_model_is_not_held_back_by_a_slow_one() -> None:
     else:
         pytest.fail("the fast reply never finished")
     final = list(stream)[-1]
-    assert {p.model: p.turns[-1].reply.text for p in final.panes} == {"fast": "w0 w1 w2 w3 w4 ", "slow": "w0 w1 w2 w3 w4 "}
+    assert {p.model: p.turns[-1].reply.text for p in final.panes} == {
+        "fast": "w0 w1 w2 w3 w4 ",
+        "slow": "w0 w1 w2 w3 w4 ",
+    }
 
 
 def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
@@ -273,6 +295,7 @@ def test_regenerate_one_pane_keeps_the_other() -> None:
 
 # ---- named modes ---------------------------------------------------------------------------
 
+
 def test_named_modes_choose_ready_models_and_clear_on_change() -> None:
     services = fake_services({"a": {}, "b": {}, "broken": {"broken_load": True}})
     handlers = Handlers(services)
@@ -297,17 +320,20 @@ def test_same_settings_applies_pane_a_to_both() -> None:
     handlers = Handlers(services)
     a = PaneSettings.of(temperature=0.1, max_new_tokens=7, system_prompt="sys A")
     b = PaneSettings.of(temperature=1.5, max_new_tokens=9)
-    session = drain(handlers.send(None, "side_by_side", "hi", [a, b], ME, CLIENT, models=["a", "b"],
-                                  same_settings=True))[-1]
-    assert [(t.params.temperature, t.params.max_new_tokens, t.system_prompt)
-            for t in (p.turns[-1] for p in session.panes)] == [(0.1, 7, "sys A")] * 2
+    session = drain(
+        handlers.send(None, "side_by_side", "hi", [a, b], ME, CLIENT, models=["a", "b"], same_settings=True)
+    )[-1]
+    assert [
+        (t.params.temperature, t.params.max_new_tokens, t.system_prompt) for t in (p.turns[-1] for p in session.panes)
+    ] == [(0.1, 7, "sys A")] * 2
 
 
 def test_direct_chat_votes() -> None:
     services = fake_services({"a": {}})
     handlers = Handlers(services)
-    session = drain(handlers.send(None, "direct", "hi", [PaneSettings(own_defaults=True)], ME, CLIENT,
-                                  models=["a"]))[-1]
+    session = drain(handlers.send(None, "direct", "hi", [PaneSettings(own_defaults=True)], ME, CLIENT, models=["a"]))[
+        -1
+    ]
     handlers.vote(session, "upvote", ME, CLIENT)
     handlers.vote(session, "flag", ME, CLIENT)
     with pytest.raises(Refused, match="already voted"):
@@ -317,12 +343,18 @@ def test_direct_chat_votes() -> None:
 
 # ---- a real tiny model: Stop reaches the generate threads -------------------------------------
 
+
 @pytest.fixture
 def long_tiny(tmp_path: Path, tiny_model_dir: Path) -> Services:
     models = tmp_path / "models.yaml"
-    models.write_text("models:\n" + "".join(
-        f"  - name: long-{s}\n    source: {tiny_model_dir}\n    context_length: 4096\n"
-        f"    sampling: {{ignore_eos: true, max_new_tokens: 3000}}\n" for s in "ab"))
+    models.write_text(
+        "models:\n"
+        + "".join(
+            f"  - name: long-{s}\n    source: {tiny_model_dir}\n    context_length: 4096\n"
+            f"    sampling: {{ignore_eos: true, max_new_tokens: 3000}}\n"
+            for s in "ab"
+        )
+    )
     settings = Settings(models_file=models, cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs")
     registry = build_registry(settings)
     registry.start()
@@ -335,8 +367,11 @@ def test_stop_ends_both_generate_threads_of_a_real_model(long_tiny: Services, no
     handlers = Handlers(long_tiny)
     frames: list[Session] = []
     # Side by side: a battle would cap the replies at one length and stop them at end-of-sequence.
-    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "side_by_side", "hello", OWN, ME, CLIENT,
-                                                                         models=["long-a", "long-b"])))
+    worker = threading.Thread(
+        target=lambda: frames.extend(
+            handlers.send(None, "side_by_side", "hello", OWN, ME, CLIENT, models=["long-a", "long-b"])
+        )
+    )
     worker.start()
     deadline = time.monotonic() + 20
     while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
@@ -368,7 +403,9 @@ def test_without_preload_the_ui_loads_a_model_on_first_use(settings) -> None:
         assert {s.state.value for s in registry.statuses()} == {"unloaded"}
         session, changed = handlers.choose_model(None, "direct", 0, "tiny-a", ME)
         assert changed
-        session = list(handlers.send(session, "direct", "hello world", [PaneSettings(own_defaults=True)], ME, CLIENT))[-1]
+        session = list(handlers.send(session, "direct", "hello world", [PaneSettings(own_defaults=True)], ME, CLIENT))[
+            -1
+        ]
         reply = session.panes[0].turns[-1].reply
         assert reply.ok and reply.final.completion_tokens > 0
         battle = list(handlers.send(None, "battle", "hello", OWN, ME, CLIENT))[-1]

@@ -26,10 +26,18 @@ from webui.ui import views
 # their own length caps (8 and 5 words), system prompts, a template that leaves a leading space
 # and trailing newlines, another speed.
 TWINS = {
-    "long-cap": {"words": 10, "sampling": {"max_new_tokens": 8, "temperature": 0.2}, "system_prompt": "Be long.",
-                 "around": (" ", "\n\n"), "speed": 80.0},
-    "short-cap": {"words": 10, "sampling": {"max_new_tokens": 5, "temperature": 0.9, "ignore_eos": True},
-                  "speed": 20.0},
+    "long-cap": {
+        "words": 10,
+        "sampling": {"max_new_tokens": 8, "temperature": 0.2},
+        "system_prompt": "Be long.",
+        "around": (" ", "\n\n"),
+        "speed": 80.0,
+    },
+    "short-cap": {
+        "words": 10,
+        "sampling": {"max_new_tokens": 5, "temperature": 0.9, "ignore_eos": True},
+        "speed": 20.0,
+    },
 }
 
 
@@ -79,8 +87,9 @@ def test_the_battle_cap_is_the_pairs_never_a_sides() -> None:
 
 def test_named_modes_keep_each_models_own_length() -> None:
     services = fake_services(TWINS, battle_max_new_tokens=6)
-    session = drain(Handlers(services).send(None, "side_by_side", "hi", OWN, ME, CLIENT,
-                                            models=["long-cap", "short-cap"]))[-1]
+    session = drain(
+        Handlers(services).send(None, "side_by_side", "hi", OWN, ME, CLIENT, models=["long-cap", "short-cap"])
+    )[-1]
     assert [p.turns[-1].reply.final.completion_tokens for p in session.panes] == [8, 5]
     assert "tokens/s" in json.dumps(views.chat_messages(session.panes[0]))
 
@@ -113,7 +122,9 @@ def test_a_lone_surrogate_reaches_neither_the_model_nor_the_log(tiny_services: S
     turn = session.panes[0].turns[-1]
     assert turn.reply.ok, f"the reply failed: {turn.reply.error}"
     assert turn.user == "hello \ufffd world" and turn.system_prompt == "be \ufffd kind"
-    lines = [line for f in sorted((tiny_services.settings.log_dir).glob("*.json")) for line in f.read_text().splitlines()]
+    lines = [
+        line for f in sorted((tiny_services.settings.log_dir).glob("*.json")) for line in f.read_text().splitlines()
+    ]
     assert lines, "the reply was recorded"
     for line in lines:
         json.dumps(json.loads(line), ensure_ascii=False).encode("utf-8")  # no lone surrogate came back
@@ -136,8 +147,18 @@ def test_the_models_start_before_the_first_redraw() -> None:
 def test_side_by_side_takes_two_to_four_panes() -> None:
     services = fake_services({"a": {}, "b": {}, "c": {"words": 2}, "d": {"words": 1}})
     handlers = Handlers(services)
-    session = drain(handlers.send(None, "side_by_side", "hi", [PaneSettings(own_defaults=True)] * 4, ME, CLIENT,
-                                  models=["a", "b", "c", "d"], pane_count=4))[-1]
+    session = drain(
+        handlers.send(
+            None,
+            "side_by_side",
+            "hi",
+            [PaneSettings(own_defaults=True)] * 4,
+            ME,
+            CLIENT,
+            models=["a", "b", "c", "d"],
+            pane_count=4,
+        )
+    )[-1]
     assert [p.turns[-1].reply.text for p in session.panes] == ["w0 w1 w2 ", "w0 w1 w2 ", "w0 w1 ", "w0 "]
     with pytest.raises(Refused, match="two models"):
         handlers.vote(session, "leftvote", ME, CLIENT)
@@ -165,7 +186,9 @@ def test_each_of_four_panes_gets_its_own_parameters() -> None:
 def test_direct_chat_can_flag_after_a_thumb() -> None:
     services = fake_services({"a": {}})
     handlers = Handlers(services)
-    session = drain(handlers.send(None, "direct", "hi", [PaneSettings(own_defaults=True)], ME, CLIENT, models=["a"]))[-1]
+    session = drain(handlers.send(None, "direct", "hi", [PaneSettings(own_defaults=True)], ME, CLIENT, models=["a"]))[
+        -1
+    ]
     handlers.vote(session, "upvote", ME, CLIENT)
     assert arena.can_vote(session, "flag") and not arena.can_vote(session, "downvote")
 

@@ -38,7 +38,6 @@ def test_an_output_whose_properties_changed_goes_as_an_update() -> None:
     assert sent == [renamed, gr.update(interactive=False)] and sent[0] is not renamed
 
 
-
 def test_gradio_popping_the_value_out_of_an_update_does_not_change_the_next_comparison() -> None:
     """Gradio's postprocess pops "value" from the update dicts it is given; if those were the
     dicts kept for the comparison, every later update would differ and the final one would

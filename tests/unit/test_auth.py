@@ -28,13 +28,16 @@ def test_credentials_from_file_and_environment_are_merged(tmp_path: Path) -> Non
     assert "pw3" not in repr(settings)
 
 
-@pytest.mark.parametrize(("text", "error"), [
-    ("alice\n", "line 1: expected 'username:password'"),
-    ("alice:\n", "line 1: expected 'username:password'"),
-    (":pw\n", "line 1: expected 'username:password'"),
-    ("alice:a\nalice:b\n", "line 2: user 'alice' is listed twice"),
-    ("# nothing\n", "has no 'username:password' lines"),
-])
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("alice\n", "line 1: expected 'username:password'"),
+        ("alice:\n", "line 1: expected 'username:password'"),
+        (":pw\n", "line 1: expected 'username:password'"),
+        ("alice:a\nalice:b\n", "line 2: user 'alice' is listed twice"),
+        ("# nothing\n", "has no 'username:password' lines"),
+    ],
+)
 def test_bad_auth_files_name_the_line(tmp_path: Path, text: str, error: str) -> None:
     file = tmp_path / "users.txt"
     file.write_text(text)
@@ -87,8 +90,10 @@ def test_oauth_username_reads_gradios_session() -> None:
         return types.SimpleNamespace(session={"oauth_info": info} if info is not None else {})
 
     assert auth.oauth_username(request({"userinfo": {"preferred_username": "dana"}})) == "dana"
-    assert auth.oauth_username(request({"userinfo": {"preferred_username": "dana"},
-                                        "expires_at": time.time() - 1})) is None
+    assert (
+        auth.oauth_username(request({"userinfo": {"preferred_username": "dana"}, "expires_at": time.time() - 1}))
+        is None
+    )
     assert auth.oauth_username(request(None)) is None
     assert auth.oauth_username(object()) is None  # no session middleware
 

@@ -32,8 +32,9 @@ class EchoBackend(Backend):
     def __init__(self, spec: ModelSpec, slots: Slots) -> None:
         self.spec, self.slots = spec, slots
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         assert isinstance(self.spec.entry, EchoEntry)
         yield TextDelta(f"{self.spec.entry.greeting}, {messages[-1].content}")
         yield Finished(FinishReason.STOP)
@@ -53,17 +54,26 @@ def place_echo(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
 
 @pytest.fixture
 def echo_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(entries.BACKENDS, "echo", entries.Backend(
-        EchoEntry, f"{HERE}:load_echo", concurrency=f"{HERE}:echo_concurrency", place=f"{HERE}:place_echo"))
+    monkeypatch.setitem(
+        entries.BACKENDS,
+        "echo",
+        entries.Backend(
+            EchoEntry, f"{HERE}:load_echo", concurrency=f"{HERE}:echo_concurrency", place=f"{HERE}:place_echo"
+        ),
+    )
 
 
 @pytest.mark.usefixtures("echo_registered")
 def test_one_row_registers_a_backend_with_its_keys_loader_concurrency_and_placement(settings: Settings) -> None:
-    specs = parse_specs({"models": [
-        {"name": "e1", "backend": "echo", "source": "/e", "greeting": "ahoy"},
-        {"name": "e2", "backend": "echo", "source": "/other"},
-        {"name": "t", "backend": "transformers", "source": "/t"},
-    ]})
+    specs = parse_specs(
+        {
+            "models": [
+                {"name": "e1", "backend": "echo", "source": "/e", "greeting": "ahoy"},
+                {"name": "e2", "backend": "echo", "source": "/other"},
+                {"name": "t", "backend": "transformers", "source": "/t"},
+            ]
+        }
+    )
     registry = Registry(specs, settings)
     try:
         assert registry.concurrency(registry.spec("e1").weights_key) == 3
@@ -86,5 +96,16 @@ def test_a_registered_backend_still_refuses_keys_it_does_not_take() -> None:
     with pytest.raises(ConfigError, match="greting"):
         parse_specs({"models": [{"name": "e", "backend": "echo", "source": "/e", "greting": "typo"}]})
     with pytest.raises(ConfigError, match="greeting"):
-        parse_specs({"models": [{"name": "e", "backend": "openai", "base_url": "http://x/v1", "remote_model": "m",
-                                 "greeting": "not an openai key"}]})
+        parse_specs(
+            {
+                "models": [
+                    {
+                        "name": "e",
+                        "backend": "openai",
+                        "base_url": "http://x/v1",
+                        "remote_model": "m",
+                        "greeting": "not an openai key",
+                    }
+                ]
+            }
+        )

@@ -32,8 +32,12 @@ def test_rates_ratios_and_gaps_handle_missing_values() -> None:
 
 
 def test_markdown_table_formats_cells_and_escapes_pipes() -> None:
-    table = Table("T", [Column("name", "name"), Column("t", "time", seconds), Column("r", "ratio", number(2))],
-                  [{"name": "a|b", "t": 0.25, "r": 0.951}, {"name": "c", "t": 2.5, "r": None}], ["a note"])
+    table = Table(
+        "T",
+        [Column("name", "name"), Column("t", "time", seconds), Column("r", "ratio", number(2))],
+        [{"name": "a|b", "t": 0.25, "r": 0.951}, {"name": "c", "t": 2.5, "r": None}],
+        ["a note"],
+    )
     out = to_markdown(table)
     assert "| name | time | ratio |" in out
     assert "| a\\|b | 250 ms | 0.95 |" in out
@@ -43,8 +47,12 @@ def test_markdown_table_formats_cells_and_escapes_pipes() -> None:
 
 def test_ui_updates_give_first_text_and_token_count() -> None:
     pane = gradio_path.PaneTiming()
-    update = {"value": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                        {"role": "assistant", "content": [{"type": "text", "text": "▌"}]}]}
+    update = {
+        "value": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "▌"}]},
+        ]
+    }
     gradio_path._observe(pane, gradio_path._reply(update), 0.1)
     assert pane.ttft_s is None  # only the cursor: nothing shown yet
     gradio_path._observe(pane, "The ▌", 0.4)
@@ -57,12 +65,20 @@ def test_send_arguments_are_filled_by_label() -> None:
     def component(kind: str, label: str = "", elem_id: str = "") -> dict:
         return {"type": kind, "props": {"label": label, "elem_id": elem_id}}
 
-    event = gradio_path.Event(3, "/sbs_send", [
-        component("state"), component("textbox", "Message", "sbs-input"),
-        component("dropdown", "Model A"), component("dropdown", "Model B"),
-        component("checkbox", "Use Model A's parameters for every pane"),
-        component("slider", "max_new_tokens"), component("slider", "temperature (0 = greedy)"),
-    ], [component("chatbot"), component("markdown"), component("chatbot")])
+    event = gradio_path.Event(
+        3,
+        "/sbs_send",
+        [
+            component("state"),
+            component("textbox", "Message", "sbs-input"),
+            component("dropdown", "Model A"),
+            component("dropdown", "Model B"),
+            component("checkbox", "Use Model A's parameters for every pane"),
+            component("slider", "max_new_tokens"),
+            component("slider", "temperature (0 = greedy)"),
+        ],
+        [component("chatbot"), component("markdown"), component("chatbot")],
+    )
     assert gradio_path.arguments(event, "hello", ["a", "b"], 32) == [None, "hello", "a", "b", False, 32, 0.0]
     assert event.chat_outputs() == [0, 2]
     with pytest.raises(gradio_path.GradioUnavailable):
@@ -81,7 +97,18 @@ def test_the_app_engines_are_found_among_the_apps_descendants(tmp_path) -> None:
         (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
 
     proc(10, 1, "python", "app.py")
-    proc(11, 10, "python", "supervisor.py", "--served-model-name", "Gemma (base)", "--host", "127.0.0.1", "--port", "4100")
+    proc(
+        11,
+        10,
+        "python",
+        "supervisor.py",
+        "--served-model-name",
+        "Gemma (base)",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "4100",
+    )
     proc(12, 11, "python", "-m", "vllm", "--served-model-name", "Gemma (base)", "--port", "4100")
     proc(13, 10, "python", "supervisor.py", "--served-model-name", "smol", "--port", "4200")
     proc(20, 1, "python", "other.py", "--served-model-name", "stranger", "--port", "4300")
@@ -106,7 +133,9 @@ def test_the_cold_start_section_reads_the_registrys_own_log_line(settings, caplo
     from webui.models.specs import parse_specs
 
     specs = parse_specs({"models": [{"name": "Some Model (v2)", "source": "/m"}]})
-    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(lambda v, s: object(), device="cpu")})
+    registry = Registry(
+        specs, settings, loaders={"auto": lambda spec, _s: Weights(lambda v, s: object(), device="cpu")}
+    )
     with caplog.at_level(logging.INFO):
         registry.load("Some Model (v2)")
     log = "\n".join(f"2026-11-23 12:00:00,000 INFO {r.name}: {r.getMessage()}" for r in caplog.records)

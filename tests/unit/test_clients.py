@@ -14,9 +14,13 @@ from webui.records.events import ClientInfo
 
 def starlette_request(peer: str, headers: list[tuple[str, str]]) -> Request:
     scope = {
-        "type": "http", "method": "GET", "path": "/", "query_string": b"",
+        "type": "http",
+        "method": "GET",
+        "path": "/",
+        "query_string": b"",
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
-        "client": (peer, 50000), "server": ("testserver", 80),
+        "client": (peer, 50000),
+        "server": ("testserver", 80),
     }
     return Request(scope)
 
@@ -49,8 +53,9 @@ def test_spoofing_needs_more_than_a_header():
 
 def test_repeated_header_lines_join_in_order():
     settings = Settings(trusted_proxies=2)
-    request = starlette_request("10.0.0.1", [("X-Forwarded-For", "6.6.6.6, 198.51.100.4"),
-                                             ("X-Forwarded-For", "10.0.0.2")])
+    request = starlette_request(
+        "10.0.0.1", [("X-Forwarded-For", "6.6.6.6, 198.51.100.4"), ("X-Forwarded-For", "10.0.0.2")]
+    )
     assert client_info(request, settings).address == "198.51.100.4"
 
 

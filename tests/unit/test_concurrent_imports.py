@@ -53,8 +53,9 @@ print(json.dumps(errors))
 def test_loader_threads_importing_transformers_at_once_all_get_it() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     for _ in range(2):  # a race: twice, though without the lock one run has always been enough
-        done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         errors = json.loads(done.stdout.strip().splitlines()[-1])
         assert errors == [], errors

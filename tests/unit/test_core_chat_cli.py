@@ -9,8 +9,20 @@ from webui import chat
 
 def test_chat_streams_a_reply_and_stats(tiny_models_file, tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))
-    code = chat.main(["--models", str(tiny_models_file), "--model", "tiny-a", "--max-new-tokens", "5",
-                      "--temperature", "0", "--show-prompt", "hello world"])
+    code = chat.main(
+        [
+            "--models",
+            str(tiny_models_file),
+            "--model",
+            "tiny-a",
+            "--max-new-tokens",
+            "5",
+            "--temperature",
+            "0",
+            "--show-prompt",
+            "hello world",
+        ]
+    )
     _out, err = capsys.readouterr()
     assert code == 0
     assert "<|user|> hello world <|end|> <|assistant|>" in err

@@ -20,7 +20,9 @@ def _generate_threads() -> list[threading.Thread]:
 
 
 def test_stream_is_deltas_then_one_finished(registry, no_thread_leak) -> None:
-    events = list(registry.get("tiny-a").stream(HELLO, SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)))
+    events = list(
+        registry.get("tiny-a").stream(HELLO, SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True))
+    )
     assert all(isinstance(e, TextDelta) for e in events[:-1]) and len(events) > 1
     final = events[-1]
     assert isinstance(final, Finished)
@@ -33,7 +35,7 @@ def test_stream_is_deltas_then_one_finished(registry, no_thread_leak) -> None:
     backend = registry.get("tiny-a")
     ids = backend.tokenizer(final.prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
     out = backend.model.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)
-    expected = backend.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    expected = backend.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     assert "".join(e.text for e in events[:-1]) == expected
 
 
@@ -59,7 +61,9 @@ def test_same_seed_concurrently_gives_same_output(registry) -> None:
 
 def test_cancel_event_stops_the_model(registry, no_thread_leak) -> None:
     cancel = threading.Event()
-    stream = registry.get("tiny-a").stream(HELLO, SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True), cancel)
+    stream = registry.get("tiny-a").stream(
+        HELLO, SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True), cancel
+    )
     events = []
     for event in stream:
         events.append(event)
@@ -103,7 +107,10 @@ def test_fault_in_forward_pass_becomes_an_error_event(registry, no_thread_leak) 
     assert final.reason is FinishReason.ERROR
     assert "injected fault" in (final.error or "")
     assert final.completion_tokens == 3
-    assert collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))[1].reason is FinishReason.LENGTH
+    assert (
+        collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))[1].reason
+        is FinishReason.LENGTH
+    )
 
 
 def test_stop_string_ends_generation_and_is_trimmed(registry) -> None:
@@ -141,7 +148,12 @@ def test_requests_beyond_the_limit_wait_then_time_out(registry, no_thread_leak) 
     finally:
         for stream in held:
             stream.close()
-    assert collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=2, ignore_eos=True)))[1].completion_tokens == 2
+    assert (
+        collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=2, ignore_eos=True)))[
+            1
+        ].completion_tokens
+        == 2
+    )
 
 
 def test_fschat_entry_uses_plain_template_and_bos(registry) -> None:

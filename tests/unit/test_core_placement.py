@@ -8,8 +8,14 @@ from transformers import LlamaConfig
 
 from webui.models.loading import LoadError, plan_gpu_placement
 
-CONFIG = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=8,
-                     num_attention_heads=4, num_key_value_heads=4)
+CONFIG = LlamaConfig(
+    vocab_size=1000,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=8,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+)
 MiB = 2**20
 
 
@@ -36,7 +42,9 @@ def test_spreads_over_gpus_by_free_memory() -> None:
 
 def test_max_memory_from_the_models_file_caps_a_gpu() -> None:
     need = _bytes_needed()
-    plan = plan_gpu_placement(CONFIG, torch.float16, {0: 100 * need, 1: 100 * need}, {"0": f"{int(need * 0.6 / MiB)}MiB"})
+    plan = plan_gpu_placement(
+        CONFIG, torch.float16, {0: 100 * need, 1: 100 * need}, {"0": f"{int(need * 0.6 / MiB)}MiB"}
+    )
     assert set(plan.values()) == {0, 1}
 
 

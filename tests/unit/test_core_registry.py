@@ -27,12 +27,21 @@ def test_variants_share_one_copy_of_the_weights(settings) -> None:
 
 
 def test_a_failing_model_does_not_stop_the_others(settings, tiny_model_dir: Path, tmp_path: Path) -> None:
-    specs = parse_specs({"models": [
-        {"name": "missing", "source": str(tmp_path / "nope")},
-        {"name": "broken", "source": str(tmp_path)},  # a folder without config.json
-        {"name": "bad-template", "source": str(tiny_model_dir), "dtype": "fp16", "template": "fschat:nonexistent"},
-        {"name": "good", "source": str(tiny_model_dir)},
-    ]})
+    specs = parse_specs(
+        {
+            "models": [
+                {"name": "missing", "source": str(tmp_path / "nope")},
+                {"name": "broken", "source": str(tmp_path)},  # a folder without config.json
+                {
+                    "name": "bad-template",
+                    "source": str(tiny_model_dir),
+                    "dtype": "fp16",
+                    "template": "fschat:nonexistent",
+                },
+                {"name": "good", "source": str(tiny_model_dir)},
+            ]
+        }
+    )
     registry = Registry(specs, settings)
     registry.start()
     registry.wait_idle(60)
@@ -42,7 +51,10 @@ def test_a_failing_model_does_not_stop_the_others(settings, tiny_model_dir: Path
     assert "config.json" in status["broken"].detail
     assert "nonexistent" in status["bad-template"].detail
     # what every visitor sees names no path: the kind of failure only
-    assert {status[n].reason for n in ("missing", "broken", "bad-template")} <= {"error in the models file", "load failed"}
+    assert {status[n].reason for n in ("missing", "broken", "bad-template")} <= {
+        "error in the models file",
+        "load failed",
+    }
     assert all(str(tmp_path) not in status[n].describe() for n in status)
     with pytest.raises(ModelNotReady, match="failed"):
         registry.get("missing")
@@ -60,7 +72,9 @@ def test_concurrent_loads_load_once_and_report_states(settings) -> None:
         gate.wait(5)
         return Weights(lambda variant, slots: object(), device="fake")
 
-    specs = parse_specs({"models": [{"name": "x", "source": "/m"}, {"name": "x2", "source": "/m", "system_prompt": "v"}]})
+    specs = parse_specs(
+        {"models": [{"name": "x", "source": "/m"}, {"name": "x2", "source": "/m", "system_prompt": "v"}]}
+    )
     registry = Registry(specs, settings, loaders={"auto": slow_loader})
     registry.on_change(lambda s: seen.append((s.name, s.state.value)))
     threads = [threading.Thread(target=registry.load, args=(name,)) for name in ("x", "x2", "x")]
@@ -101,14 +115,21 @@ def test_background_start_returns_at_once(settings) -> None:
 
 
 def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> None:
-    specs = parse_specs({"models": [
-        {"name": "a", "source": "/m"},
-        {"name": "b", "source": "/m", "max_concurrency": 3},
-        {"name": "c", "source": "/m", "max_concurrency": 1},
-        {"name": "d", "source": "/other"},
-    ]})
-    registry = Registry(specs, settings.replace(max_concurrency=5),
-                        loaders={"auto": lambda spec, _s: Weights(lambda variant, slots: slots)})
+    specs = parse_specs(
+        {
+            "models": [
+                {"name": "a", "source": "/m"},
+                {"name": "b", "source": "/m", "max_concurrency": 3},
+                {"name": "c", "source": "/m", "max_concurrency": 1},
+                {"name": "d", "source": "/other"},
+            ]
+        }
+    )
+    registry = Registry(
+        specs,
+        settings.replace(max_concurrency=5),
+        loaders={"auto": lambda spec, _s: Weights(lambda variant, slots: slots)},
+    )
     assert registry.load("a") is registry.load("c")
     assert registry.load("a").size == 1
     assert registry.status("a").describe().startswith("ready (loaded in ")  # no device to name
@@ -124,8 +145,13 @@ def test_unhealthy_backend_is_reported_and_kept_out_of_ready_names(settings) -> 
 
     flaky = Flaky()
     specs = parse_specs({"models": [{"name": "remote", "source": "/r"}, {"name": "local", "source": "/l"}]})
-    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(
-        lambda variant, slots: flaky if variant.name == "remote" else Flaky())})
+    registry = Registry(
+        specs,
+        settings,
+        loaders={
+            "auto": lambda spec, _s: Weights(lambda variant, slots: flaky if variant.name == "remote" else Flaky())
+        },
+    )
     registry.start()
     registry.wait_idle(10)
     assert registry.ready_names() == ["remote", "local"]
@@ -147,12 +173,16 @@ def test_a_failed_load_is_retried_with_a_growing_pause_until_it_works(settings) 
         return Weights(lambda variant, slots: object(), device="remote")
 
     specs = parse_specs({"models": [{"name": "r", "source": "/r"}]})
-    registry = Registry(specs, settings, loaders={"auto": flaky}, retry_first_s=0.2, retry_max_s=0.5,
-                        clock=lambda: now[0])
+    registry = Registry(
+        specs, settings, loaders={"auto": flaky}, retry_first_s=0.2, retry_max_s=0.5, clock=lambda: now[0]
+    )
     registry.start()
     for failures, pause in ((1, 0.2), (2, 0.4), (3, 0.5)):  # doubling, up to retry_max_s
-        wait_for(lambda n=failures: len(attempts) == n and registry.status("r").state is ModelState.FAILED, 10,
-                 f"attempt {failures} did not fail")
+        wait_for(
+            lambda n=failures: len(attempts) == n and registry.status("r").state is ModelState.FAILED,
+            10,
+            f"attempt {failures} did not fail",
+        )
         status = registry.status("r")
         assert status.retry_at == pytest.approx(now[0] + pause, abs=1e-9), (failures, status.retry_at - now[0])
         assert "retrying at" in status.describe() and status.detail == "connection refused"
@@ -188,8 +218,11 @@ def test_weights_that_die_are_marked_failed_and_loaded_again(settings) -> None:
 
     def engine(spec, _settings):
         alive["count"] += 1
-        return Weights(lambda variant, slots: object(), device="engine",
-                       failure=lambda: "the engine process exited (code -9)" if dead.is_set() else None)
+        return Weights(
+            lambda variant, slots: object(),
+            device="engine",
+            failure=lambda: "the engine process exited (code -9)" if dead.is_set() else None,
+        )
 
     specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
     registry = Registry(specs, settings, loaders={"auto": engine}, retry_first_s=0.3)
@@ -258,8 +291,15 @@ def test_weights_that_died_are_refused_before_the_keeper_looks(settings, monkeyp
     monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
     dead = threading.Event()
     specs = parse_specs({"models": [{"name": "e", "source": "/e"}]})
-    registry = Registry(specs, settings, loaders={"auto": lambda spec, _s: Weights(
-        lambda variant, slots: object(), failure=lambda: "exited (code 137)" if dead.is_set() else None)})
+    registry = Registry(
+        specs,
+        settings,
+        loaders={
+            "auto": lambda spec, _s: Weights(
+                lambda variant, slots: object(), failure=lambda: "exited (code 137)" if dead.is_set() else None
+            )
+        },
+    )
     registry.load("e")  # in this thread: no keeper runs
     dead.set()
     with pytest.raises(ModelNotReady, match="engine exited"):

@@ -19,9 +19,15 @@ def _run(stops: list[str], chunks: list[str]) -> tuple[str, bool]:
     return "".join(shown) + f.flush(), False
 
 
-@pytest.mark.parametrize("chunks", [
-    ["Paris.###Human"], ["Paris.#", "##Human"], ["Paris.", "#", "#", "#"], ["Par", "is.##", "#"],
-])
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["Paris.###Human"],
+        ["Paris.#", "##Human"],
+        ["Paris.", "#", "#", "#"],
+        ["Par", "is.##", "#"],
+    ],
+)
 def test_split_stop_string_is_trimmed(chunks: list[str]) -> None:
     assert _run(["###"], chunks) == ("Paris.", True)
 

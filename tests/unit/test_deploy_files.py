@@ -76,8 +76,9 @@ def test_docker_setup_script_runs(tmp_path: Path) -> None:
     """The image's second step, here without the user switch (that needs root and useradd)."""
     env = {**os.environ, "DATA_DIR": str(tmp_path / "data"), "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
     env.pop("APP_USER", None)
-    result = subprocess.run(["bash", "scripts/docker-setup.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        ["bash", "scripts/docker-setup.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "data" / "logs").is_dir() and (tmp_path / "data" / "cache").is_dir()
     assert "ok   SmolLM2-135M-Instruct:" in result.stdout and "ok   Gemma-3-270M (base):" in result.stdout
@@ -87,8 +88,13 @@ def test_docker_setup_script_runs(tmp_path: Path) -> None:
 def test_install_check_fails_loudly_on_a_missing_model(tmp_path: Path) -> None:
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  - name: ghost\n    source: package:no_such_package_xyz/model.gguf\n")
-    result = subprocess.run([sys.executable, "scripts/check_install.py", "--models", str(models)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "scripts/check_install.py", "--models", str(models)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert "FAIL" in result.stderr and "no_such_package_xyz" in result.stderr
 
@@ -109,11 +115,14 @@ class _Health(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize(("models", "healthy"), [
-    ({"a": {"state": "ready"}, "b": {"state": "failed"}}, True),
-    ({"a": {"state": "loading"}}, True),
-    ({"a": {"state": "failed"}, "b": {"state": "failed"}}, False),
-])
+@pytest.mark.parametrize(
+    ("models", "healthy"),
+    [
+        ({"a": {"state": "ready"}, "b": {"state": "failed"}}, True),
+        ({"a": {"state": "loading"}}, True),
+        ({"a": {"state": "failed"}, "b": {"state": "failed"}}, False),
+    ],
+)
 def test_healthcheck_script(models: dict, healthy: bool) -> None:
     handler = type("H", (_Health,), {"body": {"status": "ok", "models": models}})
     server = HTTPServer(("127.0.0.1", 0), handler)
@@ -121,8 +130,9 @@ def test_healthcheck_script(models: dict, healthy: bool) -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/healthz"
-        result = subprocess.run([sys.executable, "scripts/healthcheck.py", url], cwd=ROOT, capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "scripts/healthcheck.py", url], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
     finally:
         server.shutdown()
     assert (result.returncode == 0) is healthy, result.stdout
@@ -134,8 +144,14 @@ def test_healthcheck_fails_when_nothing_listens() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = subprocess.run([sys.executable, "scripts/healthcheck.py"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "ARENA_PORT": str(port)})
+    result = subprocess.run(
+        [sys.executable, "scripts/healthcheck.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ARENA_PORT": str(port)},
+    )
     assert result.returncode == 1 and result.stdout.startswith("unhealthy:")
 
 
@@ -143,7 +159,7 @@ def test_healthcheck_fails_when_nothing_listens() -> None:
 def front_matter() -> dict[str, str]:
     text = (ROOT / "README.md").read_text()
     assert text.startswith("---\n"), "README.md must start with the Spaces front matter"
-    block = text[4:text.index("\n---\n", 4)]
+    block = text[4 : text.index("\n---\n", 4)]
     pairs = (line.split(":", 1) for line in block.splitlines() if ":" in line)
     return {k.strip(): v.strip().strip('"') for k, v in pairs}
 
@@ -162,7 +178,7 @@ def test_readme_front_matter_describes_a_gradio_space() -> None:
     from packaging.specifiers import SpecifierSet
 
     gradio_spec = next(d for d in _pyproject_dependencies() if d.startswith("gradio"))
-    assert meta["sdk_version"] in SpecifierSet(gradio_spec[len("gradio"):]), "sdk_version outside pyproject's range"
+    assert meta["sdk_version"] in SpecifierSet(gradio_spec[len("gradio") :]), "sdk_version outside pyproject's range"
 
 
 def test_requirements_match_pyproject_and_install_script() -> None:
@@ -177,11 +193,22 @@ def test_requirements_match_pyproject_and_install_script() -> None:
 
 # ---- nginx in front of several servers (run for real by tests/integration/test_server_tier.py) -------
 def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_path: Path) -> None:
-    render = [sys.executable, str(ROOT / "deploy" / "render_nginx.py"), "--listen", "8080",
-              "--server", "127.0.0.1:7861", "--server", "10.0.0.2:7860"]
+    render = [
+        sys.executable,
+        str(ROOT / "deploy" / "render_nginx.py"),
+        "--listen",
+        "8080",
+        "--server",
+        "127.0.0.1:7861",
+        "--server",
+        "10.0.0.2:7860",
+    ]
     text = subprocess.run(render, capture_output=True, text=True, check=True).stdout
     assert "@" not in text  # every placeholder filled
-    assert re.findall(r"^\s*server (\S+) max_fails=1 fail_timeout=10s;$", text, re.M) == ["127.0.0.1:7861", "10.0.0.2:7860"]
+    assert re.findall(r"^\s*server (\S+) max_fails=1 fail_timeout=10s;$", text, re.M) == [
+        "127.0.0.1:7861",
+        "10.0.0.2:7860",
+    ]
     assert "hash $arena_session consistent;" in text and "proxy_buffering off;" in text
     assert "listen 8080;" in text and "X-Forwarded-For $proxy_add_x_forwarded_for" in text
     bad = subprocess.run([*render[:4], "--server", "127.0.0.1:7861; evil"], capture_output=True, text=True)

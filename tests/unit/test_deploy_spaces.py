@@ -104,8 +104,10 @@ class WorkerBoundary:
 
 def test_zero_gpu_path_streams_the_same_tokens_as_plain_generate(registry, monkeypatch, no_thread_leak) -> None:
     backend = registry.get("tiny-a")
-    for params in (SamplingParams(temperature=0, max_new_tokens=14, ignore_eos=True),
-                   SamplingParams(temperature=1.3, top_k=20, max_new_tokens=14, seed=7, ignore_eos=True)):
+    for params in (
+        SamplingParams(temperature=0, max_new_tokens=14, ignore_eos=True),
+        SamplingParams(temperature=1.3, top_k=20, max_new_tokens=14, seed=7, ignore_eos=True),
+    ):
         plain_text, plain_final = collect(backend.stream(HELLO, params))
         boundary = WorkerBoundary()
         monkeypatch.setattr(spaces, "zero_gpu", lambda: True)

@@ -36,6 +36,7 @@ MiB = 1 << 20
 
 # ---- the fingerprint of loaded weights ----------------------------------------------------------
 
+
 def weights_folder(root: Path, first: bytes = b"A", size: int = 3 * MiB) -> Path:
     root.mkdir(parents=True)
     (root / "config.json").write_text("{}")
@@ -45,8 +46,15 @@ def weights_folder(root: Path, first: bytes = b"A", size: int = 3 * MiB) -> Path
     return root
 
 
-def of(folder: Path, *, gguf: str | None = None, dtype: str = "float32", engine: str = "transformers 5.23.0",
-       template: str | None = "{{ messages }}", system: str | None = None) -> fp.Fingerprint:
+def of(
+    folder: Path,
+    *,
+    gguf: str | None = None,
+    dtype: str = "float32",
+    engine: str = "transformers 5.23.0",
+    template: str | None = "{{ messages }}",
+    system: str | None = None,
+) -> fp.Fingerprint:
     return fp.variant_fingerprint(fp.local_components(folder, gguf, dtype, engine), template, system)
 
 
@@ -73,12 +81,19 @@ def test_each_component_changes_the_fingerprint(tmp_path: Path, change: str):
             handle.seek(3 * MiB - 1)
             handle.write(b"Z")
     else:
-        kwargs = {"template": {"template": "{{ other }}"}, "system prompt": {"system": "Be brief."},
-                  "dtype": {"dtype": "bfloat16"}, "engine": {"engine": "vllm 0.32.0"}}[change]
+        kwargs = {
+            "template": {"template": "{{ other }}"},
+            "system prompt": {"system": "Be brief."},
+            "dtype": {"dtype": "bfloat16"},
+            "engine": {"engine": "vllm 0.32.0"},
+        }[change]
     after = of(folder, **kwargs)
     assert after.id != before.id
-    changed = {k for k in after.components.keys() | before.components.keys()
-               if after.components.get(k) != before.components.get(k)}
+    changed = {
+        k
+        for k in after.components.keys() | before.components.keys()
+        if after.components.get(k) != before.components.get(k)
+    }
     named = {"size": "weights", "tail": "weights", "system prompt": "system_prompt"}.get(change, change)
     assert changed == {named}  # the record says which component moved
 
@@ -114,10 +129,12 @@ def test_hub_snapshots_carry_their_revision_and_remote_models_their_host(tmp_pat
     remote = fp.remote_components("https://api.example.com/v1", "gpt-x-2026-01")
     assert remote == {"upstream": "api.example.com", "model": "gpt-x-2026-01", "engine": "openai-remote"}
     assert fp.variant_fingerprint(remote, None, None) != fp.variant_fingerprint(
-        fp.remote_components("https://other.example.com/v1", "gpt-x-2026-01"), None, None)
+        fp.remote_components("https://other.example.com/v1", "gpt-x-2026-01"), None, None
+    )
 
 
 # ---- through the real registry and recorder -----------------------------------------------------
+
 
 def test_every_reply_and_vote_record_carries_the_fingerprint_of_what_served_it(settings, tmp_path: Path):
     """tiny-a, tiny-b (another system prompt) and tiny-fschat (another template) share one folder
@@ -159,6 +176,7 @@ def test_a_conversation_without_a_fingerprint_keeps_the_old_state_shape():
 
 
 # ---- the board ----------------------------------------------------------------------------------
+
 
 def served(conv: Conversation, print_id: str) -> Conversation:
     import dataclasses
@@ -219,8 +237,9 @@ def test_labels_grow_until_they_tell_fingerprints_apart():
     assert labelled("m", "abcdef012345", ["abcdef012345", "0"]) == "m @ abcdef"
 
 
-def test_the_simulated_late_model_shows_its_fingerprints_in_the_cli_and_the_tab(tmp_path: Path,
-                                                                                 capsys: pytest.CaptureFixture):
+def test_the_simulated_late_model_shows_its_fingerprints_in_the_cli_and_the_tab(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+):
     """A model added late and requantised partway: the board (from the vote index, as the tab
     builds it) rates its two fingerprints apart, and its votes logged in FastChat's older form
     (no fingerprint) as a third row under the plain name; every row says which fingerprint it is."""

@@ -33,8 +33,9 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 
 
 def assert_same_board(ours: Board, full: Board) -> None:
-    pd.testing.assert_frame_equal(ours.table[list(TABLE_COLUMNS)], full.table[list(TABLE_COLUMNS)],
-                                  check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(
+        ours.table[list(TABLE_COLUMNS)], full.table[list(TABLE_COLUMNS)], check_exact=False, rtol=1e-9
+    )
     pd.testing.assert_frame_equal(ours.pair_counts, full.pair_counts)
     pd.testing.assert_frame_equal(ours.win_fraction, full.win_fraction)
     assert ours.dropped == full.dropped and ours.votes_read == full.votes_read
@@ -48,7 +49,7 @@ def test_votes_added_one_by_one_give_the_full_build(rows: pd.DataFrame):
     tally = Tally.of(board_from_rows(rows.iloc[:start], OPTIONS))
     done = start
     for size in (1, 1, 1, 7, 40, len(rows)):
-        new = rows.iloc[done:done + size]
+        new = rows.iloc[done : done + size]
         ours = tally.add(new)
         done += len(new)
         assert ours is not None, f"declined rows {done - len(new)}..{done}"
@@ -83,8 +84,14 @@ def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
         builds.append(len(rows))
         return board_from_rows(rows, opts, skipped)
 
-    live = LiveBoard(VoteIndex(recorder.log_dir), options, poll_s=3600.0, build=counting_build,
-                     full_every_votes=5, full_every_s=3600.0).start()
+    live = LiveBoard(
+        VoteIndex(recorder.log_dir),
+        options,
+        poll_s=3600.0,
+        build=counting_build,
+        full_every_votes=5,
+        full_every_s=3600.0,
+    ).start()
     live.sync()
     for reply in ("fine", "I am alpha, made by you", "fine", "fine"):  # the second names a model: dropped
         recorder.vote(vote("rightvote", battle("beta", "gamma", (reply, "ok"))))

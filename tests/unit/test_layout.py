@@ -43,7 +43,9 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             # `from pkg import mod` imports pkg.mod; `from mod import name` imports mod
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
@@ -71,7 +73,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -108,8 +110,9 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_stages_import_only_the_stages_below() -> None:
-    upward = sorted(f"{a} imports {b}" for a, deps in graph().items() for b in deps
-                    if stage(a) != stage(b) and layer(b) < layer(a))
+    upward = sorted(
+        f"{a} imports {b}" for a, deps in graph().items() for b in deps if stage(a) != stage(b) and layer(b) < layer(a)
+    )
     assert not upward, "\n".join(upward)
 
 

@@ -15,8 +15,14 @@ from webui.records.identity import identity_words
 
 
 def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame({"model_a": [r[0] for r in rows], "model_b": [r[1] for r in rows],
-                         "winner": [r[2] for r in rows], "tstamp": np.arange(len(rows), dtype=float)})
+    return pd.DataFrame(
+        {
+            "model_a": [r[0] for r in rows],
+            "model_b": [r[1] for r in rows],
+            "winner": [r[2] for r in rows],
+            "tstamp": np.arange(len(rows), dtype=float),
+        }
+    )
 
 
 def test_online_elo_follows_the_k4_update():
@@ -75,7 +81,9 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate():
 def test_without_rounds_the_interval_is_the_point():
     table = ratings.leaderboard(frame([("a", "b", "model_a"), ("a", "b", "model_b")] * 3), rounds=0)
     assert (table["lower"] == table["rating"]).all() and (table["upper"] == table["rating"]).all()
-    assert list(ratings.leaderboard(frame([]).astype({"model_a": str}), rounds=10).columns) == list(ratings.TABLE_COLUMNS)
+    assert list(ratings.leaderboard(frame([]).astype({"model_a": str}), rounds=10).columns) == list(
+        ratings.TABLE_COLUMNS
+    )
 
 
 def test_pair_counts_and_win_fraction():
@@ -92,13 +100,33 @@ def test_pair_counts_and_win_fraction():
 # --- hygiene: from records to battles -------------------------------------------------------------
 
 
-def record(kind: str, names=("m1", "m2"), replies=("fine", "fine"), anonymous=True, reasons=(("stop",), ("stop",)),
-           prompt="hello", tstamp=1.0) -> dict:
-    states = [{"messages": [["user", prompt], ["assistant", reply]], "offset": 0, "conv_id": f"c{i}",
-               "model_name": name, "roles": ["user", "assistant"], "finish_reasons": list(r)}
-              for i, (name, reply, r) in enumerate(zip(names, replies, reasons, strict=True))]
-    return {"type": kind, "tstamp": tstamp, "models": ["", ""] if anonymous else list(names), "states": states,
-            "ip": "h:x"}
+def record(
+    kind: str,
+    names=("m1", "m2"),
+    replies=("fine", "fine"),
+    anonymous=True,
+    reasons=(("stop",), ("stop",)),
+    prompt="hello",
+    tstamp=1.0,
+) -> dict:
+    states = [
+        {
+            "messages": [["user", prompt], ["assistant", reply]],
+            "offset": 0,
+            "conv_id": f"c{i}",
+            "model_name": name,
+            "roles": ["user", "assistant"],
+            "finish_reasons": list(r),
+        }
+        for i, (name, reply, r) in enumerate(zip(names, replies, reasons, strict=True))
+    ]
+    return {
+        "type": kind,
+        "tstamp": tstamp,
+        "models": ["", ""] if anonymous else list(names),
+        "states": states,
+        "ip": "h:x",
+    }
 
 
 def reasons(battles: pd.DataFrame) -> list:
@@ -106,8 +134,16 @@ def reasons(battles: pd.DataFrame) -> list:
 
 
 def test_battles_keep_fastchat_winner_names():
-    battles = battles_frame([record("leftvote"), record("rightvote"), record("tievote"), record("bothbad_vote"),
-                             {"type": "chat"}, {"type": "upvote"}])
+    battles = battles_frame(
+        [
+            record("leftvote"),
+            record("rightvote"),
+            record("tievote"),
+            record("bothbad_vote"),
+            {"type": "chat"},
+            {"type": "upvote"},
+        ]
+    )
     assert list(battles["winner"]) == ["model_a", "model_b", "tie", "tie (bothbad)"]
     assert battles["drop_reason"].isna().all()
 
@@ -127,8 +163,7 @@ def test_hygiene_drops_identity_errors_and_stopped_replies():
         {**record("leftvote"), "models": ["", "m2"]},
     ]
     battles = battles_frame(rows, Hygiene(words))
-    assert reasons(battles) == ["identity", "identity", None, "error", "stopped", "same_model", None,
-                                           "invalid"]
+    assert reasons(battles) == ["identity", "identity", None, "error", "stopped", "same_model", None, "invalid"]
     keep_stopped = battles_frame(rows, Hygiene(words, drop_stopped=False))
     assert reasons(keep_stopped)[4] is None
     assert len(counted(battles)) == 1  # anonymous only by default
@@ -158,7 +193,9 @@ def test_board_summary_says_what_it_is_based_on():
     rows = [record("leftvote", tstamp=i) for i in range(5)] + [record("leftvote", replies=("llama", "x"))]
     board = build_board(rows, BoardOptions(rounds=20))
     assert len(board.counted) == 5
-    assert board.summary() == ("Based on 5 battles between 2 models (6 battle votes read). Left out: 1 identity. "
-                               "2 models are preliminary (fewer than 50 battles): no rank yet.")
+    assert board.summary() == (
+        "Based on 5 battles between 2 models (6 battle votes read). Left out: 1 identity. "
+        "2 models are preliminary (fewer than 50 battles): no rank yet."
+    )
     empty = build_board([], BoardOptions(rounds=20))
     assert empty.summary().startswith("No battles count yet") and empty.table.empty

@@ -36,17 +36,34 @@ def log_dir(tmp_path: Path) -> Path:
         rec.vote(vote("leftvote" if i < 9 else "rightvote", (left, right)))
     rec.vote(vote("tievote", battle("strong", "weak", anonymous=False)))
     rec.vote(vote("leftvote", battle("strong", "weak", ("As Strong, I say", "hm"))))
-    multi = [conversation(m, messages=[("user", "one"), ("assistant", first), ("user", "two"), ("assistant", r)],
-                          battle_id="mt", turn=2)
-             for m, first, r in (("strong", "a1", "x"), ("weak", "b1", "y"))]  # each saw its own first answer
+    multi = [
+        conversation(
+            m,
+            messages=[("user", "one"), ("assistant", first), ("user", "two"), ("assistant", r)],
+            battle_id="mt",
+            turn=2,
+        )
+        for m, first, r in (("strong", "a1", "x"), ("weak", "b1", "y"))
+    ]  # each saw its own first answer
     rec.vote(vote("rightvote", multi))
     return folder
 
 
 def test_cli_prints_the_table_and_writes_files(log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
     out = tmp_path / "out"
-    code = main([str(log_dir), "--rounds", "50", "--csv", str(out / "board.csv"),
-                 "--battles", str(out / "battles.parquet"), "--pairs", str(out / "pairs.jsonl")])
+    code = main(
+        [
+            str(log_dir),
+            "--rounds",
+            "50",
+            "--csv",
+            str(out / "board.csv"),
+            "--battles",
+            str(out / "battles.parquet"),
+            "--pairs",
+            str(out / "pairs.jsonl"),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "Based on 13 battles between 2 models (15 battle votes read). Left out: 1 identity, 1 named" in printed
@@ -70,8 +87,11 @@ def test_cli_shows_rank_confidence_and_speed(log_dir: Path, tmp_path: Path, caps
     assert main([str(log_dir), "--rounds", "50", "--min-battles", "5", "--csv", str(tmp_path / "board.csv")]) == 0
     printed = capsys.readouterr().out.splitlines()
     header = next(line.split() for line in printed if line.split()[:2] == ["rank", "model"])
-    rows = {line.split()[1]: dict(zip(header, line.split(), strict=True)) for line in printed
-            if line.split()[1:2] in (["strong"], ["weak"])}
+    rows = {
+        line.split()[1]: dict(zip(header, line.split(), strict=True))
+        for line in printed
+        if line.split()[1:2] in (["strong"], ["weak"])
+    }
     assert 0.5 < float(rows["strong"]["p_above_next"]) < 0.975 and int(float(rows["strong"]["more_battles_next"])) > 0
     assert rows["weak"]["p_above_next"] == "NaN"  # nobody ranked below it
     assert 0.5 < float(rows["strong"]["style_p_above_next"]) < 0.975  # in the style ranking's own order
@@ -96,8 +116,13 @@ def test_cli_refuses_bad_input(tmp_path: Path, log_dir: Path, capsys: pytest.Cap
 
 
 def test_module_entry_point_runs(log_dir: Path):
-    result = subprocess.run([sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "10"],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "10"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "strong" in result.stdout and "rank" in result.stdout
 
@@ -105,8 +130,14 @@ def test_module_entry_point_runs(log_dir: Path):
 def test_csv_dash_is_standard_output(log_dir: Path, tmp_path: Path):
     """`--csv -` writes the CSV to stdout, as `-` means to most tools: no file named '-' in the
     current folder, and nothing but the CSV on stdout (the report goes to stderr)."""
-    result = subprocess.run([sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "0",
-                             "--csv", "-"], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "webui.leaderboard", str(log_dir), "--rounds", "0", "--csv", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "-").exists()
     table = pd.read_csv(io.StringIO(result.stdout))
@@ -114,14 +145,24 @@ def test_csv_dash_is_standard_output(log_dir: Path, tmp_path: Path):
     assert "Based on 13 battles" in result.stderr and "wrote" not in result.stderr
 
 
-@pytest.mark.parametrize(("option", "read", "rows"), [
-    ("--over-time", pd.read_csv, None),
-    ("--battles", lambda text: pd.read_json(text, lines=True), 15),
-    ("--pairs", lambda text: pd.read_json(text, lines=True), 12),
-], ids=["over-time", "battles", "pairs"])
-def test_every_file_option_takes_dash_for_standard_output(option: str, read, rows: int | None, log_dir: Path,
-                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture):
+@pytest.mark.parametrize(
+    ("option", "read", "rows"),
+    [
+        ("--over-time", pd.read_csv, None),
+        ("--battles", lambda text: pd.read_json(text, lines=True), 15),
+        ("--pairs", lambda text: pd.read_json(text, lines=True), 12),
+    ],
+    ids=["over-time", "battles", "pairs"],
+)
+def test_every_file_option_takes_dash_for_standard_output(
+    option: str,
+    read,
+    rows: int | None,
+    log_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+):
     """The same rule for every file option: the data alone on stdout (JSON Lines where the file
     would be .jsonl or .parquet), the report on stderr."""
     monkeypatch.chdir(tmp_path)
@@ -142,8 +183,9 @@ def test_written_files_are_announced_on_stderr(log_dir: Path, tmp_path: Path, ca
     assert f"wrote {tmp_path / 'board.csv'}" in captured.err and "wrote" not in captured.out
 
 
-def test_only_one_file_option_can_take_standard_output(log_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture):
+def test_only_one_file_option_can_take_standard_output(
+    log_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+):
     monkeypatch.chdir(tmp_path)
     assert main([str(log_dir), "--rounds", "0", "--csv", "-", "--pairs", "-"]) == 2
     assert "only one of --csv, --pairs can be '-'" in capsys.readouterr().err
@@ -151,14 +193,34 @@ def test_only_one_file_option_can_take_standard_output(log_dir: Path, tmp_path: 
 
 def test_pairs_need_the_same_prompt_on_both_sides():
     same = [{"role": "user", "content": "q"}]
-    rows = pd.DataFrame([
-        {"winner": "model_b", "conversation_a": [*same, {"role": "assistant", "content": "a"}],
-         "conversation_b": [*same, {"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
-         "battle_id": "1", "question_id": "q", "turn": 1, "anony": True, "tstamp": 1.0},
-        {"winner": "model_a", "conversation_a": [*same, {"role": "assistant", "content": ""}],
-         "conversation_b": [*same, {"role": "assistant", "content": "b"}], "model_a": "x", "model_b": "y",
-         "battle_id": "2", "question_id": "q", "turn": 1, "anony": True, "tstamp": 2.0},
-    ])
+    rows = pd.DataFrame(
+        [
+            {
+                "winner": "model_b",
+                "conversation_a": [*same, {"role": "assistant", "content": "a"}],
+                "conversation_b": [*same, {"role": "assistant", "content": "b"}],
+                "model_a": "x",
+                "model_b": "y",
+                "battle_id": "1",
+                "question_id": "q",
+                "turn": 1,
+                "anony": True,
+                "tstamp": 1.0,
+            },
+            {
+                "winner": "model_a",
+                "conversation_a": [*same, {"role": "assistant", "content": ""}],
+                "conversation_b": [*same, {"role": "assistant", "content": "b"}],
+                "model_a": "x",
+                "model_b": "y",
+                "battle_id": "2",
+                "question_id": "q",
+                "turn": 1,
+                "anony": True,
+                "tstamp": 2.0,
+            },
+        ]
+    )
     pairs = preference_pairs(rows)
     assert len(pairs) == 1  # an empty reply is no answer to prefer or reject
     assert pairs["chosen"][0] == [{"role": "assistant", "content": "b"}] and pairs["model_chosen"][0] == "y"
@@ -219,7 +281,9 @@ def test_view_shows_categories_and_my_votes(log_dir: Path):
     view = LeaderboardView(log_dir, BoardOptions(rounds=0))
     view.live.sync()
     board, _ = view.board()
-    assert [c for _, c in category_choices(board)][:1] == ["all"] and "coding" in [c for _, c in category_choices(board)]
+    assert [c for _, c in category_choices(board)][:1] == ["all"] and "coding" in [
+        c for _, c in category_choices(board)
+    ]
     summary, table, *_ = view.outputs("multi-turn")
     assert summary.startswith("Category **multi-turn**: 1 of the 13 battles") and len(table) == 2
     note, mine = view.my_votes("h:nobody")

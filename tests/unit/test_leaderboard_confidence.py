@@ -97,10 +97,11 @@ def test_the_gain_per_battle_is_the_slope_of_p_order_right():
     w = 1.0 / (1.0 + math.exp(-x)) * (1.0 - 1.0 / (1.0 + math.exp(-x)))
 
     def sure(n: float) -> float:
-        return float(order_probability(x * math.sqrt(1.0 / s ** 2 + n * w), 1.0))
+        return float(order_probability(x * math.sqrt(1.0 / s**2 + n * w), 1.0))
 
-    assert gain_per_battle(difference, se, POINTS_PER_LOG_ODDS) == pytest.approx((sure(0.01) - sure(0.0)) / 0.01,
-                                                                                    rel=1e-3)
+    assert gain_per_battle(difference, se, POINTS_PER_LOG_ODDS) == pytest.approx(
+        (sure(0.01) - sure(0.0)) / 0.01, rel=1e-3
+    )
     assert gain_per_battle(0.0, se, POINTS_PER_LOG_ODDS) == 0.0  # a level pair: battles do not separate it
     assert gain_per_battle(difference, 0.0, POINTS_PER_LOG_ODDS) == 0.0  # nothing left to learn
     assert gain_per_battle(300.0, se, POINTS_PER_LOG_ODDS) < 1e-6  # already sure
@@ -130,8 +131,9 @@ def test_the_next_comparison_is_the_unsure_pair_a_battle_helps_most():
 def test_style_confidence_from_the_sandwich_agrees_with_the_bootstraps_without_a_style_effect():
     """Two ways to the same numbers: with no style differences the style fit is plain Bradley-Terry,
     and P(order right) from its sandwich covariance matches the raw board's from the bootstrap."""
-    four = counts(("A", "B", 120, 110), ("B", "C", 125, 105), ("A", "C", 130, 100), ("C", "D", 118, 112),
-                  ("B", "D", 140, 90))
+    four = counts(
+        ("A", "B", 120, 110), ("B", "C", 125, 105), ("A", "C", 130, 100), ("C", "D", 118, 112), ("B", "D", 140, 90)
+    )
     two = counts(("A", "B", 525, 475))  # centred, B's rating is minus A's: the covariance is all of it
     for battles, models in ((four, list("ABCD")), (two, list("AB"))):
         raw = ratings.leaderboard(battles, rounds=1000).set_index("model")
@@ -142,7 +144,8 @@ def test_style_confidence_from_the_sandwich_agrees_with_the_bootstraps_without_a
         assert ((middling > 0.6) & (middling < 0.97)).any()  # not at the ends, where any method agrees
         assert styled["style_p_above_next"].dropna().to_numpy() == pytest.approx(middling.to_numpy(), abs=0.02)
         assert styled["style_more_battles_next"].dropna().to_numpy() == pytest.approx(
-            raw["more_battles_next"].dropna().to_numpy(), rel=0.15)
+            raw["more_battles_next"].dropna().to_numpy(), rel=0.15
+        )
     no_rounds = style.style_table(two, 0, 0, flat, ranked=list("AB"))[0]  # no interval: no confidence either
     assert no_rounds["style_p_above_next"].isna().all()
 
@@ -155,10 +158,17 @@ def test_preliminary_models_are_not_neighbours():
 
 
 def test_median_speeds_per_model_are_blank_where_not_logged():
-    battles = pd.DataFrame({"model_a": ["x", "x", "y", "z"], "model_b": ["y", "y", "x", "x"],
-                            "ttft_s_a": [0.2, 0.4, 1.0, None], "ttft_s_b": [1.2, None, 0.3, 0.9],
-                            "tokens_per_s_a": [30.0, 50.0, 10.0, None], "tokens_per_s_b": [12.0, None, 40.0, 20.0],
-                            "winner": ["model_a"] * 4})
+    battles = pd.DataFrame(
+        {
+            "model_a": ["x", "x", "y", "z"],
+            "model_b": ["y", "y", "x", "x"],
+            "ttft_s_a": [0.2, 0.4, 1.0, None],
+            "ttft_s_b": [1.2, None, 0.3, 0.9],
+            "tokens_per_s_a": [30.0, 50.0, 10.0, None],
+            "tokens_per_s_b": [12.0, None, 40.0, 20.0],
+            "winner": ["model_a"] * 4,
+        }
+    )
     speeds = model_speeds(battles).set_index("model")
     assert speeds.loc["x", "ttft_s"] == pytest.approx(0.35) and speeds.loc["x", "tokens_per_s"] == 35.0
     assert speeds.loc["y", "ttft_s"] == 1.1 and speeds.loc["y", "tokens_per_s"] == 11.0
@@ -180,8 +190,12 @@ def test_a_replys_speed_goes_from_the_recorder_to_the_board(tmp_path: Path):
     assert records[0]["states"][0]["ttft_s"] == [0.1] and records[0]["states"][1]["tokens_per_s"] == [5.0]
     row = vote_row(records[2])
     assert row is not None
-    assert (row["ttft_s_a"], row["tokens_per_s_a"], row["ttft_s_b"], row["tokens_per_s_b"]) == \
-        (pytest.approx(0.3), 42.0, 2.0, 5.0)
+    assert (row["ttft_s_a"], row["tokens_per_s_a"], row["ttft_s_b"], row["tokens_per_s_b"]) == (
+        pytest.approx(0.3),
+        42.0,
+        2.0,
+        5.0,
+    )
     table = board_from_logs(tmp_path, BoardOptions(rounds=0, min_battles=1)).table.set_index("model")
     assert table.loc["fast", "ttft_s"] == pytest.approx(0.2) and table.loc["fast", "tokens_per_s"] == 41.0
     assert table.loc["slow", "ttft_s"] == 2.0 and table.loc["slow", "tokens_per_s"] == 5.0

@@ -14,36 +14,79 @@ from webui.leaderboard.board import BoardOptions, build_board
 from webui.leaderboard.export import preference_pairs
 from webui.records.identity import find_identity, identity_words
 
-MODELS = ["ember-7b", "command-r", "solar-10.7b", "granite-3b", "falcon-7b", "nous-hermes", "SmolLM2-135M-Instruct",
-          "gpt-4"]
+MODELS = [
+    "ember-7b",
+    "command-r",
+    "solar-10.7b",
+    "granite-3b",
+    "falcon-7b",
+    "nous-hermes",
+    "SmolLM2-135M-Instruct",
+    "gpt-4",
+]
 
 
-def record(a: str, b: str, replies: tuple[str, str], kind: str = "leftvote", *, models=("", ""), prompt="hello",
-           roles=("user", "assistant"), systems=("", ""), tstamp: float = 1.0, ip: str = "h:x") -> dict:
-    states = [{"messages": [[roles[0], prompt], [roles[1], reply]], "offset": 0, "conv_id": f"c{i}{tstamp}",
-               "model_name": name, "roles": list(roles), "system_message": system, "finish_reasons": ["stop"]}
-              for i, (name, reply, system) in enumerate(zip((a, b), replies, systems, strict=True))]
+def record(
+    a: str,
+    b: str,
+    replies: tuple[str, str],
+    kind: str = "leftvote",
+    *,
+    models=("", ""),
+    prompt="hello",
+    roles=("user", "assistant"),
+    systems=("", ""),
+    tstamp: float = 1.0,
+    ip: str = "h:x",
+) -> dict:
+    states = [
+        {
+            "messages": [[roles[0], prompt], [roles[1], reply]],
+            "offset": 0,
+            "conv_id": f"c{i}{tstamp}",
+            "model_name": name,
+            "roles": list(roles),
+            "system_message": system,
+            "finish_reasons": ["stop"],
+        }
+        for i, (name, reply, system) in enumerate(zip((a, b), replies, systems, strict=True))
+    ]
     return {"type": kind, "tstamp": tstamp, "models": list(models), "states": states, "ip": ip}
 
 
 # --- 1. ordinary replies are not identity leaks -------------------------------------------------
 
 
-@pytest.mark.parametrize("reply", [
-    "Remember to drink water.", "That mushroom is poisonous.", "Run this command in a terminal.",
-    "Solar panels turn light into power.", "A granite worktop lasts.", "The falcon dives at 300 km/h.",
-    "Llamas are kept for their wool.",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Remember to drink water.",
+        "That mushroom is poisonous.",
+        "Run this command in a terminal.",
+        "Solar panels turn light into power.",
+        "A granite worktop lasts.",
+        "The falcon dives at 300 km/h.",
+        "Llamas are kept for their wool.",
+    ],
+)
 def test_ordinary_words_are_not_identity_leaks(reply: str):
     assert find_identity([reply], identity_words(MODELS)) is None
 
 
-@pytest.mark.parametrize(("reply", "found"), [
-    ("I am command-r, made by Cohere.", "command-r"), ("I'm Command R.", "Command R"),
-    ("I am SmolLM2-135M-Instruct.", "SmolLM2-135M-Instruct"), ("SmolLM2 here!", "SmolLM2"),
-    ("I am nous-hermes.", "nous-hermes"), ("I am GPT-4o.", "GPT-4"), ("Llama3 is my name", "Llama"),
-    ("我是Qwen。", "Qwen"), ("I am ember-7b", "ember-7b"),
-])
+@pytest.mark.parametrize(
+    ("reply", "found"),
+    [
+        ("I am command-r, made by Cohere.", "command-r"),
+        ("I'm Command R.", "Command R"),
+        ("I am SmolLM2-135M-Instruct.", "SmolLM2-135M-Instruct"),
+        ("SmolLM2 here!", "SmolLM2"),
+        ("I am nous-hermes.", "nous-hermes"),
+        ("I am GPT-4o.", "GPT-4"),
+        ("Llama3 is my name", "Llama"),
+        ("我是Qwen。", "Qwen"),
+        ("I am ember-7b", "ember-7b"),
+    ],
+)
 def test_names_still_match_as_names(reply: str, found: str):
     assert find_identity([reply], identity_words(MODELS)) == found
 
@@ -63,8 +106,17 @@ def test_three_battles_that_say_remember_to_drink_water_all_count():
 
 
 def test_model_a_model_b_logs_are_anonymous_battles():
-    rows = [record("vicuna-13b", "koala-13b", ("Paris.", "Lyon."), models=("Model A", "Model B"),
-                   roles=("USER", "ASSISTANT"), tstamp=i) for i in range(4)]
+    rows = [
+        record(
+            "vicuna-13b",
+            "koala-13b",
+            ("Paris.", "Lyon."),
+            models=("Model A", "Model B"),
+            roles=("USER", "ASSISTANT"),
+            tstamp=i,
+        )
+        for i in range(4)
+    ]
     battles = battles_frame(rows)
     assert battles["drop_reason"].isna().all()
     assert battles["anony"].all() and set(battles["model_a"]) == {"vicuna-13b"}
@@ -81,8 +133,14 @@ def test_html_wrapped_public_names_are_read():
 
 
 def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame({"model_a": [r[0] for r in rows], "model_b": [r[1] for r in rows],
-                         "winner": [r[2] for r in rows], "tstamp": np.arange(len(rows), dtype=float)})
+    return pd.DataFrame(
+        {
+            "model_a": [r[0] for r in rows],
+            "model_b": [r[1] for r in rows],
+            "winner": [r[2] for r in rows],
+            "tstamp": np.arange(len(rows), dtype=float),
+        }
+    )
 
 
 def test_a_model_that_lost_its_only_two_battles_is_preliminary_with_an_honest_interval():
@@ -112,8 +170,10 @@ def test_bootstrap_leaves_out_rounds_without_the_model():
 
 
 def test_battles_carry_language_and_fastchat_judge():
-    rows = [record("m1", "m2", ("ok", "ok"), prompt="What is the capital of France?"),
-            record("m1", "m2", ("ok", "ok"), prompt="法国的首都是哪里？", tstamp=2)]
+    rows = [
+        record("m1", "m2", ("ok", "ok"), prompt="What is the capital of France?"),
+        record("m1", "m2", ("ok", "ok"), prompt="法国的首都是哪里？", tstamp=2),
+    ]
     battles = battles_frame(rows)
     assert list(battles["language"]) == ["English", "Chinese"]
     assert list(battles["judge"]) == ["arena_user_h:x"] * 2
@@ -123,8 +183,10 @@ def test_battles_carry_language_and_fastchat_judge():
 
 
 def test_pairs_record_each_sides_system_prompt():
-    rows = [record("m1", "m2", ("short", "long answer"), "rightvote", systems=("", "Answer briefly.")),
-            record("m1", "m2", ("one", "two"), "leftvote", systems=("Be kind.", "Be kind."), tstamp=2)]
+    rows = [
+        record("m1", "m2", ("short", "long answer"), "rightvote", systems=("", "Answer briefly.")),
+        record("m1", "m2", ("one", "two"), "leftvote", systems=("Be kind.", "Be kind."), tstamp=2),
+    ]
     pairs = preference_pairs(battles_frame(rows))
     first, second = pairs.iloc[0], pairs.iloc[1]
     assert (first["system_chosen"], first["system_rejected"]) == ("Answer briefly.", "")

@@ -60,7 +60,7 @@ def ref_scripts(text):
 def ref_detect_language(text):
     if not isinstance(text, str):
         return language.UNKNOWN
-    text = text[:language.MAX_CHARS]
+    text = text[: language.MAX_CHARS]
     if text.isascii():
         return ref_latin_language(text)
     counts = ref_scripts(unicodedata.normalize("NFC", text))
@@ -85,8 +85,10 @@ def ref_latin_language(text):
     if sum(map(len, words)) < language.MIN_LETTERS:
         return language.UNKNOWN
     lowered = text.lower()
-    hits = {lang: sum(1 for w in words if w in stop) + sum(lowered.count(ch) for ch in language._MARKS.get(lang, ""))
-            for lang, stop in language._STOPWORDS.items()}
+    hits = {
+        lang: sum(1 for w in words if w in stop) + sum(lowered.count(ch) for ch in language._MARKS.get(lang, ""))
+        for lang, stop in language._STOPWORDS.items()
+    }
     best = max(hits, key=hits.__getitem__)
     ordered = sorted(hits.values(), reverse=True)
     if ordered[0] < language.MIN_STOPWORDS or ordered[0] == ordered[1]:
@@ -207,16 +209,68 @@ def ref_parse_lines(data, base):
             records.append((base + start, len(raw), record))
     return records, bad
 
+
 # --- generated inputs -----------------------------------------------------------------------
 
 
 MODELS = [*TRUE, "rare-1b", "command-r", "Qwen2.5-7B", "gpt-4o", "tülu-2", "01-ai", "Yi-34B", "c++bot"]
 WORDS = identity_words(MODELS, extra="uc berkeley, .net, ſtral")
-PIECES = [*FILLER, *(w for s in ORDINARY for w in s.split()), *(w for ps in PROMPTS.values() for p in ps for w in p.split()),
-          "Llama3", "llamas", "GPT-4o", "gpt-40", "CommandR", "Command R", "UCBerkeley", "uc", "Miſtral", "\u212aoala",
-          "İnstruct", "SmolLM2-135M", "3llama", "x01.ai", "01.AI", "我是Qwen。", "Tülu", "TULU", "ämistral", "émbër",
-          "—", "’", "“", "\n", "  ", "-", "_", "ΣΑΣ", "ΟΔΟΣ'Α", "Гигачат", "їжак", "پچ", "한국", "カタカナ", "ñ", "¿", "ß",
-          "Ⅻ", "ª", "µ", "×", "7b", "10.7b", "qwen2.5", "palm", "bard", "google", "Meta AI", "c++", "net", ".NET"]
+PIECES = [
+    *FILLER,
+    *(w for s in ORDINARY for w in s.split()),
+    *(w for ps in PROMPTS.values() for p in ps for w in p.split()),
+    "Llama3",
+    "llamas",
+    "GPT-4o",
+    "gpt-40",
+    "CommandR",
+    "Command R",
+    "UCBerkeley",
+    "uc",
+    "Miſtral",
+    "\u212aoala",
+    "İnstruct",
+    "SmolLM2-135M",
+    "3llama",
+    "x01.ai",
+    "01.AI",
+    "我是Qwen。",
+    "Tülu",
+    "TULU",
+    "ämistral",
+    "émbër",
+    "—",
+    "’",
+    "“",
+    "\n",
+    "  ",
+    "-",
+    "_",
+    "ΣΑΣ",
+    "ΟΔΟΣ'Α",
+    "Гигачат",
+    "їжак",
+    "پچ",
+    "한국",
+    "カタカナ",
+    "ñ",
+    "¿",
+    "ß",
+    "Ⅻ",
+    "ª",
+    "µ",
+    "×",
+    "7b",
+    "10.7b",
+    "qwen2.5",
+    "palm",
+    "bard",
+    "google",
+    "Meta AI",
+    "c++",
+    "net",
+    ".NET",
+]
 
 
 def texts(seed: int, n: int, size: int) -> list[str]:
@@ -230,16 +284,26 @@ def test_find_identity_is_unchanged():
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
         rng.shuffle(replies)
-        for words in (WORDS, identity_words(), ["uc berkeley", "mistral", "koala", "instruct"], ["tülu", "01.ai", "ſtral"],
-                      ["llama"]):
+        for words in (
+            WORDS,
+            identity_words(),
+            ["uc berkeley", "mistral", "koala", "instruct"],
+            ["tülu", "01.ai", "ſtral"],
+            ["llama"],
+        ):
             assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
 
 
 def test_find_identity_on_the_simulated_replies():
     filler = " ".join(FILLER * 20)
     for model in MODELS:
-        for reply in (f"I am {model}, a language model.\n{filler}", f"{filler} {model.upper()}", filler,
-                      f"{ORDINARY[0]} {filler}", f"## Overview\n**In short:** {ORDINARY[1]}\n- a point\n{filler}"):
+        for reply in (
+            f"I am {model}, a language model.\n{filler}",
+            f"{filler} {model.upper()}",
+            filler,
+            f"{ORDINARY[0]} {filler}",
+            f"## Overview\n**In short:** {ORDINARY[1]}\n- a point\n{filler}",
+        ):
             assert identity.find_identity([reply], WORDS) == ref_find_identity([reply], WORDS)
     assert identity.find_identity([], WORDS) is None and identity.find_identity(["", ""], WORDS) is None
     with pytest.raises(TypeError):
@@ -257,9 +321,25 @@ def test_the_non_ascii_lead_is_all_a_case_blind_ascii_letter_adds():
 
 def test_scripts_and_languages_are_unchanged():
     samples = texts(2, 3000, 40) + [p for ps in PROMPTS.values() for p in ps]
-    samples += ["", "ok", "x" * 700, "é" * 700, "a" * 599 + "ü", "Какая їжа? " * 80, "e\u0301t\u00e9 et le la les",
-                "日本語とカタカナ", "한국 中国 русский", "αβγ אבג", "ab日本", "日本ab", "Il est là, il n'est pas là.",
-                "¿Qué? ¡Sí! niño", "Straße und Größe ist", "não é você", "ça va très bien"]
+    samples += [
+        "",
+        "ok",
+        "x" * 700,
+        "é" * 700,
+        "a" * 599 + "ü",
+        "Какая їжа? " * 80,
+        "e\u0301t\u00e9 et le la les",
+        "日本語とカタカナ",
+        "한국 中国 русский",
+        "αβγ אבג",
+        "ab日本",
+        "日本ab",
+        "Il est là, il n'est pas là.",
+        "¿Qué? ¡Sí! niño",
+        "Straße und Größe ist",
+        "não é você",
+        "ça va très bien",
+    ]
     for text in samples:
         nfc = unicodedata.normalize("NFC", text)
         assert list(language.scripts(nfc).items()) == list(ref_scripts(nfc).items()), text
@@ -276,11 +356,71 @@ def test_every_mark_is_non_ascii():
 
 # --- vote index rows ------------------------------------------------------------------------
 
-MARKDOWN = ["#", "## ", "######", "####### ", "-", "- ", "* ", "+ ", "1. ", "12) ", "3.", "**", "__", "**bold**", "__b__",
-            "\n", "\n\n", "\t", "\r", "\x0b", "\x1c", "\x85", "\u00a0", "\u2028", "\u3000", " ", "  ", "x", "é", "日本"]
-CODE = ["```", "def f(x):", "class X", "import os", "from a import b", "#include <x>", "function", "public ", "private ",
-        "const a = 1", "let b =", "for (", "while (", "if (", "SELECT a FROM b", "ſelect a from b", "console.log",
-        "System.out", "print(", "return 1;", "<b>x</b>", "{", "}", ";", " ", "\n", "\t", "\u00a0", "x", "K", "İf ("]
+MARKDOWN = [
+    "#",
+    "## ",
+    "######",
+    "####### ",
+    "-",
+    "- ",
+    "* ",
+    "+ ",
+    "1. ",
+    "12) ",
+    "3.",
+    "**",
+    "__",
+    "**bold**",
+    "__b__",
+    "\n",
+    "\n\n",
+    "\t",
+    "\r",
+    "\x0b",
+    "\x1c",
+    "\x85",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    " ",
+    "  ",
+    "x",
+    "é",
+    "日本",
+]
+CODE = [
+    "```",
+    "def f(x):",
+    "class X",
+    "import os",
+    "from a import b",
+    "#include <x>",
+    "function",
+    "public ",
+    "private ",
+    "const a = 1",
+    "let b =",
+    "for (",
+    "while (",
+    "if (",
+    "SELECT a FROM b",
+    "ſelect a from b",
+    "console.log",
+    "System.out",
+    "print(",
+    "return 1;",
+    "<b>x</b>",
+    "{",
+    "}",
+    ";",
+    " ",
+    "\n",
+    "\t",
+    "\u00a0",
+    "x",
+    "K",
+    "İf (",
+]
 
 
 def pieces(rng: random.Random, choices: list[str], size: int) -> str:
@@ -290,12 +430,29 @@ def pieces(rng: random.Random, choices: list[str], size: int) -> str:
 def test_style_counts_and_prompt_flags_are_unchanged():
     rng = random.Random(7)
     samples = [pieces(rng, MARKDOWN + CODE, 14) for _ in range(20_000)] + texts(3, 1000, 30)
-    samples += ["#\n# a", "-\n- x", "- \n- x", "\n- x", "1.\n2. y", "## a\n## b", "a\n\n   - b", "", CODE_PROMPT,
-                "w " * 399, "w " * 400, "w" + " w" * 399, "w" + " w" * 398, "w\u3000" * 400]
+    samples += [
+        "#\n# a",
+        "-\n- x",
+        "- \n- x",
+        "\n- x",
+        "1.\n2. y",
+        "## a\n## b",
+        "a\n\n   - b",
+        "",
+        CODE_PROMPT,
+        "w " * 399,
+        "w " * 400,
+        "w" + " w" * 399,
+        "w" + " w" * 398,
+        "w\u3000" * 400,
+    ]
     samples += [c + w for c in map(chr, range(128)) for w in ("", "a", "a" + c + "b")]
     for text in samples:
-        conversation = [{"role": "user", "content": "q"}, {"role": "assistant", "content": text},
-                        {"role": "assistant", "content": text[::-1]}]
+        conversation = [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": text},
+            {"role": "assistant", "content": text[::-1]},
+        ]
         assert style.reply_style(conversation) == ref_reply_style(conversation), text
         assert style.word_count(text) == len(text.split()), text
         assert categories.has_code(text) == ref_has_code(text), text
@@ -308,8 +465,14 @@ def _reply(r, state, k, rng):
 
 
 def _prompt(r, state, k, rng):
-    prompt = rng.choice([pieces(rng, CODE + PIECES, 20), " ".join(rng.choices(FILLER, k=rng.randint(390, 410))),
-                         rng.choice([p for ps in PROMPTS.values() for p in ps]), ""])
+    prompt = rng.choice(
+        [
+            pieces(rng, CODE + PIECES, 20),
+            " ".join(rng.choices(FILLER, k=rng.randint(390, 410))),
+            rng.choice([p for ps in PROMPTS.values() for p in ps]),
+            "",
+        ]
+    )
     for s in r["states"]:
         set_text(s, 0, prompt)
 
@@ -320,8 +483,17 @@ def _redacted(r, state, k, rng):
 
 
 def _models(r, state, k, rng):
-    r["models"] = rng.choice([["Model A", "Model B"], ["", "x"], ["<h3>Model A: granite-3-8b</h3>\n", "<h3>B: x</h3>"],
-                              [r["states"][0]["model_name"]] * 2, [["x"], 3], [None, None], ["a"]])
+    r["models"] = rng.choice(
+        [
+            ["Model A", "Model B"],
+            ["", "x"],
+            ["<h3>Model A: granite-3-8b</h3>\n", "<h3>B: x</h3>"],
+            [r["states"][0]["model_name"]] * 2,
+            [["x"], 3],
+            [None, None],
+            ["a"],
+        ]
+    )
 
 
 def _model_name(r, state, k, rng):
@@ -338,8 +510,10 @@ def _roles(r, state, k, rng):
 
 
 def _odd_message(r, state, k, rng):
-    state["messages"].insert(rng.randint(0, 2), rng.choice([["user", "x", 1], ["assistant", None], "text",
-                                                            ["assistant", 5], ["Human", "odd role"], []]))
+    state["messages"].insert(
+        rng.randint(0, 2),
+        rng.choice([["user", "x", 1], ["assistant", None], "text", ["assistant", 5], ["Human", "odd role"], []]),
+    )
 
 
 def _offset(r, state, k, rng):
@@ -382,8 +556,26 @@ def _tstamp(r, state, k, rng):
     r["tstamp"] = rng.choice([0, 1.5, "17", True, "soon"])
 
 
-CHANGES = [_reply, _prompt, _redacted, _models, _model_name, _reasons, _roles, _odd_message, _offset, _type, _missing,
-           _voter, _states, _messages, _leak, _not_text, _tstamp, _fingerprint]
+CHANGES = [
+    _reply,
+    _prompt,
+    _redacted,
+    _models,
+    _model_name,
+    _reasons,
+    _roles,
+    _odd_message,
+    _offset,
+    _type,
+    _missing,
+    _voter,
+    _states,
+    _messages,
+    _leak,
+    _not_text,
+    _tstamp,
+    _fingerprint,
+]
 
 
 def odd(record: dict, rng: random.Random) -> dict:
@@ -392,8 +584,11 @@ def odd(record: dict, rng: random.Random) -> dict:
     for _ in range(rng.randint(1, 3)):
         k = rng.randrange(2)
         states = r.get("states")
-        if not (isinstance(states, list) and len(states) == 2
-                and all(isinstance(s, dict) and isinstance(s.get("messages"), list) for s in states)):
+        if not (
+            isinstance(states, list)
+            and len(states) == 2
+            and all(isinstance(s, dict) and isinstance(s.get("messages"), list) for s in states)
+        ):
             break  # past changing
         rng.choice(CHANGES)(r, states[k], k, rng)
     return r
@@ -401,7 +596,12 @@ def odd(record: dict, rng: random.Random) -> dict:
 
 def set_text(state: dict, position: int, text: str) -> None:
     messages = state["messages"]
-    if isinstance(messages, list) and messages and isinstance(messages[position], list) and len(messages[position]) == 2:
+    if (
+        isinstance(messages, list)
+        and messages
+        and isinstance(messages[position], list)
+        and len(messages[position]) == 2
+    ):
         messages[position][1] = text
 
 
@@ -430,16 +630,26 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
                 row = battles.vote_row(record, words)
                 assert row is not None and row["base_reason"] == "invalid", record
                 assert list(row) == list(battles.ROW_COLUMNS) and all(
-                    v is None or isinstance(v, (str, int, float, bool)) for v in row.values()), row
+                    v is None or isinstance(v, (str, int, float, bool)) for v in row.values()
+                ), row
                 continue
             row = battles.vote_row(record, words)
             assert (row is None) == (expected is None)
             if row is not None:
                 assert list(row) == list(expected) and typed(row.values()) == typed(expected.values()), record
                 if row["base_reason"] is None and not row["redacted"]:
-                    assert battles.identity_leak(record, WORDS) == (ref_find_identity(
-                        [m["content"] for s in record["states"] for m in battles._openai_messages(s)
-                         if m["role"] == "assistant"], WORDS) is not None)
+                    assert battles.identity_leak(record, WORDS) == (
+                        ref_find_identity(
+                            [
+                                m["content"]
+                                for s in record["states"]
+                                for m in battles._openai_messages(s)
+                                if m["role"] == "assistant"
+                            ],
+                            WORDS,
+                        )
+                        is not None
+                    )
     assert 0 < raised < len(odd_records) // 4
 
 
@@ -458,7 +668,7 @@ def test_vote_index_chunks_are_unchanged(odd_records: list[dict]):
     start, seen = 0, 0
     while start < len(data) - 10:
         size = rng.randint(1, 60_000)
-        piece = data[start:start + size]
+        piece = data[start : start + size]
         at_end = start + size >= len(data)
         for known, models, extra in (([], (), ""), (["late-7b", "rare-1b"], ("ember-7b",), "foo, uc berkeley")):
             chunk = ingest.derive(piece, 100 + start, at_end, known, models, extra)

@@ -85,11 +85,14 @@ def test_simulated_log_shows_every_effect(board, sim):
     assert board.battles["language"].nunique() >= 6
     first_late = board.history[board.history["model"] == truth["late"]]["battles"].min()
     assert first_late > board.history["battles"].min()
+
     def says(conversation: list[dict], text: str) -> bool:
         return any(text in m["content"] for m in conversation if m["role"] == "assistant")
+
     remember = board.battles["conversation_a"].map(lambda c: says(c, "Remember to drink water."))
     leak = board.battles["conversation_a"].map(lambda c: says(c, "I am ")) | board.battles["conversation_b"].map(
-        lambda c: says(c, "I am "))
+        lambda c: says(c, "I am ")
+    )
     assert (remember & ~leak).sum() > 0 and (board.battles.loc[remember & ~leak, "drop_reason"] != "identity").all()
 
 
@@ -126,10 +129,24 @@ def test_per_minute_limit_still_applies_beside_the_daily_cap():
 
 def test_daily_cap_settings_reach_the_limiter():
     assert Settings().rate_votes_day == 200
-    s = settings_from_cli(["--rate-votes-day", "2", "--leaderboard-votes-per-day", "7",
-                           "--leaderboard-exclude-flagged", "--leaderboard-min-battles", "9"], {})
-    assert (s.rate_votes_day, s.leaderboard_votes_per_day, s.leaderboard_exclude_flagged,
-            s.leaderboard_min_battles) == (2, 7, True, 9)
+    s = settings_from_cli(
+        [
+            "--rate-votes-day",
+            "2",
+            "--leaderboard-votes-per-day",
+            "7",
+            "--leaderboard-exclude-flagged",
+            "--leaderboard-min-battles",
+            "9",
+        ],
+        {},
+    )
+    assert (
+        s.rate_votes_day,
+        s.leaderboard_votes_per_day,
+        s.leaderboard_exclude_flagged,
+        s.leaderboard_min_battles,
+    ) == (2, 7, True, 9)
     assert Settings.from_env({"ARENA_RATE_VOTES_DAY": "0"}).rate_votes_day == 0
     limiter = Services(s, None, None).rate_limiter  # type: ignore[arg-type]
     client = ClientInfo("192.0.2.3")
@@ -143,13 +160,38 @@ def test_daily_cap_settings_reach_the_limiter():
 
 def test_cli_prints_every_view(sim, tmp_path: Path, capsys: pytest.CaptureFixture):
     out = tmp_path / "history.csv"
-    code = main([str(sim[0]), "--rounds", "10", "--categories", "--voters", "--over-time", str(out),
-                 "--category", "coding", "--votes-per-day", "100"])
+    code = main(
+        [
+            str(sim[0]),
+            "--rounds",
+            "10",
+            "--categories",
+            "--voters",
+            "--over-time",
+            str(out),
+            "--category",
+            "coding",
+            "--votes-per-day",
+            "100",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
-    for text in ("Category 'coding':", "Style coefficients", "Left out, by filter:", "over daily cap",
-                 "language: English", "flagged: 1", "style_rating", "preliminary", "p_above_next",
-                 "more_battles_next", "ttft_s", "tokens_per_s", "Most useful next comparison: "):
+    for text in (
+        "Category 'coding':",
+        "Style coefficients",
+        "Left out, by filter:",
+        "over daily cap",
+        "language: English",
+        "flagged: 1",
+        "style_rating",
+        "preliminary",
+        "p_above_next",
+        "more_battles_next",
+        "ttft_s",
+        "tokens_per_s",
+        "Most useful next comparison: ",
+    ):
         assert text in printed, text
     history = pd.read_csv(out)
     assert history.columns[0] == "battles" and "late-7b" in history.columns

@@ -31,12 +31,20 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Board:
 def reference_groups(battles: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (a, b, score) outcomes and their counts, grouped by pandas over the names."""
     models = sorted(set(battles["model_a"]).union(battles["model_b"]))
-    frame = pd.DataFrame({"a": [models.index(m) for m in battles["model_a"]],
-                          "b": [models.index(m) for m in battles["model_b"]],
-                          "s": ratings.scores(battles)})
+    frame = pd.DataFrame(
+        {
+            "a": [models.index(m) for m in battles["model_a"]],
+            "b": [models.index(m) for m in battles["model_b"]],
+            "s": ratings.scores(battles),
+        }
+    )
     counts = frame.groupby(["a", "b", "s"], sort=True).size().reset_index(name="n")
-    return (models, counts[["a", "b"]].to_numpy(dtype=np.int64), counts["s"].to_numpy(float),
-            counts["n"].to_numpy(float))
+    return (
+        models,
+        counts[["a", "b"]].to_numpy(dtype=np.int64),
+        counts["s"].to_numpy(float),
+        counts["n"].to_numpy(float),
+    )
 
 
 def elo(theta: np.ndarray) -> np.ndarray:
@@ -54,8 +62,9 @@ def reference_raw(battles: pd.DataFrame, reference: list[str], rounds: int) -> p
 
     draws = np.random.default_rng(0).multinomial(int(weight.sum()), weight / weight.sum(), size=rounds)
     samples = pd.DataFrame([fit(w) for w in draws.astype(float)], columns=models)
-    return pd.DataFrame({"rating": fit(weight), "lower": samples.quantile(0.025), "upper": samples.quantile(0.975)},
-                        index=models)
+    return pd.DataFrame(
+        {"rating": fit(weight), "lower": samples.quantile(0.025), "upper": samples.quantile(0.975)}, index=models
+    )
 
 
 def test_raw_ratings_intervals_and_ranks_are_the_reference(board: Board):
@@ -80,7 +89,7 @@ def test_style_ratings_are_the_reference_and_ranks_near_the_bootstraps(board: Bo
     b = np.array([models.index(m) for m in battles["model_b"]])
     x = style.style_matrix(counts)
     params = style.fit_bt_style(a, b, ratings.scores(battles), x, np.ones(len(a)), len(models))  # from zero
-    theta = pd.Series(params[:len(models)], index=models)
+    theta = pd.Series(params[: len(models)], index=models)
     expected = pd.Series(elo(theta - theta[ranked].mean()), index=models).loc[ranked]
     assert (table.loc[ranked, "style_rating"] - expected).abs().max() < 0.5
     samples = style.style_bootstrap(battles, board.options.rounds, 0, counts, ranked)
@@ -107,17 +116,24 @@ def test_history_is_the_reference(board: Board):
 def test_win_fraction_pair_counts_and_records_are_the_reference(board: Board, tmp_path: Path):
     battles, order = board.counted, list(board.table["model"])
     s = ratings.scores(battles)
-    points = pd.concat([
-        pd.DataFrame({"row": battles["model_a"].to_numpy(), "col": battles["model_b"].to_numpy(), "p": s}),
-        pd.DataFrame({"row": battles["model_b"].to_numpy(), "col": battles["model_a"].to_numpy(), "p": 1.0 - s}),
-    ])
-    share = points.pivot_table(index="row", columns="col", values="p", aggfunc="mean").reindex(index=order,
-                                                                                                columns=order)
+    points = pd.concat(
+        [
+            pd.DataFrame({"row": battles["model_a"].to_numpy(), "col": battles["model_b"].to_numpy(), "p": s}),
+            pd.DataFrame({"row": battles["model_b"].to_numpy(), "col": battles["model_a"].to_numpy(), "p": 1.0 - s}),
+        ]
+    )
+    share = points.pivot_table(index="row", columns="col", values="p", aggfunc="mean").reindex(
+        index=order, columns=order
+    )
     pd.testing.assert_frame_equal(board.win_fraction, share.astype(float), check_names=False)
     pairs = pd.crosstab(battles["model_a"], battles["model_b"]).reindex(index=order, columns=order, fill_value=0)
     pd.testing.assert_frame_equal(board.pair_counts, (pairs + pairs.T).astype(int), check_names=False)
-    side = pd.concat([pd.DataFrame({"model": battles["model_a"].to_numpy(), "s": s}),
-                      pd.DataFrame({"model": battles["model_b"].to_numpy(), "s": 1.0 - s})])
+    side = pd.concat(
+        [
+            pd.DataFrame({"model": battles["model_a"].to_numpy(), "s": s}),
+            pd.DataFrame({"model": battles["model_b"].to_numpy(), "s": 1.0 - s}),
+        ]
+    )
     wins = side[side["s"] == 1.0].groupby("model").size().reindex(order, fill_value=0)
     assert list(board.table["wins"]) == list(wins)
     assert list(board.table["battles"]) == list(side.groupby("model").size().reindex(order))

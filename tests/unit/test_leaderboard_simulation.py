@@ -18,11 +18,14 @@ def tournament(true: dict[str, float], battles: int, rng: np.random.Generator) -
     b = (a + rng.integers(1, len(names), battles)) % len(names)  # never the same model twice
     strength = np.array([true[n] for n in names])
     p_a = 1.0 / (1.0 + 10.0 ** ((strength[b] - strength[a]) / 400.0))
-    return pd.DataFrame({
-        "model_a": np.array(names)[a], "model_b": np.array(names)[b],
-        "winner": np.where(rng.random(battles) < p_a, "model_a", "model_b"),
-        "tstamp": np.arange(battles, dtype=float),
-    })
+    return pd.DataFrame(
+        {
+            "model_a": np.array(names)[a],
+            "model_b": np.array(names)[b],
+            "winner": np.where(rng.random(battles) < p_a, "model_a", "model_b"),
+            "tstamp": np.arange(battles, dtype=float),
+        }
+    )
 
 
 def centred(true: dict[str, float]) -> pd.Series:
@@ -76,11 +79,14 @@ def style_tournament(battles: int, beta: float, rng: np.random.Generator) -> tup
     lb = np.floor(typical[b] * rng.lognormal(0.0, 0.6, battles)) + 1
     strength = np.array([TRUE[n] for n in names]) * np.log(10.0) / 400.0
     z = strength[a] - strength[b] + beta * (la - lb) / (la + lb)
-    frame = pd.DataFrame({
-        "model_a": np.array(names)[a], "model_b": np.array(names)[b],
-        "winner": np.where(rng.random(battles) < 1.0 / (1.0 + np.exp(-z)), "model_a", "model_b"),
-        "tstamp": np.arange(battles, dtype=float),
-    })
+    frame = pd.DataFrame(
+        {
+            "model_a": np.array(names)[a],
+            "model_b": np.array(names)[b],
+            "winner": np.where(rng.random(battles) < 1.0 / (1.0 + np.exp(-z)), "model_a", "model_b"),
+            "tstamp": np.arange(battles, dtype=float),
+        }
+    )
     counts = pd.DataFrame({"length_a": la, "length_b": lb})
     for feature in ("headers", "bold", "lists"):
         counts[f"{feature}_a"], counts[f"{feature}_b"] = rng.poisson(1.0, battles), rng.poisson(1.0, battles)

@@ -62,8 +62,10 @@ def boards(simulated: tuple[Path, Path]) -> tuple[Board, Board]:
 @pytest.fixture(scope="module")
 def snapshots(boards: tuple[Board, Board]) -> tuple[Snapshot, Snapshot]:
     before, after = boards
-    return (build_snapshot(before, created=THEN, code_version="test", index_state=(0, 402)),
-            build_snapshot(after, created=LATER, code_version="test"))
+    return (
+        build_snapshot(before, created=THEN, code_version="test", index_state=(0, 402)),
+        build_snapshot(after, created=LATER, code_version="test"),
+    )
 
 
 def test_a_snapshot_round_trips_through_its_file(snapshots: tuple[Snapshot, Snapshot], tmp_path: Path):
@@ -96,8 +98,7 @@ def test_the_battles_hash_tells_the_counted_battles_apart(boards: tuple[Board, B
     assert battles_hash(swapped) != battles_hash(counted)
 
 
-def test_a_board_without_battles_has_empty_views_and_everyone_is_new(tmp_path: Path,
-                                                                     boards: tuple[Board, Board]):
+def test_a_board_without_battles_has_empty_views_and_everyone_is_new(tmp_path: Path, boards: tuple[Board, Board]):
     empty = build_snapshot(board_from_logs(tmp_path, OPTIONS), created=THEN, code_version="test")
     assert dict(empty.views) == {"raw": (), "style": ()} and empty.battles == 0 and not empty.pairs
     assert load_snapshot(write_snapshot(empty, tmp_path / "snaps")) == empty
@@ -109,8 +110,10 @@ def test_a_board_without_battles_has_empty_views_and_everyone_is_new(tmp_path: P
 def test_the_snapshot_holds_the_boards_views(boards: tuple[Board, Board], snapshots: tuple[Snapshot, Snapshot]):
     table, snap = boards[0].table.set_index("model"), snapshots[0]
     assert set(snap.views) == {"raw", "style"}
-    for view, columns in {"raw": ("rating", "lower", "upper", "rank"),
-                          "style": ("style_rating", "style_lower", "style_upper", "style_rank")}.items():
+    for view, columns in {
+        "raw": ("rating", "lower", "upper", "rank"),
+        "style": ("style_rating", "style_lower", "style_upper", "style_rank"),
+    }.items():
         assert [e.model for e in snap.views[view]] == list(table.index)
         for entry in snap.views[view]:
             row = table.loc[entry.model]
@@ -121,13 +124,19 @@ def test_the_snapshot_holds_the_boards_views(boards: tuple[Board, Board], snapsh
     assert snap.battles == len(boards[0].counted) and snap.votes_read == boards[0].votes_read
 
 
-def test_a_difference_names_the_moved_models_and_the_added_battles(boards: tuple[Board, Board],
-                                                                     snapshots: tuple[Snapshot, Snapshot]):
+def test_a_difference_names_the_moved_models_and_the_added_battles(
+    boards: tuple[Board, Board], snapshots: tuple[Snapshot, Snapshot]
+):
     found = changes(*snapshots)
     old, new = (b.table.set_index("model") for b in boards)
     for view, (rating, rank) in {"raw": ("rating", "rank"), "style": ("style_rating", "style_rank")}.items():
-        expected = {m for m in new.index if m not in old.index or abs(new.loc[m, rating] - old.loc[m, rating]) > 1
-                    or not _same_rank(new.loc[m, rank], old.loc[m, rank])}
+        expected = {
+            m
+            for m in new.index
+            if m not in old.index
+            or abs(new.loc[m, rating] - old.loc[m, rating]) > 1
+            or not _same_rank(new.loc[m, rank], old.loc[m, rank])
+        }
         assert {c.model for c in found.moved if c.view == view} == expected
     assert found.battles_added == len(boards[1].counted) - len(boards[0].counted) > 0
     # every battle added is on the third day, and by pair they are that day's counted battles
@@ -155,31 +164,58 @@ def test_new_and_gone_models_and_a_tab_line(tmp_path: Path):
     found = changes(before, after)
     today = time.strftime("%Y-%m-%d", time.gmtime())
     assert [(c.view, c.model, c.kind) for c in found.moved if c.kind != "moved"] == [
-        ("raw", "newcomer", "new"), ("style", "newcomer", "new")]
+        ("raw", "newcomer", "new"),
+        ("style", "newcomer", "new"),
+    ]
     assert dict(found.pairs) == {("newcomer", "weak"): 5} and dict(found.days) == {today: 5}
     assert "note: built by different code (a → b)" in changes_lines(found)
     line = since_line(found)
-    assert line.startswith("Changes since the last snapshot (2026-01-03 00:00 UTC): newcomer new") and "+5 battles" in line
+    assert (
+        line.startswith("Changes since the last snapshot (2026-01-03 00:00 UTC): newcomer new") and "+5 battles" in line
+    )
     gone = changes(after, before)  # the other way round: the newcomer is gone, five battles fewer
     assert ("raw", "newcomer", "gone") in [(c.view, c.model, c.kind) for c in gone.moved]
     assert dict(gone.pairs) == {("newcomer", "weak"): -5} and "newcomer gone" in since_line(gone)
 
 
 def _hand_made(entries: list[Entry], battles: int) -> Snapshot:
-    return Snapshot(created="2026-01-03T00:00:00Z", code_version="test", settings={"rounds": 20}, votes_read=battles,
-                    battles=battles, battles_sha256=str(battles), index=None, views={"raw": tuple(entries)},
-                    pairs={}, days={})
+    return Snapshot(
+        created="2026-01-03T00:00:00Z",
+        code_version="test",
+        settings={"rounds": 20},
+        votes_read=battles,
+        battles=battles,
+        battles_sha256=str(battles),
+        index=None,
+        views={"raw": tuple(entries)},
+        pairs={},
+        days={},
+    )
 
 
 def test_what_counts_as_moved_and_how_the_move_is_told():
     """Reported: a changed rank, or a rating moved by more than one point, told as within or
     beyond the old 95% interval; the tab names models new or gone first, then rank moves, then
     the largest rating moves."""
-    before = _hand_made([Entry("a", 1100.0, 1090.0, 1110.0, 1, 90), Entry("b", 1000.0, 990.0, 1010.0, 2, 90),
-                         Entry("c", 990.0, 980.0, 1000.0, 2, 90), Entry("d", 900.0, -math.inf, 950.0, None, 3)], 140)
-    after = _hand_made([Entry("a", 1100.9, 1091.0, 1110.0, 1, 95), Entry("b", 1011.5, 1001.0, 1020.0, 2, 95),
-                        Entry("c", 993.0, 985.0, 1001.0, 2, 95), Entry("e", 950.0, 900.0, 1000.0, 3, 60),
-                        Entry("d", 880.0, 840.0, 930.0, 4, 60)], 200)
+    before = _hand_made(
+        [
+            Entry("a", 1100.0, 1090.0, 1110.0, 1, 90),
+            Entry("b", 1000.0, 990.0, 1010.0, 2, 90),
+            Entry("c", 990.0, 980.0, 1000.0, 2, 90),
+            Entry("d", 900.0, -math.inf, 950.0, None, 3),
+        ],
+        140,
+    )
+    after = _hand_made(
+        [
+            Entry("a", 1100.9, 1091.0, 1110.0, 1, 95),
+            Entry("b", 1011.5, 1001.0, 1020.0, 2, 95),
+            Entry("c", 993.0, 985.0, 1001.0, 2, 95),
+            Entry("e", 950.0, 900.0, 1000.0, 3, 60),
+            Entry("d", 880.0, 840.0, 930.0, 4, 60),
+        ],
+        200,
+    )
     found = changes(before, after)
     assert [(c.model, c.kind) for c in found.moved] == [("b", "moved"), ("c", "moved"), ("e", "new"), ("d", "moved")]
     lines = changes_lines(found)
@@ -187,8 +223,10 @@ def test_what_counts_as_moved_and_how_the_move_is_told():
     assert "  c: rating 990.0 → 993.0 (+3.0, within its 95% interval 980.0 to 1000.0)" in lines
     assert "  d: rank — → 4, rating 900.0 → 880.0 (-20.0, within its 95% interval −∞ to 950.0)" in lines
     assert "  e: new (rank 3, rating 950.0, 60 battles)" in lines
-    assert since_line(found) == ("Changes since the last snapshot (2026-01-03 00:00 UTC): e new, d ranked (4), "
-                                 "b +12 points, c +3 points; +60 battles.")
+    assert since_line(found) == (
+        "Changes since the last snapshot (2026-01-03 00:00 UTC): e new, d ranked (4), "
+        "b +12 points, c +3 points; +60 battles."
+    )
 
 
 def _same_rank(a: object, b: object) -> bool:
@@ -200,8 +238,9 @@ def test_other_settings_are_named_in_a_warning(boards: tuple[Board, Board], snap
     other = build_snapshot(other_board, created=LATER, code_version="test")
     found = changes(snapshots[0], other)
     assert dict(found.settings) == {"rounds": (20, 0)}
-    assert changes_lines(found)[2] == ("warning: built with different settings (rounds: 20 → 0): the differences "
-                                       "are not only from votes")
+    assert changes_lines(found)[2] == (
+        "warning: built with different settings (rounds: 20 → 0): the differences are not only from votes"
+    )
     assert "(The snapshot was built with other settings: rounds.)" in since_line(found)
 
 
@@ -221,9 +260,10 @@ def _with(snapshot: Snapshot, **fields: object) -> Snapshot:
 
 # --- the command line -------------------------------------------------------------------------
 
-def test_cli_snapshot_then_diff_against_now_and_between_files(simulated: tuple[Path, Path], tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture,
-                                                              monkeypatch: pytest.MonkeyPatch):
+
+def test_cli_snapshot_then_diff_against_now_and_between_files(
+    simulated: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.chdir(tmp_path)
     logs = tmp_path / "logs"
     shutil.copytree(simulated[0], logs)
@@ -241,11 +281,12 @@ def test_cli_snapshot_then_diff_against_now_and_between_files(simulated: tuple[P
     assert len(list((logs / "snapshots").iterdir())) == 1
     assert second is not None
     assert main(["--diff", str(first), str(second)]) == 0  # the board then was written as the second snapshot
-    assert capsys.readouterr().out == out[out.index("Changes from"):]
+    assert capsys.readouterr().out == out[out.index("Changes from") :]
 
 
-def test_cli_diff_json_on_standard_output(simulated: tuple[Path, Path], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+def test_cli_diff_json_on_standard_output(
+    simulated: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.chdir(tmp_path)
     before = board_from_logs(simulated[0], OPTIONS)
     write_snapshot(build_snapshot(before, created=THEN, code_version="test"), tmp_path / "snaps")
@@ -287,8 +328,9 @@ def _corrupt(folder: Path, good: dict) -> dict[str, tuple[Path, str]]:
     return cases
 
 
-def test_bad_snapshots_exit_2_with_one_line(snapshots: tuple[Snapshot, Snapshot], simulated: tuple[Path, Path],
-                                            tmp_path: Path, capsys: pytest.CaptureFixture):
+def test_bad_snapshots_exit_2_with_one_line(
+    snapshots: tuple[Snapshot, Snapshot], simulated: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+):
     good = write_snapshot(snapshots[0], tmp_path / "good")
     for what, (path, message) in _corrupt(tmp_path / "bad", to_json(snapshots[0])).items():
         for argv in (["--diff", str(good), str(path)], [str(simulated[0]), "--no-index", "--diff", str(path)]):
@@ -300,19 +342,32 @@ def test_bad_snapshots_exit_2_with_one_line(snapshots: tuple[Snapshot, Snapshot]
             load_snapshot(path)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--diff", "a.json", "b.json", "c.json"], "--diff takes one snapshot"),
-    (["LOGS", "--diff", "a.json", "b.json"], "with LOG_DIR, --diff takes one snapshot"),
-    (["LOGS", "--diff-json", "-"], "--diff-json needs --diff"),
-    ([], "give LOG_DIR"),
-    (["--diff", "a.json"], "give LOG_DIR"),
-    (["--snapshot", "LOGS"], "give LOG_DIR first"),
-    (["--diff", "a.json", "b.json", "--csv", "x.csv"], "--csv needs LOG_DIR"),
-    (["--diff", "a.json", "b.json", "--voters", "--pairs", "-"], "--pairs, --voters need LOG_DIR"),
-], ids=["three", "two-with-logdir", "json-alone", "nothing", "one-alone", "logdir-after", "csv-without-logdir",
-    "two-without-logdir"])
-def test_cli_refuses_option_mixes(argv: list[str], message: str, simulated: tuple[Path, Path],
-                                  capsys: pytest.CaptureFixture):
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--diff", "a.json", "b.json", "c.json"], "--diff takes one snapshot"),
+        (["LOGS", "--diff", "a.json", "b.json"], "with LOG_DIR, --diff takes one snapshot"),
+        (["LOGS", "--diff-json", "-"], "--diff-json needs --diff"),
+        ([], "give LOG_DIR"),
+        (["--diff", "a.json"], "give LOG_DIR"),
+        (["--snapshot", "LOGS"], "give LOG_DIR first"),
+        (["--diff", "a.json", "b.json", "--csv", "x.csv"], "--csv needs LOG_DIR"),
+        (["--diff", "a.json", "b.json", "--voters", "--pairs", "-"], "--pairs, --voters need LOG_DIR"),
+    ],
+    ids=[
+        "three",
+        "two-with-logdir",
+        "json-alone",
+        "nothing",
+        "one-alone",
+        "logdir-after",
+        "csv-without-logdir",
+        "two-without-logdir",
+    ],
+)
+def test_cli_refuses_option_mixes(
+    argv: list[str], message: str, simulated: tuple[Path, Path], capsys: pytest.CaptureFixture
+):
     argv = [str(simulated[0]) if a == "LOGS" else a for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -320,6 +375,7 @@ def test_cli_refuses_option_mixes(argv: list[str], message: str, simulated: tupl
 
 
 # --- the tab ----------------------------------------------------------------------------------
+
 
 def test_the_tab_shows_changes_since_the_last_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture):
     rec = JsonlRecorder(tmp_path / "logs", IdentityPolicy("none"))
@@ -333,8 +389,9 @@ def test_the_tab_shows_changes_since_the_last_snapshot(tmp_path: Path, capsys: p
         assert main([str(rec.log_dir), "--rounds", "10", "--min-battles", "0", "--snapshot"]) == 0
         taken = load_snapshot(rec.log_dir / "snapshots")
         when = taken.created.replace("T", " ")[:16]
-        assert view.outputs()[0].endswith(f"\n\nChanges since the last snapshot ({when} UTC): no rank or rating "
-                                          "moved; +0 battles.")
+        assert view.outputs()[0].endswith(
+            f"\n\nChanges since the last snapshot ({when} UTC): no rank or rating moved; +0 battles."
+        )
         for _ in range(5):
             rec.vote(vote("leftvote", battle("newcomer", "weak")))
         view.live.sync()
@@ -344,7 +401,8 @@ def test_the_tab_shows_changes_since_the_last_snapshot(tmp_path: Path, capsys: p
         newest = rec.log_dir / "snapshots" / "board-29990101T000000Z.json"
         newest.write_text("{")
         view.live.sync()
-        assert view.outputs()[0].endswith("The last snapshot (board-29990101T000000Z.json) cannot be read: "
-                                          "see the server's log.")
+        assert view.outputs()[0].endswith(
+            "The last snapshot (board-29990101T000000Z.json) cannot be read: see the server's log."
+        )
     finally:
         view.close()

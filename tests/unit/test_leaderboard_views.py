@@ -31,9 +31,16 @@ def style_battles(n: int, beta: float, seed: int = 0) -> pd.DataFrame:
         a, b = (names[j] for j in rng.choice(4, 2, replace=False))
         la, lb = (int(length[m] * rng.lognormal(0, 0.7)) + 1 for m in (a, b))
         z = true[a] - true[b] + beta * (la - lb) / (la + lb)
-        rows.append({"model_a": a, "model_b": b, "tstamp": float(i),
-                     "winner": "model_a" if rng.random() < 1 / (1 + np.exp(-z)) else "model_b",
-                     "conversation_a": conversation("q", "w " * la), "conversation_b": conversation("q", "w " * lb)})
+        rows.append(
+            {
+                "model_a": a,
+                "model_b": b,
+                "tstamp": float(i),
+                "winner": "model_a" if rng.random() < 1 / (1 + np.exp(-z)) else "model_b",
+                "conversation_a": conversation("q", "w " * la),
+                "conversation_b": conversation("q", "w " * lb),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -44,8 +51,11 @@ def test_a_model_that_wins_only_by_length_loses_its_lead_under_style_control():
     styled = styled.set_index("model")
     assert raw["verbose"] - raw["plain"] > 60  # raw: verbose looks far better than plain
     assert abs(styled.loc["verbose", "style_rating"] - styled.loc["plain", "style_rating"]) < 25
-    assert styled.loc["verbose", "style_lower"] < styled.loc["plain", "style_rating"] < styled.loc["verbose",
-                                                                                                   "style_upper"]
+    assert (
+        styled.loc["verbose", "style_lower"]
+        < styled.loc["plain", "style_rating"]
+        < styled.loc["verbose", "style_upper"]
+    )
     assert styled["style_rating"].idxmax() == "strong" and raw.idxmax() == "verbose"
     assert coefficients["length"] > 0.3
 
@@ -76,9 +86,18 @@ def category_battles(n: int, seed: int = 0) -> pd.DataFrame:
         pair = ("coder", "talker") if rng.random() < 0.5 else ("talker", "coder")
         if pair[0] == "talker":
             winner = {"model_a": "model_b", "model_b": "model_a"}[winner]
-        rows.append({"model_a": pair[0], "model_b": pair[1], "winner": winner, "tstamp": float(i), "turn": 1,
-                     "language": detect_language(prompt), "conversation_a": conversation(prompt, "a"),
-                     "conversation_b": conversation(prompt, "b")})
+        rows.append(
+            {
+                "model_a": pair[0],
+                "model_b": pair[1],
+                "winner": winner,
+                "tstamp": float(i),
+                "turn": 1,
+                "language": detect_language(prompt),
+                "conversation_a": conversation(prompt, "a"),
+                "conversation_b": conversation(prompt, "b"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -95,9 +114,16 @@ def test_categories_split_the_board():
 def test_category_board_and_counts_from_records():
     records = []
     for i, row in category_battles(300).iterrows():
-        states = [{"messages": [["user", c[0]["content"]], ["assistant", c[1]["content"]]], "offset": 0,
-                   "conv_id": f"{i}{k}", "model_name": m, "roles": ["user", "assistant"]}
-                  for k, (m, c) in enumerate(((row.model_a, row.conversation_a), (row.model_b, row.conversation_b)))]
+        states = [
+            {
+                "messages": [["user", c[0]["content"]], ["assistant", c[1]["content"]]],
+                "offset": 0,
+                "conv_id": f"{i}{k}",
+                "model_name": m,
+                "roles": ["user", "assistant"],
+            }
+            for k, (m, c) in enumerate(((row.model_a, row.conversation_a), (row.model_b, row.conversation_b)))
+        ]
         kind = {"model_a": "leftvote", "model_b": "rightvote"}[row.winner]
         records.append({"type": kind, "tstamp": float(i), "models": ["", ""], "states": states, "ip": "h:1"})
     board = build_board(records, BoardOptions(rounds=10, min_battles=0))
@@ -110,12 +136,22 @@ def test_category_board_and_counts_from_records():
         category_board(board, "poetry")
 
 
-@pytest.mark.parametrize(("text", "language"), [
-    ("What is the capital of France?", "English"), ("¿Cómo puedo aprender a cocinar?", "Spanish"),
-    ("Quelle est la capitale de la France ?", "French"), ("Wie groß ist die Stadt und was ist dort?", "German"),
-    ("法国的首都是哪里？", "Chinese"), ("日本の首都はどこですか？", "Japanese"), ("한국의 수도는?", "Korean"),
-    ("Какая столица России?", "Russian"), ("ما هي عاصمة مصر؟", "Arabic"), ("ok", "unknown"), ("", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("What is the capital of France?", "English"),
+        ("¿Cómo puedo aprender a cocinar?", "Spanish"),
+        ("Quelle est la capitale de la France ?", "French"),
+        ("Wie groß ist die Stadt und was ist dort?", "German"),
+        ("法国的首都是哪里？", "Chinese"),
+        ("日本の首都はどこですか？", "Japanese"),
+        ("한국의 수도는?", "Korean"),
+        ("Какая столица России?", "Russian"),
+        ("ما هي عاصمة مصر؟", "Arabic"),
+        ("ok", "unknown"),
+        ("", "unknown"),
+    ],
+)
 def test_language_detector(text: str, language: str):
     assert detect_language(text) == language
 
@@ -140,10 +176,25 @@ def test_ratings_over_time_end_at_the_tables_ratings():
 
 def test_my_votes_are_only_the_sessions_own():
     def rec(i: int, session: str, kind: str) -> dict:
-        states = [{"messages": [["user", "q"], ["assistant", "r"]], "offset": 0, "conv_id": f"{i}{m}",
-                   "model_name": m, "roles": ["user", "assistant"]} for m in ("m1", "m2")]
-        return {"type": kind, "tstamp": float(i), "models": ["", ""], "states": states, "ip": "h:same",
-                "extra": {"session": session}}
+        states = [
+            {
+                "messages": [["user", "q"], ["assistant", "r"]],
+                "offset": 0,
+                "conv_id": f"{i}{m}",
+                "model_name": m,
+                "roles": ["user", "assistant"],
+            }
+            for m in ("m1", "m2")
+        ]
+        return {
+            "type": kind,
+            "tstamp": float(i),
+            "models": ["", ""],
+            "states": states,
+            "ip": "h:same",
+            "extra": {"session": session},
+        }
+
     records = [rec(i, "h:alice", "leftvote") for i in range(3)] + [rec(9, "h:bob", "rightvote")]
     board = build_board(records, BoardOptions(rounds=0))
     alice = my_votes(board, "h:alice").set_index("model")

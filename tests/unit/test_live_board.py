@@ -91,8 +91,7 @@ def test_a_failed_build_keeps_the_last_board_and_says_why(recorder: JsonlRecorde
             raise MemoryError("out of memory")
         return board_from_rows(rows, options, skipped)
 
-    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=flaky,
-                     full_every_votes=0).start()
+    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL, build=flaky, full_every_votes=0).start()
     first = live.sync()
     fail.set()
     recorder.vote(vote("leftvote", battle("alpha", "beta")))

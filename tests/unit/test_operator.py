@@ -56,8 +56,12 @@ def test_bad_keys_stop_the_start(tmp_path: Path) -> None:
 def test_the_gate_admits_the_key_alone() -> None:
     gate = OperatorGate(KEY)
     gate.admit(KEY, OPERATOR)
-    for offered, message in ((None, "needs the operator key"), ("", "needs the operator key"),
-                             (KEY + "x", "Wrong operator key"), (KEY[:-1], "Wrong operator key")):
+    for offered, message in (
+        (None, "needs the operator key"),
+        ("", "needs the operator key"),
+        (KEY + "x", "Wrong operator key"),
+        (KEY[:-1], "Wrong operator key"),
+    ):
         with pytest.raises(OperatorRefused, match=message):
             gate.admit(offered, OPERATOR)
     with pytest.raises(OperatorRefused, match="ARENA_OPERATOR_KEY"):

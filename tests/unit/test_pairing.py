@@ -31,7 +31,7 @@ OLD = {"a": 1100.0, "b": 1000.0, "c": 990.0, "d": 900.0}
 def established(votes: int = 400) -> Evidence:
     """Four models that met each other `votes` times per pair."""
     names = sorted(OLD)
-    return Evidence(OLD, {frozenset((x, y)): float(votes) for i, x in enumerate(names) for y in names[i + 1:]})
+    return Evidence(OLD, {frozenset((x, y)): float(votes) for i, x in enumerate(names) for y in names[i + 1 :]})
 
 
 def summed_neighbour_variance(names: list[str], evidence: Evidence, extra: tuple[str, str] | None = None) -> float:
@@ -99,8 +99,9 @@ def test_weights_are_respected_and_a_model_never_meets_itself() -> None:
 
 def test_without_a_board_smart_draws_by_weight() -> None:
     weights = {"a": 1.0, "b": 1.0, "c": 1.0}
-    assert ([choose_pair("smart", weights, None, random.Random(3)) for _ in range(20)]
-            == [choose_pair("weighted", weights, None, random.Random(3)) for _ in range(20)])
+    assert [choose_pair("smart", weights, None, random.Random(3)) for _ in range(20)] == [
+        choose_pair("weighted", weights, None, random.Random(3)) for _ in range(20)
+    ]
 
 
 def test_an_unknown_mode_is_refused_clearly() -> None:
@@ -139,8 +140,10 @@ def test_smart_pairing_reads_the_live_board(tmp_path: Path) -> None:
 
 def test_the_smart_choice_never_reaches_the_page_before_the_vote() -> None:
     services = fake_services({"alpha": {}, "beta": {}, "gamma": {}, "newbie": {}})
-    board = Evidence({"alpha": 1100.0, "beta": 1000.0, "gamma": 950.0},
-                     {frozenset(p): 500.0 for p in (("alpha", "beta"), ("beta", "gamma"), ("alpha", "gamma"))})
+    board = Evidence(
+        {"alpha": 1100.0, "beta": 1000.0, "gamma": 950.0},
+        {frozenset(p): 500.0 for p in (("alpha", "beta"), ("beta", "gamma"), ("alpha", "gamma"))},
+    )
     handlers = Handlers(services, rng=random.Random(0), evidence=lambda: board)
     met = Counter()
     for _ in range(10):

@@ -41,8 +41,10 @@ def test_two_threads_build_one_model_at_a_time(tmp_path: Path, monkeypatch) -> N
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", slow_build)
     loaded: dict[str, object] = {}
-    threads = [threading.Thread(target=lambda s=s: loaded.__setitem__(s.name, load_weights(s, tmp_path / "cache")))
-               for s in specs]
+    threads = [
+        threading.Thread(target=lambda s=s: loaded.__setitem__(s.name, load_weights(s, tmp_path / "cache")))
+        for s in specs
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

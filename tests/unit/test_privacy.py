@@ -106,11 +106,21 @@ def test_what_the_log_holds(tmp_path: Path, mode: str):
 
 
 def test_headers_and_cookies_never_reach_the_log(tmp_path: Path):
-    secrets = {"cookie": "session=COOKIE-SECRET", "authorization": "Bearer HEADER-SECRET",
-               "user-agent": "AGENT-SECRET", "x-forwarded-for": "198.51.100.9"}
-    scope = {"type": "http", "method": "POST", "path": "/", "query_string": b"",
-             "headers": [(k.encode(), v.encode()) for k, v in secrets.items()],
-             "client": (ADDRESS, 1234), "server": ("testserver", 80)}
+    secrets = {
+        "cookie": "session=COOKIE-SECRET",
+        "authorization": "Bearer HEADER-SECRET",
+        "user-agent": "AGENT-SECRET",
+        "x-forwarded-for": "198.51.100.9",
+    }
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/",
+        "query_string": b"",
+        "headers": [(k.encode(), v.encode()) for k, v in secrets.items()],
+        "client": (ADDRESS, 1234),
+        "server": ("testserver", 80),
+    }
     settings = Settings(log_dir=tmp_path, ip_logging="raw", trusted_proxies=1)
     client = client_info(Request(scope), settings)
     recorder = JsonlRecorder.from_settings(settings)

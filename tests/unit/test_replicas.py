@@ -87,12 +87,15 @@ def test_all_down_the_first_back_is_still_tried_and_each_replica_once_per_reques
     assert replicas.choose(tried=[A, B]) is None
 
 
-@pytest.mark.parametrize(("base_url", "message"), [
-    ([], "at least one URL"),
-    (["http://a/v1", "http://a/v1/"], "lists a replica twice"),
-    (["http://a/v1", "gpu-box:8000/v1"], "http:// or https://"),
-    ("ftp://a/v1", "http:// or https://"),
-])
+@pytest.mark.parametrize(
+    ("base_url", "message"),
+    [
+        ([], "at least one URL"),
+        (["http://a/v1", "http://a/v1/"], "lists a replica twice"),
+        (["http://a/v1", "gpu-box:8000/v1"], "http:// or https://"),
+        ("ftp://a/v1", "http:// or https://"),
+    ],
+)
 def test_bad_replica_lists_are_refused_naming_the_key(base_url: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         parse_specs({"models": [{"name": "r", "backend": "openai", "base_url": base_url, "remote_model": "m"}]})
@@ -102,6 +105,11 @@ def test_bad_replica_lists_are_refused_naming_the_key(base_url: object, message:
 def test_a_replica_list_is_read_and_the_first_is_the_spec_base_url() -> None:
     from webui.engine.openai_remote import replica_urls
 
-    [spec] = parse_specs({"models": [{"name": "r", "backend": "openai", "remote_model": "m",
-                                      "base_url": ["http://a/v1/", "https://b/v1"]}]})
+    [spec] = parse_specs(
+        {
+            "models": [
+                {"name": "r", "backend": "openai", "remote_model": "m", "base_url": ["http://a/v1/", "https://b/v1"]}
+            ]
+        }
+    )
     assert spec.base_url == "http://a/v1" and replica_urls(spec) == ["http://a/v1", "https://b/v1"]

@@ -19,6 +19,7 @@ def _waiter(slots: Slots, results: list, cancel: threading.Event | None = None, 
             results.append((tag, slots.acquire("m", 10, cancel)))
         except Overloaded as exc:
             results.append((tag, exc))
+
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -87,8 +88,9 @@ def test_a_request_queued_in_the_real_engine_leaves_when_its_caller_gives_up(reg
     try:
         cancel = threading.Event()
         box: list = []
-        thread = threading.Thread(target=lambda: box.append(list(backend.stream([Message("user", "hi")], long, cancel))),
-                                  daemon=True)
+        thread = threading.Thread(
+            target=lambda: box.append(list(backend.stream([Message("user", "hi")], long, cancel))), daemon=True
+        )
         thread.start()
         wait_for(lambda: backend.slots.waiting == 1, 5, "the request did not queue")
         generating = sum(t.name.startswith("generate:") for t in threading.enumerate())

@@ -17,8 +17,14 @@ def services(*statuses: ModelStatus) -> SimpleNamespace:
 
 READY = (ModelStatus("tiny-a", ModelState.READY), ModelStatus("tiny-b", ModelState.READY))
 # Stand-ins for the components: the updates are keyed by whatever the outputs are.
-DRAWN = StatusOutputs(seen="seen", battle="battle", side_by_side="sbs", sbs_models=("sbs-a", "sbs-b", "sbs-c", "sbs-d"),
-                      direct="direct", direct_model="direct-model")
+DRAWN = StatusOutputs(
+    seen="seen",
+    battle="battle",
+    side_by_side="sbs",
+    sbs_models=("sbs-a", "sbs-b", "sbs-c", "sbs-d"),
+    direct="direct",
+    direct_model="direct-model",
+)
 
 
 def test_an_empty_dropdown_gets_a_ready_model() -> None:
@@ -33,8 +39,7 @@ def test_a_dropdown_with_a_model_gets_new_choices_but_keeps_its_model() -> None:
     the value, a model picked in between (and its parameters, loaded by that pick) would be put
     back by a model status that changed meanwhile."""
     loading = ModelStatus("long-a", ModelState.LOADING)
-    out = status_updates(services(*READY, loading), "side_by_side", None, ("tiny-a", "tiny-b", None, None, None),
-                         DRAWN)
+    out = status_updates(services(*READY, loading), "side_by_side", None, ("tiny-a", "tiny-b", None, None, None), DRAWN)
     for picked in ("sbs-a", "sbs-b"):
         assert "value" not in out[picked] and ("long-a (loading)", "long-a") in out[picked]["choices"]
     assert out["sbs-c"]["value"] == "tiny-b", "an empty one is still filled"

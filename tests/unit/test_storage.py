@@ -37,8 +37,16 @@ def test_chat_record_has_fastchat_fields_and_ours(tmp_path: Path):
     assert record["type"] == "chat" and record["model"] == "tiny-a"
     assert record["state"]["messages"] == [["user", "say hello"], ["assistant", "the cat sat"]]
     assert {"template_name", "system_message", "roles", "offset", "conv_id", "model_name"} <= set(record["state"])
-    assert record["gen_params"] == {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 16,
-                                    "repetition_penalty": 1.0, "seed": 7, "stop": [], "ignore_eos": False}
+    assert record["gen_params"] == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "max_new_tokens": 16,
+        "repetition_penalty": 1.0,
+        "seed": 7,
+        "stop": [],
+        "ignore_eos": False,
+    }
     assert record["schema_version"] == 1 and record["mode"] == "battle" and record["battle_id"] == "b1"
     assert (record["finish_reason"], record["prompt_tokens"], record["completion_tokens"]) == ("length", 5, 3)
     assert record["ttft_s"] == 0.01 and record["tokens_per_s"] == 42.0 and record["turn"] == 1

@@ -41,8 +41,11 @@ def test_auto_falls_back_to_transformers_when_vllm_is_absent_and_says_why(settin
         assert status.state is ModelState.READY
         assert status.engine.startswith("transformers: ") and reason in status.engine, status.engine
         assert reason in status.describe()
-        _text, final = collect(registry.get("m").stream([Message("user", "hello")],
-                                                     SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+        _text, final = collect(
+            registry.get("m").stream(
+                [Message("user", "hello")], SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)
+            )
+        )
         assert final.completion_tokens == 4
         registry.close()
 
@@ -56,17 +59,29 @@ def test_an_entry_that_insists_on_vllm_fails_with_the_reason_and_is_not_retried(
 
 
 def test_auto_falls_back_to_transformers_when_the_vllm_engine_fails_to_start(
-        settings, tiny_model_dir: Path, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    settings, tiny_model_dir: Path, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """vLLM is there and could serve the entry, but its engine exits during start-up (here the stand-in
     server, told to fail as vLLM does on an unsupported CPU): the model is served by transformers,
     the status says the engine failed to start, and the log keeps vLLM's own words."""
     install = VllmInstall(sys.executable, "0.32.0", "cpu", frozenset({"LlamaForCausalLM"}))  # can serve it
     monkeypatch.setattr("webui.engine.vllm._install", lambda _settings: install)
     # the stand-in answers as vllm.entrypoints.openai.api_server in the server's environment
-    monkeypatch.setattr("webui.engine.vllm.ServerConfig", functools.partial(ServerConfig, env={"PYTHONPATH": str(fake_vllm)}))
-    specs = parse_specs({"models": [{"name": "m", "backend": "auto", "source": str(tiny_model_dir),
-                                     "vllm": {"extra_args": ["--fail", "no AVX512 here"]}}]})
+    monkeypatch.setattr(
+        "webui.engine.vllm.ServerConfig", functools.partial(ServerConfig, env={"PYTHONPATH": str(fake_vllm)})
+    )
+    specs = parse_specs(
+        {
+            "models": [
+                {
+                    "name": "m",
+                    "backend": "auto",
+                    "source": str(tiny_model_dir),
+                    "vllm": {"extra_args": ["--fail", "no AVX512 here"]},
+                }
+            ]
+        }
+    )
     registry = Registry(specs, settings.replace(vllm_start_timeout_s=60))
     registry.start()
     assert registry.wait_idle(120)
@@ -74,8 +89,11 @@ def test_auto_falls_back_to_transformers_when_the_vllm_engine_fails_to_start(
     assert status.state is ModelState.READY, status.describe()
     assert status.engine == "transformers: engine failed to start", status.engine
     assert "no AVX512 here" in caplog.text and "serving with transformers" in caplog.text
-    _text, final = collect(registry.get("m").stream([Message("user", "hello")],
-                                                 SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+    _text, final = collect(
+        registry.get("m").stream(
+            [Message("user", "hello")], SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)
+        )
+    )
     assert final.completion_tokens == 4
     registry.close()
 
@@ -92,7 +110,9 @@ def _folder(tmp_path: Path, arch: str) -> Path:
 def test_what_vllm_cannot_serve_is_said_plainly(tmp_path: Path) -> None:
     (spec,) = parse_specs({"models": [{"name": "g", "source": "/m"}]})
     folder = _folder(tmp_path, "Gemma3ForCausalLM")
-    assert why_not(spec, folder, _install("LlamaForCausalLM")) == "vLLM 0.32.0 does not support Gemma3ForCausalLM on cpu"
+    assert (
+        why_not(spec, folder, _install("LlamaForCausalLM")) == "vLLM 0.32.0 does not support Gemma3ForCausalLM on cpu"
+    )
     assert why_not(spec, folder, _install("Gemma3ForCausalLM")) is None
     (half,) = parse_specs({"models": [{"name": "h", "source": "/m", "dtype": "fp16"}]})
     assert "fp16" in why_not(half, folder, _install("Gemma3ForCausalLM"))
@@ -104,24 +124,34 @@ def test_what_vllm_cannot_serve_is_said_plainly(tmp_path: Path) -> None:
 
 
 def test_gpu_memory_is_shared_among_the_models_that_may_run_on_vllm() -> None:
-    specs = parse_specs({"models": [
-        {"name": "a", "source": "/a"},
-        {"name": "a-terse", "source": "/a", "system_prompt": "Be brief."},  # a variant: one server
-        {"name": "b", "source": "/b", "backend": "vllm"},
-        {"name": "c", "source": "/c", "backend": "vllm", "vllm": {"gpu_memory_utilization": 0.3}},
-        {"name": "t", "source": "/t", "backend": "transformers"},
-    ]})
+    specs = parse_specs(
+        {
+            "models": [
+                {"name": "a", "source": "/a"},
+                {"name": "a-terse", "source": "/a", "system_prompt": "Be brief."},  # a variant: one server
+                {"name": "b", "source": "/b", "backend": "vllm"},
+                {"name": "c", "source": "/c", "backend": "vllm", "vllm": {"gpu_memory_utilization": 0.3}},
+                {"name": "t", "source": "/t", "backend": "transformers"},
+            ]
+        }
+    )
     shares = {s.name: s.vllm.get("gpu_memory_utilization") for s in place(specs, cores=1)}
     assert shares == {"a": 0.3, "a-terse": 0.3, "b": 0.3, "c": 0.3, "t": None}
 
 
 def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
     """Two models in a battle on 2 cores: one core each, not both on core 0 (vLLM's own choice)."""
-    specs = parse_specs({"models": [
-        {"name": "a", "source": "/a"}, {"name": "a2", "source": "/a", "system_prompt": "Arr."},
-        {"name": "b", "source": "/b", "backend": "vllm"}, {"name": "t", "source": "/t", "backend": "transformers"},
-        {"name": "p", "source": "/p", "vllm": {"cpu_cores": "5"}},
-    ]})
+    specs = parse_specs(
+        {
+            "models": [
+                {"name": "a", "source": "/a"},
+                {"name": "a2", "source": "/a", "system_prompt": "Arr."},
+                {"name": "b", "source": "/b", "backend": "vllm"},
+                {"name": "t", "source": "/t", "backend": "transformers"},
+                {"name": "p", "source": "/p", "vllm": {"cpu_cores": "5"}},
+            ]
+        }
+    )
     cores = {n: {s.name: s.vllm.get("cpu_cores") for s in place(specs, n)} for n in (2, 16)}
     assert cores[2] == {"a": "0", "a2": "0", "b": "1", "t": None, "p": "5"}
     assert cores[16] == {"a": "0-6", "a2": "0-6", "b": "7-13", "t": None, "p": "5"}
@@ -130,19 +160,28 @@ def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
 
 
 def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:
-    lines = ["(APIServer pid=1) INFO 11-23 17:00:00 [api_server.py:1] vLLM API server version 0.32.0",
-             "(EngineCore pid=2) WARNING 11-23 17:00:01 [x.py:2] fd limit errors like `OSError` may happen",
-             "Traceback (most recent call last):", '  File "core.py", line 9, in run', "    raise ValueError(msg)",
-             "(EngineCore pid=2) ValueError: Available memory on node 0 is less than desired",
-             "RuntimeError: Engine core initialization failed. See root cause above."]
+    lines = [
+        "(APIServer pid=1) INFO 11-23 17:00:00 [api_server.py:1] vLLM API server version 0.32.0",
+        "(EngineCore pid=2) WARNING 11-23 17:00:01 [x.py:2] fd limit errors like `OSError` may happen",
+        "Traceback (most recent call last):",
+        '  File "core.py", line 9, in run',
+        "    raise ValueError(msg)",
+        "(EngineCore pid=2) ValueError: Available memory on node 0 is less than desired",
+        "RuntimeError: Engine core initialization failed. See root cause above.",
+    ]
     summary = summarize_log(lines)
-    assert summary == ("ValueError: Available memory on node 0 is less than desired | "
-                       "RuntimeError: Engine core initialization failed. See root cause above.")
+    assert summary == (
+        "ValueError: Available memory on node 0 is less than desired | "
+        "RuntimeError: Engine core initialization failed. See root cause above."
+    )
     assert summarize_log(["INFO 11-23 [a.py:1] loading", "INFO 11-23 [a.py:2] still loading"], 1) == "still loading"
-    worker = ["[vllm t] (Worker pid=9) ERROR 11-23 19:19:00 [multiproc_executor.py:953] ValueError: There is no "
-              "module named 'lm_head'", "Exception: WorkerProc initialization failed due to an exception in a "
-              "background process. See stack trace for root cause.",
-              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    worker = [
+        "[vllm t] (Worker pid=9) ERROR 11-23 19:19:00 [multiproc_executor.py:953] ValueError: There is no "
+        "module named 'lm_head'",
+        "Exception: WorkerProc initialization failed due to an exception in a "
+        "background process. See stack trace for root cause.",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
     assert summarize_log(worker).startswith("ValueError: There is no module named 'lm_head' | RuntimeError")
 
 
@@ -158,9 +197,17 @@ def fake_vllm(tmp_path: Path) -> Path:
 
 
 def _config(tmp_path: Path, fake: Path, *args: str) -> ServerConfig:
-    return ServerConfig(python=sys.executable, model_dir=tmp_path, served_name="fake", max_model_len=256,
-                        log_file=tmp_path / "logs" / "fake.log", cache_root=tmp_path / "vcache", kv_cache_gb=1.0,
-                        extra_args=args, env={"PYTHONPATH": str(fake)})
+    return ServerConfig(
+        python=sys.executable,
+        model_dir=tmp_path,
+        served_name="fake",
+        max_model_len=256,
+        log_file=tmp_path / "logs" / "fake.log",
+        cache_root=tmp_path / "vcache",
+        kv_cache_gb=1.0,
+        extra_args=args,
+        env={"PYTHONPATH": str(fake)},
+    )
 
 
 def _alive_in_group(pgid: int) -> list[int]:
@@ -235,8 +282,12 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
     """SIGKILL runs none of the app's code: the kernel tells the supervisor, which ends the group."""
     import subprocess
 
-    app = subprocess.Popen([sys.executable, "-c", _APP, str(tmp_path), str(fake_vllm)], stdout=subprocess.PIPE,
-                           text=True, cwd=Path(__file__).resolve().parents[2])
+    app = subprocess.Popen(
+        [sys.executable, "-c", _APP, str(tmp_path), str(fake_vllm)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         pgid = int(app.stdout.readline())
         wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the engine did not start")
@@ -262,8 +313,9 @@ def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, 
     wait_for(lambda: not _alive_in_group(server.process.pid), 10, "a server that timed out was left running")
 
 
-def test_an_engine_that_dies_fails_its_model_at_once(tmp_path: Path, fake_vllm: Path, tiny_model_dir: Path, settings,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_that_dies_fails_its_model_at_once(
+    tmp_path: Path, fake_vllm: Path, tiny_model_dir: Path, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The supervisor's word that vLLM's server exited reaches the registry at once: the keeper's
     own look is an hour away here, and requests on the old backend are "not ready" (503), not 500."""
     from webui.api.errors import from_finished
@@ -278,11 +330,13 @@ def test_an_engine_that_dies_fails_its_model_at_once(tmp_path: Path, fake_vllm: 
         server = VllmServer(_config(tmp_path, fake_vllm))
         server.start(timeout_s=60)
         servers.append(server)
-        return vllm._weights(spec.name, server, vllm._tokenizer(tiny_model_dir), 256, settings_, engine="fake",
-                             device="cpu")
+        return vllm._weights(
+            spec.name, server, vllm._tokenizer(tiny_model_dir), 256, settings_, engine="fake", device="cpu"
+        )
 
-    registry = Registry(parse_specs({"models": [{"name": "e", "source": "/e"}]}), settings, loaders={"auto": engine},
-                        retry_first_s=3600)
+    registry = Registry(
+        parse_specs({"models": [{"name": "e", "source": "/e"}]}), settings, loaders={"auto": engine}, retry_first_s=3600
+    )
     registry.start()
     wait_for(lambda: registry.status("e").state is ModelState.READY, 60, "did not load")
     backend = registry.get("e")

@@ -32,8 +32,13 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def record_votes(folder: Path, n: int, replies: tuple[str, str] = ("left", "right"), models=("alpha", "beta"),
-                 clock: float | None = None) -> None:
+def record_votes(
+    folder: Path,
+    n: int,
+    replies: tuple[str, str] = ("left", "right"),
+    models=("alpha", "beta"),
+    clock: float | None = None,
+) -> None:
     kwargs = {"clock": lambda: clock} if clock is not None else {}
     rec = JsonlRecorder(folder, IdentityPolicy("none"), **kwargs)
     for i in range(n):
@@ -53,8 +58,10 @@ def same_board(index: VoteIndex, folder: Path, options: BoardOptions) -> None:
 
 def test_the_board_from_the_index_is_the_board_from_the_logs(simulated: Path, tmp_path: Path):
     index = VoteIndex(simulated, tmp_path / "index.sqlite3")
-    for options in (BoardOptions(rounds=20), BoardOptions(rounds=0, include_named=True, drop_stopped=False,
-                                                          votes_per_day=30, exclude_flagged=True)):
+    for options in (
+        BoardOptions(rounds=20),
+        BoardOptions(rounds=0, include_named=True, drop_stopped=False, votes_per_day=30, exclude_flagged=True),
+    ):
         same_board(index, simulated, options)
     assert index.count() == 3002 and not index.catch_up().votes  # read once, not again
 
@@ -67,8 +74,11 @@ def test_an_index_without_the_speeds_is_rebuilt_with_them(tmp_path: Path):
     for i in range(4):
         left, right = battle("alpha", "beta")
         for conv, ttft in ((left, 0.1 * (i + 1)), (right, 1.0)):
-            rec.chat(dataclasses.replace(chat_event(conv), finished=Finished(FinishReason.STOP, ttft_s=ttft,
-                                                                             tokens_per_s=20.0)))
+            rec.chat(
+                dataclasses.replace(
+                    chat_event(conv), finished=Finished(FinishReason.STOP, ttft_s=ttft, tokens_per_s=20.0)
+                )
+            )
         rec.vote(vote("leftvote", (left, right)))
     rec.close()
     VoteIndex(folder, path).catch_up()
@@ -81,8 +91,9 @@ def test_an_index_without_the_speeds_is_rebuilt_with_them(tmp_path: Path):
     index.catch_up()
     assert index.count() == 4 and list(index.rows()["ttft_s_a"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
     same_board(index, folder, BoardOptions(rounds=0, min_battles=1))
-    assert board_from_index(index, BoardOptions(rounds=0)).table.set_index("model").loc["alpha", "ttft_s"] == \
-        pytest.approx(0.25)
+    assert board_from_index(index, BoardOptions(rounds=0)).table.set_index("model").loc[
+        "alpha", "ttft_s"
+    ] == pytest.approx(0.25)
     index.close()
 
 
@@ -179,8 +190,7 @@ def test_identity_checks_follow_the_growing_word_list(tmp_path: Path):
     assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 4  # and back again
 
 
-def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch):
+def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from webui.leaderboard import index as index_module
     from webui.leaderboard import ingest
 
@@ -231,8 +241,9 @@ def test_exports_read_the_text_back_from_the_lines(tmp_path: Path):
     assert "conversation_a" not in board.battles  # the index itself keeps no text
 
 
-def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(simulated: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch):
+def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from webui.leaderboard import index as index_module
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
@@ -265,8 +276,11 @@ def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(simulated: Path, t
 def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: Path):
     from webui.leaderboard.battles import names_in
 
-    record = {"type": "leftvote", "models": ["Model A", "Model B"],
-              "states": [{"model_name": "alpha"}, {"model_name": "beta"}]}
+    record = {
+        "type": "leftvote",
+        "models": ["Model A", "Model B"],
+        "states": [{"model_name": "alpha"}, {"model_name": "beta"}],
+    }
     assert names_in(record) == {"alpha", "beta"}
     named = {"type": "leftvote", "models": ["<h3>Model A: gamma</h3>", "delta"], "states": [{}, {}]}
     assert names_in(named) == {"gamma", "delta"}  # a heading some FastChat versions wrapped names in
@@ -328,11 +342,13 @@ def test_readers_do_not_wait_for_a_long_catch_up(tmp_path: Path, monkeypatch: py
 def test_an_index_from_before_numbered_migrations_is_read_again(tmp_path: Path):
     record_votes(tmp_path, 3)
     with contextlib.closing(sqlite3.connect(tmp_path / INDEX_NAME)) as db:  # the layout before migrations
-        db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                         "INSERT INTO meta VALUES ('schema_version', '1'), ('generation', '4');"
-                         "CREATE TABLE files (name TEXT PRIMARY KEY, head TEXT NOT NULL, offset INTEGER NOT NULL, "
-                         "bad INTEGER NOT NULL, torn INTEGER NOT NULL);"
-                         "CREATE TABLE votes (id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL);")
+        db.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "INSERT INTO meta VALUES ('schema_version', '1'), ('generation', '4');"
+            "CREATE TABLE files (name TEXT PRIMARY KEY, head TEXT NOT NULL, offset INTEGER NOT NULL, "
+            "bad INTEGER NOT NULL, torn INTEGER NOT NULL);"
+            "CREATE TABLE votes (id INTEGER PRIMARY KEY, file TEXT NOT NULL, offset INTEGER NOT NULL);"
+        )
     index = VoteIndex(tmp_path)
     assert index.catch_up().votes == 3 and index.count() == 3
     with contextlib.closing(sqlite3.connect(tmp_path / INDEX_NAME)) as db:

@@ -113,15 +113,21 @@ def check_oauth_available(environ: Mapping[str, str] | None = None) -> None:
     friends) and with authlib installed; say which part is missing instead of failing at login."""
     environ = os.environ if environ is None else environ
     if not environ.get("SPACE_ID"):
-        raise ConfigError("hf_oauth: Hugging Face OAuth only works on a Space (SPACE_ID is not set); "
-                          "use --auth-file or ARENA_AUTH for a password login elsewhere")
+        raise ConfigError(
+            "hf_oauth: Hugging Face OAuth only works on a Space (SPACE_ID is not set); "
+            "use --auth-file or ARENA_AUTH for a password login elsewhere"
+        )
     if not environ.get("OAUTH_CLIENT_ID"):
-        raise ConfigError("hf_oauth: OAUTH_CLIENT_ID is not set; add `hf_oauth: true` to the Space's README front matter")
+        raise ConfigError(
+            "hf_oauth: OAUTH_CLIENT_ID is not set; add `hf_oauth: true` to the Space's README front matter"
+        )
     try:
         import authlib  # noqa: F401
         import itsdangerous  # noqa: F401
     except ImportError:
-        raise ConfigError("hf_oauth: needs the authlib and itsdangerous packages (pip install 'gradio[oauth]')") from None
+        raise ConfigError(
+            "hf_oauth: needs the authlib and itsdangerous packages (pip install 'gradio[oauth]')"
+        ) from None
 
 
 def login_enabled(settings: Settings) -> bool:

@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 MIN_KEY_CHARS = 16
 WRONG_KEYS_PER_MINUTE = 10  # a 16-character key is out of reach at any such rate; this keeps logs quiet
 WRONG_KEY = "operator"
-HOW_TO_ENABLE = ("set the environment variable ARENA_OPERATOR_KEY (at least 16 characters) or start with "
-                 "--operator-key-file FILE")
+HOW_TO_ENABLE = (
+    "set the environment variable ARENA_OPERATOR_KEY (at least 16 characters) or start with --operator-key-file FILE"
+)
 
 
 class OperatorRefused(ArenaError):
@@ -54,8 +55,10 @@ def load_operator_key(settings: Settings) -> str:
     else:
         key, origin = settings.operator_key, "ARENA_OPERATOR_KEY"
     if key and (len(key) < MIN_KEY_CHARS or key != key.strip()):
-        raise ConfigError(f"{origin}: the operator key must be at least {MIN_KEY_CHARS} characters without "
-                          "surrounding spaces; make one with: python -c \"import secrets; print(secrets.token_urlsafe(24))\"")
+        raise ConfigError(
+            f"{origin}: the operator key must be at least {MIN_KEY_CHARS} characters without "
+            'surrounding spaces; make one with: python -c "import secrets; print(secrets.token_urlsafe(24))"'
+        )
     return key
 
 

@@ -70,7 +70,7 @@ class RateLimited(ArenaError):
 
 
 def _duration(seconds: int) -> str:
-    """"42 s", "17 min", "3 h 5 min": a daily limit's wait in seconds would mean nothing to anyone."""
+    """ "42 s", "17 min", "3 h 5 min": a daily limit's wait in seconds would mean nothing to anyone."""
     if seconds < 120:
         return f"{seconds} s"
     minutes = math.ceil(seconds / 60)
@@ -105,16 +105,20 @@ def enabled_limits(limits: Mapping[str, Limit], action: str) -> list[tuple[str, 
     """The enabled limits of `action`: its own and any "action/..." ones."""
     if action not in limits:
         raise ConfigError(f"no rate limit configured for {action!r}; known: {', '.join(limits)}")
-    return [(name, limit) for name, limit in limits.items()
-            if (name == action or name.startswith(action + "/")) and limit.enabled]
+    return [
+        (name, limit)
+        for name, limit in limits.items()
+        if (name == action or name.startswith(action + "/")) and limit.enabled
+    ]
 
 
 class RateLimiter:
     """Sliding-window counters, one deque of timestamps per (action, client). Thread-safe: Gradio
     runs handlers on a thread pool and the HTTP API on the event loop, both call `check`."""
 
-    def __init__(self, limits: Mapping[str, Limit], clock: Callable[[], float] = time.monotonic,
-                 sweep_every: int = 1024) -> None:
+    def __init__(
+        self, limits: Mapping[str, Limit], clock: Callable[[], float] = time.monotonic, sweep_every: int = 1024
+    ) -> None:
         self.limits = dict(limits)
         self._clock = clock
         self._hits: dict[tuple[str, str], deque[float]] = {}
@@ -186,12 +190,16 @@ def _forget_before(hits: deque[float], cutoff: float) -> None:
         hits.popleft()
 
 
-def build_rate_limiter(messages_per_minute: int, votes_per_minute: int,
-                       clock: Callable[[], float] = time.monotonic, votes_per_day: int = 0) -> RateLimiter:
+def build_rate_limiter(
+    messages_per_minute: int, votes_per_minute: int, clock: Callable[[], float] = time.monotonic, votes_per_day: int = 0
+) -> RateLimiter:
     """The limiter the server uses: chat messages (each send, in any mode) and votes, per minute
     and per day (a script at 30 a minute would otherwise cast 43,200 votes a day)."""
-    return RateLimiter({
-        MESSAGE: Limit(messages_per_minute, 60.0, "messages"),
-        VOTE: Limit(votes_per_minute, 60.0, "votes"),
-        VOTE_DAY: Limit(votes_per_day, DAY_S, "votes"),
-    }, clock=clock)
+    return RateLimiter(
+        {
+            MESSAGE: Limit(messages_per_minute, 60.0, "messages"),
+            VOTE: Limit(votes_per_minute, 60.0, "votes"),
+            VOTE_DAY: Limit(votes_per_day, DAY_S, "votes"),
+        },
+        clock=clock,
+    )

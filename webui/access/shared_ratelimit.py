@@ -36,8 +36,7 @@ TIMEOUT_S = 2  # connecting, and each statement: a check waits no longer before 
 RETRY_S = 30.0  # after a failure, checks count in-process this long before the database is tried again
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 # The newest hit that must leave the window before one more fits (None: there is room).
-LIMITING_HIT = ("SELECT at FROM rate_hits WHERE name = %s AND client = %s AND at > %s "
-                "ORDER BY at DESC OFFSET %s LIMIT 1")
+LIMITING_HIT = "SELECT at FROM rate_hits WHERE name = %s AND client = %s AND at > %s ORDER BY at DESC OFFSET %s LIMIT 1"
 COUNT = "SELECT count(*) FROM rate_hits WHERE name = %s AND client = %s AND at > %s"
 INSERT = "INSERT INTO rate_hits (name, client, at) VALUES (%s, %s, %s)"
 SWEEP = "DELETE FROM rate_hits WHERE name = %s AND at <= %s"
@@ -46,9 +45,16 @@ SWEEP = "DELETE FROM rate_hits WHERE name = %s AND at <= %s"
 class SharedRateLimiter:
     """The Limiter of several servers sharing `url`; thread-safe (one connection, one check at a time)."""
 
-    def __init__(self, limits: Mapping[str, Limit], url: str, key: bytes, fallback: RateLimiter | None = None,
-                 clock: Callable[[], float] = time.monotonic, retry_s: float = RETRY_S,
-                 sweep_every: int = 1024) -> None:
+    def __init__(
+        self,
+        limits: Mapping[str, Limit],
+        url: str,
+        key: bytes,
+        fallback: RateLimiter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry_s: float = RETRY_S,
+        sweep_every: int = 1024,
+    ) -> None:
         self.limits = dict(limits)
         self.fallback = fallback or RateLimiter(self.limits)
         self.location = redact(url)
@@ -123,8 +129,12 @@ class SharedRateLimiter:
             if not self._migrated:
                 self._migrate()
             ms = int(TIMEOUT_S * 1000)
-            self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=TIMEOUT_S,
-                                         options=f"-c statement_timeout={ms} -c lock_timeout={ms}")
+            self._conn = psycopg.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=TIMEOUT_S,
+                options=f"-c statement_timeout={ms} -c lock_timeout={ms}",
+            )
         except (psycopg.Error, StoreError) as exc:
             self._went_down(exc)
             return None
@@ -145,8 +155,12 @@ class SharedRateLimiter:
     def _went_down(self, exc: BaseException) -> None:
         if self._retry_at is None:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.error("rate limits: %s failed (%s); counting in this process only until it is back "
-                      "(a client may get up to its limit once more on each server meanwhile)", self.location, first)
+            log.error(
+                "rate limits: %s failed (%s); counting in this process only until it is back "
+                "(a client may get up to its limit once more on each server meanwhile)",
+                self.location,
+                first,
+            )
         self._retry_at = self._clock() + self._retry_s
         if self._conn is not None:
             self._conn.close()
@@ -173,6 +187,8 @@ class SharedRateLimiter:
 
     def _left(self, conn: Any, name: str, limits: list[tuple[str, Limit]]) -> list[int]:
         now = float(conn.execute(NOW).fetchone()[0])
-        counts = [int(conn.execute(COUNT, (limit_name, name, now - limit.window_s)).fetchone()[0])
-                  for limit_name, limit in limits]
+        counts = [
+            int(conn.execute(COUNT, (limit_name, name, now - limit.window_s)).fetchone()[0])
+            for limit_name, limit in limits
+        ]
         return [max(0, limit.count - n) for (_, limit), n in zip(limits, counts, strict=True)]

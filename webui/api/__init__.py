@@ -27,8 +27,11 @@ def install_api(app: FastAPI, services: Services) -> None:
     app.include_router(build_router(services))
     settings = services.settings
     if not settings.api_keys and settings.host not in _LOOPBACK:
-        log.warning("the HTTP API on %s:%d needs no key: set ARENA_API_KEYS=key1,key2 to require one",
-                    settings.host, settings.port)
+        log.warning(
+            "the HTTP API on %s:%d needs no key: set ARENA_API_KEYS=key1,key2 to require one",
+            settings.host,
+            settings.port,
+        )
 
 
 __all__ = ["install_api"]

@@ -100,8 +100,9 @@ class EventPump:
             self.cancel.set()
 
 
-async def stop_on_disconnect(is_disconnected: Callable[[], Awaitable[bool]], pump: EventPump,
-                             every_s: float = 0.25) -> None:
+async def stop_on_disconnect(
+    is_disconnected: Callable[[], Awaitable[bool]], pump: EventPump, every_s: float = 0.25
+) -> None:
     """For answers that are not streamed: nothing is sent until the end, so the server would not
     notice a client that left. Poll, and stop the model when it has."""
     while not pump.cancel.is_set():

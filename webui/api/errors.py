@@ -24,8 +24,10 @@ from webui.types import Finished
 _API_PARAM = {"max_new_tokens": "max_tokens"}
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 GENERATION_FAILED = "The model failed while generating this answer; please try again. The server log has the details."
-UPSTREAM_FAILED = ("The server that runs this model did not answer properly (unreachable, timed out or an error); "
-                   "please try again later.")
+UPSTREAM_FAILED = (
+    "The server that runs this model did not answer properly (unreachable, timed out or an error); "
+    "please try again later."
+)
 INTERNAL = "The server failed to answer this request; the server log has the details."
 ENGINE_DOWN = "The model is not ready: its engine stopped and is restarting; try again shortly."
 
@@ -36,8 +38,16 @@ def without_addresses(text: str) -> str:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -66,19 +76,35 @@ def from_arena(exc: ArenaError, *, max_tokens: int | None = None, prompt_param: 
             400,
             f"The prompt is {exc.prompt_tokens} tokens but only {exc.limit} fit in this model's context{asked}: "
             f"{exc.excess} tokens too many. Shorten the prompt or lower max_tokens.",
-            param=prompt_param, code="context_length_exceeded",
+            param=prompt_param,
+            code="context_length_exceeded",
         )
     if isinstance(exc, ModelNotFound):
         return ApiError(404, str(exc), param="model", code="model_not_found")
     if isinstance(exc, RateLimited):  # per client, shared with the UI (webui/access/ratelimit.py)
-        return ApiError(429, str(exc), type="rate_limit_error", code="rate_limit_exceeded",
-                        headers={"Retry-After": str(exc.retry_after_s)})
+        return ApiError(
+            429,
+            str(exc),
+            type="rate_limit_error",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, Overloaded):
-        return ApiError(429, str(exc), type="rate_limit_error", code="model_overloaded",
-                        headers={"Retry-After": str(exc.retry_after_s)})
+        return ApiError(
+            429,
+            str(exc),
+            type="rate_limit_error",
+            code="model_overloaded",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, ModelNotReady):
-        return ApiError(503, without_addresses(str(exc)), type="service_unavailable", code="model_not_ready",
-                        headers={"Retry-After": "5"})
+        return ApiError(
+            503,
+            without_addresses(str(exc)),
+            type="service_unavailable",
+            code="model_not_ready",
+            headers={"Retry-After": "5"},
+        )
     return ApiError(500, INTERNAL, type="server_error")
 
 
@@ -103,16 +129,24 @@ def from_finished(final: Finished) -> ApiError:
     gets a fixed sentence (`final.error` holds exception text, for the log only)."""
     extra = final.extra or {}
     if extra.get("engine_down"):  # our own engine died under the request; the registry restarts it
-        return ApiError(503, ENGINE_DOWN, type="service_unavailable", code="model_not_ready",
-                        headers={"Retry-After": "5"})
+        return ApiError(
+            503, ENGINE_DOWN, type="service_unavailable", code="model_not_ready", headers={"Retry-After": "5"}
+        )
     upstream = extra.get("upstream_status")
     said = extra.get("upstream_message")
     if upstream in (400, 422):
-        message = f"The model's server refused the request: {said}" if said else "The model's server refused the request."
+        message = (
+            f"The model's server refused the request: {said}" if said else "The model's server refused the request."
+        )
         return ApiError(400, without_addresses(message), code="upstream_rejected")
     if upstream == 429:
-        return ApiError(429, "The model's server is busy; try again shortly.", type="rate_limit_error",
-                        code="upstream_overloaded", headers={"Retry-After": "5"})
+        return ApiError(
+            429,
+            "The model's server is busy; try again shortly.",
+            type="rate_limit_error",
+            code="upstream_overloaded",
+            headers={"Retry-After": "5"},
+        )
     if "upstream" in extra:
         return ApiError(502, UPSTREAM_FAILED, type="upstream_error", code="upstream_failed")
     return ApiError(500, GENERATION_FAILED, type="server_error", code="generation_failed")

@@ -79,8 +79,14 @@ class _Answer:
         kind = "server_error" if status >= 500 else "invalid_request_error"
         body = json.dumps(ApiError(status, message, type=kind, code=_CODES.get(status)).body()).encode()
         kept = [(k, v) for k, v in headers or [] if k.lower() not in (b"content-type", b"content-length")]
-        await self._pass({"type": "http.response.start", "status": status,
-                          "headers": [*kept, (b"content-type", b"application/json")]}, body)
+        await self._pass(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [*kept, (b"content-type", b"application/json")],
+            },
+            body,
+        )
 
     async def _pass(self, start: dict, body: bytes) -> None:
         self.started = True

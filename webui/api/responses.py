@@ -20,8 +20,11 @@ def finish_reason(final: Finished) -> str:
 
 
 def usage(final: Finished) -> dict[str, int]:
-    return {"prompt_tokens": final.prompt_tokens, "completion_tokens": final.completion_tokens,
-            "total_tokens": final.prompt_tokens + final.completion_tokens}
+    return {
+        "prompt_tokens": final.prompt_tokens,
+        "completion_tokens": final.completion_tokens,
+        "total_tokens": final.prompt_tokens + final.completion_tokens,
+    }
 
 
 def sse(data: dict[str, Any]) -> str:

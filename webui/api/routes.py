@@ -106,8 +106,12 @@ def _auth(keys: Sequence[str]) -> Any:
         # compare against every key without stopping early, so timing says nothing about them
         matches = [secrets.compare_digest(given, k) for k in wanted]
         if scheme.lower() != "bearer" or not any(matches):
-            raise ApiError(401, "a valid API key is required: send the header `Authorization: Bearer YOUR_KEY`",
-                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "a valid API key is required: send the header `Authorization: Bearer YOUR_KEY`",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         request.state.api_key = names[matches.index(True)]
 
     return check
@@ -164,9 +168,15 @@ def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
         if status.problem:
             state, reason = "unhealthy", status.problem
     return {
-        "id": name, "object": "model", "created": created, "owned_by": "pairwise-arena",
-        "status": state, "status_reason": without_addresses(reason) or None, "backend": spec.backend,
-        "context_length": context, "description": spec.description or None,
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "pairwise-arena",
+        "status": state,
+        "status_reason": without_addresses(reason) or None,
+        "backend": spec.backend,
+        "context_length": context,
+        "description": spec.description or None,
     }
 
 
@@ -209,8 +219,12 @@ async def _answer(request: Request, registry: Registry, body: SamplingFields, ki
     reply = Reply("chat" if kind == "chat" else "text", body.model)
     if body.stream:  # from here the streaming response notices a client that leaves
         watcher.cancel()
-        return _PumpResponse(pump, sse_stream(reply, pump.events(), body.include_usage), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return _PumpResponse(
+            pump,
+            sse_stream(reply, pump.events(), body.include_usage),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
     try:
         text, final = await _collect(pump)
     finally:

@@ -134,8 +134,11 @@ class SamplingFields(_Strict):
     def overrides(self) -> dict[str, Any]:
         """The sampling settings this request gives, in SamplingParams' names."""
         given = {
-            "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
-            "max_new_tokens": self.max_tokens, "repetition_penalty": self.repetition_penalty,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "max_new_tokens": self.max_tokens,
+            "repetition_penalty": self.repetition_penalty,
             "ignore_eos": self.ignore_eos,
         }
         result = {k: v for k, v in given.items() if v is not None}

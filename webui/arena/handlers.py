@@ -36,8 +36,10 @@ FAILURES: list[tuple[type[BaseException], str]] = [
     (PromptTooLong, "The conversation is too long for this model. Start a new round."),
     (Overloaded, "This model is busy right now. Try Regenerate in a moment."),
     (ModelNotReady, "This model is not available right now. Try again in a moment, or start a new round."),
-    (ParamError, "The model did not accept these parameters (is max_new_tokens too large?). "
-                 "Adjust them and press Regenerate."),
+    (
+        ParamError,
+        "The model did not accept these parameters (is max_new_tokens too large?). Adjust them and press Regenerate.",
+    ),
 ]
 GENERIC_FAILURE = "This model could not answer. Try Regenerate, or start a new round."
 
@@ -51,8 +53,12 @@ def failure_message(exc: BaseException) -> str:
 
 
 class Handlers:
-    def __init__(self, services: Services, rng: random.Random | None = None,
-                 evidence: Callable[[], Evidence | None] | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        rng: random.Random | None = None,
+        evidence: Callable[[], Evidence | None] | None = None,
+    ) -> None:
         self.services = services
         self.registry = services.registry
         self.settings = services.settings
@@ -66,8 +72,9 @@ class Handlers:
             return arena.new_session(mode, owner)
         return arena.check_owner(session, owner)
 
-    def choose_model(self, session: Session | None, mode: Mode, pane: int, name: str | None,
-                     owner: Owner) -> tuple[Session, bool]:
+    def choose_model(
+        self, session: Session | None, mode: Mode, pane: int, name: str | None, owner: Owner
+    ) -> tuple[Session, bool]:
         """Select a model for a named pane; a different model clears that pane's conversation.
         Returns (session, changed). Models that are not ready cannot be chosen."""
         if mode == "battle":
@@ -85,8 +92,9 @@ class Handlers:
             session.panes[pane].clear()
         return session, True
 
-    def set_pane_count(self, session: Session | None, mode: Mode, count: object, owner: Owner,
-                       models: Sequence[str | None] = ()) -> tuple[Session, bool]:
+    def set_pane_count(
+        self, session: Session | None, mode: Mode, count: object, owner: Owner, models: Sequence[str | None] = ()
+    ) -> tuple[Session, bool]:
         """Side by side: show 2, 3 or 4 panes (a new conversation when the number changes). A pane
         takes the model its dropdown shows, if that one is ready, so that its label names it at
         once. Returns (session, changed)."""
@@ -125,9 +133,19 @@ class Handlers:
         return PaneSettings.from_spec(spec.sampling, spec.system_prompt)
 
     # ---- send and regenerate --------------------------------------------------------------
-    def send(self, session: Session | None, mode: Mode, text: object, pane_settings: Sequence[PaneSettings],
-             owner: Owner, client: ClientInfo, *, models: Sequence[str | None] = (),
-             same_settings: bool = False, pane_count: int | None = None) -> Iterator[Session]:
+    def send(
+        self,
+        session: Session | None,
+        mode: Mode,
+        text: object,
+        pane_settings: Sequence[PaneSettings],
+        owner: Owner,
+        client: ClientInfo,
+        *,
+        models: Sequence[str | None] = (),
+        same_settings: bool = False,
+        pane_count: int | None = None,
+    ) -> Iterator[Session]:
         """Accept the user's message (or refuse before anything changes), show it, then stream
         every pane's reply at once. Empty input does nothing. `pane_count` (side by side) first
         sets the number of panes; a different number starts a new conversation."""
@@ -147,8 +165,16 @@ class Handlers:
             run = arena.start_run(session)
         yield from self._generate(session, run, range(len(session.panes)), client)
 
-    def regenerate(self, session: Session | None, panes: Sequence[int], pane_settings: Sequence[PaneSettings],
-                   owner: Owner, client: ClientInfo, *, same_settings: bool = False) -> Iterator[Session]:
+    def regenerate(
+        self,
+        session: Session | None,
+        panes: Sequence[int],
+        pane_settings: Sequence[PaneSettings],
+        owner: Owner,
+        client: ClientInfo,
+        *,
+        same_settings: bool = False,
+    ) -> Iterator[Session]:
         """Generate the newest reply of `panes` again, with the current parameters."""
         session = arena.check_owner(session, owner)
         self._check_rate("message", client)
@@ -180,14 +206,17 @@ class Handlers:
         for i, pane in enumerate(session.panes):
             name: str | None = models[i] if i < len(models) else pane.model
             if not name:
-                raise Refused(f"Choose a model for {'the chat' if session.mode == 'direct' else arena.PANE_LABELS[i]} first.")
+                raise Refused(
+                    f"Choose a model for {'the chat' if session.mode == 'direct' else arena.PANE_LABELS[i]} first."
+                )
             if name != pane.model:
                 self._check_ready(name)
                 pane.model = name
                 pane.clear()
 
-    def _requests(self, session: Session, panes: Sequence[int], pane_settings: Sequence[PaneSettings],
-                  same_settings: bool) -> dict[int, PaneRequest]:
+    def _requests(
+        self, session: Session, panes: Sequence[int], pane_settings: Sequence[PaneSettings], same_settings: bool
+    ) -> dict[int, PaneRequest]:
         """Each pane's (parameters, system prompt, the model's own system prompt). In a battle, a
         pane on its model's own settings gets the battle's one length cap (arena.same_length)."""
         if not pane_settings:
@@ -216,17 +245,26 @@ class Handlers:
         def open_stream(cancel: threading.Event) -> Iterator:
             backend = self.registry.get(model, wait_s=self.settings.queue_timeout_s, cancel=cancel)
             return backend.stream(messages, params, cancel)
+
         return open_stream
 
-    def _generate(self, session: Session, run: threading.Event, panes: Sequence[int],
-                  client: ClientInfo) -> Iterator[Session]:
+    def _generate(
+        self, session: Session, run: threading.Event, panes: Sequence[int], client: ClientInfo
+    ) -> Iterator[Session]:
         """Stream `panes` until they end. Whatever happens (Stop, the generator closed by a closed
         tab, an error), `finally` stops the models, keeps the partial replies and ends the run."""
         streams: PaneStreams | None = None
         settled = False
         try:
-            jobs = [Job(i, self._opener(session.panes[i].chosen, session.panes[i].messages(),
-                                        session.panes[i].turns[-1].params)) for i in panes]
+            jobs = [
+                Job(
+                    i,
+                    self._opener(
+                        session.panes[i].chosen, session.panes[i].messages(), session.panes[i].turns[-1].params
+                    ),
+                )
+                for i in panes
+            ]
             # The models start before the first redraw, not after it: the user's message and the
             # first text are then only one update apart.
             streams = PaneStreams(jobs, run, join_timeout_s=self.settings.thread_join_timeout_s)
@@ -311,11 +349,17 @@ class Handlers:
         with session.lock:
             arena.check_vote(session, kind, owner)
             self._check_rate("vote", client)
-            event = VoteEvent(kind=kind, conversations=  # a known kind: check_vote
-                              [self.conversation(session, i) for i in range(len(session.panes))],
-                              client=client, extra={"turn": session.turn_no, "battle_id": session.battle_id,
-                                                    "session": self.services.recorder.session_key(
-                                                        str(owner.session_hash or ""))})
+            event = VoteEvent(
+                kind=kind,
+                # a known kind: check_vote
+                conversations=[self.conversation(session, i) for i in range(len(session.panes))],
+                client=client,
+                extra={
+                    "turn": session.turn_no,
+                    "battle_id": session.battle_id,
+                    "session": self.services.recorder.session_key(str(owner.session_hash or "")),
+                },
+            )
             try:
                 self.services.recorder.vote(event)
             except RecordError as exc:
@@ -336,11 +380,18 @@ class Handlers:
         template = str(final.extra.get("template", spec.template)) if final is not None else spec.template
         served = self.registry.fingerprint(pane.chosen)
         return Conversation(
-            conv_id=pane.conv_id, model_name=pane.model or "", template_name=template,
-            system_message=newest.system_prompt or spec.system_prompt or "", messages=messages,
-            params=newest.params, mode=session.mode, battle_id=session.battle_id, turn=len(pane.turns),
+            conv_id=pane.conv_id,
+            model_name=pane.model or "",
+            template_name=template,
+            system_message=newest.system_prompt or spec.system_prompt or "",
+            messages=messages,
+            params=newest.params,
+            mode=session.mode,
+            battle_id=session.battle_id,
+            turn=len(pane.turns),
             anonymous=session.mode == "battle",
-            fingerprint=served.id if served else "", fingerprint_components=served.components if served else {},
+            fingerprint=served.id if served else "",
+            fingerprint_components=served.components if served else {},
         )
 
     def _record_chat(self, session: Session, index: int, client: ClientInfo) -> None:

@@ -56,8 +56,9 @@ class Evidence:
         return cls({m: float(r) for m, r in ratings.items() if math.isfinite(float(r))}, battles)
 
 
-def choose_pair(mode: str, weights: Mapping[str, float], evidence: Evidence | None,
-                rng: random.Random) -> tuple[str, str]:
+def choose_pair(
+    mode: str, weights: Mapping[str, float], evidence: Evidence | None, rng: random.Random
+) -> tuple[str, str]:
     """The battle's two models on their sides. `smart` without evidence (no board yet) draws by
     weight. Weight 0 keeps a model out in either mode."""
     if mode not in PAIRING_MODES:
@@ -67,8 +68,9 @@ def choose_pair(mode: str, weights: Mapping[str, float], evidence: Evidence | No
     return draw_smart(weights, pair_gains(sorted(eligible_weights(weights)), evidence), rng)
 
 
-def draw_smart(weights: Mapping[str, float], gains: Mapping[tuple[str, str], float],
-               rng: random.Random) -> tuple[str, str]:
+def draw_smart(
+    weights: Mapping[str, float], gains: Mapping[tuple[str, str], float], rng: random.Random
+) -> tuple[str, str]:
     """EXPLORE of the time a weighted draw; otherwise a pair drawn with a chance proportional to
     weight_i * weight_j * gain(i, j) (`pair_gains`), on random sides."""
     if rng.random() < EXPLORE:
@@ -92,8 +94,7 @@ def pair_gains(candidates: Sequence[str], evidence: Evidence) -> dict[tuple[str,
     theta = _strengths(names, evidence)
     p = 1.0 / (1.0 + np.exp(theta[None, :] - theta[:, None]))
     per_vote = p * (1.0 - p)  # Fisher information of one vote on theta_i - theta_j
-    counts = np.array([[evidence.battles.get(frozenset((a, b)), 0.0) if a != b else 0.0 for b in names]
-                       for a in names])
+    counts = np.array([[evidence.battles.get(frozenset((a, b)), 0.0) if a != b else 0.0 for b in names] for a in names])
     weight = counts * per_vote
     covariance = np.linalg.inv(np.diag(weight.sum(axis=1) + RIDGE) - weight)
     index = {name: k for k, name in enumerate(names)}

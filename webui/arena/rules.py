@@ -42,14 +42,15 @@ def new_id() -> str:
 
 # ---- drawing a battle pair ---------------------------------------------------------------
 
+
 def eligible_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """The models that may be drawn, with their weights. Weight 0 (or a weight that is not a
     finite number) keeps a model out. Refuses, rather than crashing, when fewer than two remain."""
-    eligible = {name: float(w) for name, w in weights.items()
-                if isinstance(w, (int, float)) and math.isfinite(w) and w > 0}
+    eligible = {
+        name: float(w) for name, w in weights.items() if isinstance(w, (int, float)) and math.isfinite(w) and w > 0
+    }
     if len(eligible) < 2:
-        raise Refused("A battle needs two models that are ready. Some are still loading: "
-                      "try again in a moment.")
+        raise Refused("A battle needs two models that are ready. Some are still loading: try again in a moment.")
     return eligible
 
 
@@ -96,9 +97,12 @@ class PaneSettings:
             raise Refused(f"Parameters: expected {len(cls.FIELDS)} values, got {len(values)}.")
         raw = dict(zip(cls.FIELDS, values, strict=True))
         sampling = SamplingParams(
-            temperature=_number("temperature", raw["temperature"]), top_p=_number("top_p", raw["top_p"]),
-            top_k=_whole("top_k", raw["top_k"]), max_new_tokens=_whole("max_new_tokens", raw["max_new_tokens"]),
-            repetition_penalty=_number("repetition_penalty", raw["repetition_penalty"]), seed=_seed(raw["seed"]),
+            temperature=_number("temperature", raw["temperature"]),
+            top_p=_number("top_p", raw["top_p"]),
+            top_k=_whole("top_k", raw["top_k"]),
+            max_new_tokens=_whole("max_new_tokens", raw["max_new_tokens"]),
+            repetition_penalty=_number("repetition_penalty", raw["repetition_penalty"]),
+            seed=_seed(raw["seed"]),
         )
         return cls(sampling, _text("system prompt", raw["system_prompt"]), bool(own_defaults))
 
@@ -175,6 +179,7 @@ def clean_text(text: str) -> str:
 
 
 # ---- conversation state ----------------------------------------------------------------------
+
 
 @dataclass
 class Reply:
@@ -288,13 +293,18 @@ class Session:
 
 def new_session(mode: Mode, owner: Owner, panes: int | None = None) -> Session:
     count = check_pane_count(mode, panes if panes is not None else PANE_COUNTS[mode][0])
-    return Session(mode=mode, owner=owner, panes=[Pane() for _ in range(count)],
-                   battle_id=new_id() if mode == "battle" else None)
+    return Session(
+        mode=mode, owner=owner, panes=[Pane() for _ in range(count)], battle_id=new_id() if mode == "battle" else None
+    )
 
 
 def check_pane_count(mode: Mode, count: Any) -> int:
     allowed = PANE_COUNTS[mode]
-    if isinstance(count, bool) or not isinstance(count, (int, float, str)) or str(count).strip() not in map(str, allowed):
+    if (
+        isinstance(count, bool)
+        or not isinstance(count, (int, float, str))
+        or str(count).strip() not in map(str, allowed)
+    ):
         raise Refused(f"This tab has {' or '.join(map(str, allowed))} panes, not {count!r}.")
     return int(count)
 
@@ -333,8 +343,7 @@ def clean_message(text: Any, max_chars: int) -> str | None:
     if not text.strip():
         return None
     if len(text) > max_chars:
-        raise Refused(f"Your message is {len(text):,} characters long; the limit is {max_chars:,}. "
-                      "Please shorten it.")
+        raise Refused(f"Your message is {len(text):,} characters long; the limit is {max_chars:,}. Please shorten it.")
     return clean_text(text)
 
 
@@ -344,8 +353,7 @@ def check_can_send(session: Session, max_turns: int) -> None:
     if session.mode == "battle" and session.revealed:
         raise Refused("This battle is over. Press “New round” to start another one.")
     if any(len(p.turns) >= max_turns for p in session.panes):
-        raise Refused(f"This conversation reached the limit of {max_turns} turns. "
-                      "Start a new round to keep going.")
+        raise Refused(f"This conversation reached the limit of {max_turns} turns. Start a new round to keep going.")
 
 
 def add_turn(session: Session, text: str, requests: Sequence[PaneRequest]) -> None:
@@ -372,6 +380,7 @@ def reset_replies(session: Session, panes: Sequence[int], requests: Mapping[int,
 
 
 # ---- votes ----------------------------------------------------------------------------------
+
 
 def check_vote(session: Session | None, kind: str, owner: Owner) -> Session:
     """The rules, enforced whatever the buttons show: the caller's own session, a vote kind that

@@ -43,8 +43,9 @@ class PaneStreams:
         self.cancel = cancel
         self.join_timeout_s = join_timeout_s
         self._handoff: Handoff[PaneEvent] = Handoff(producers=len(jobs))
-        self._threads = [run_in_thread(functools.partial(self._pump, job), self._handoff, f"pane-stream:{job.pane}")
-                         for job in jobs]
+        self._threads = [
+            run_in_thread(functools.partial(self._pump, job), self._handoff, f"pane-stream:{job.pane}") for job in jobs
+        ]
 
     def _pump(self, job: Job) -> None:
         """Runs one pane's stream to its end. It keeps reading after a cancel on purpose: the

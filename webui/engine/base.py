@@ -92,8 +92,12 @@ class ClosingStream(Iterator[StreamEvent]):
     while reading it) calls `stop` and then `wait`, even if it was never iterated: a plain generator
     that was never started runs no `finally`, and a request would keep its thread and slot."""
 
-    def __init__(self, events: Generator[StreamEvent, None, None], stop: Callable[[], None],
-                 wait: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        events: Generator[StreamEvent, None, None],
+        stop: Callable[[], None],
+        wait: Callable[[], None] = lambda: None,
+    ) -> None:
         self._events = events
         self._stop = stop
         self._wait = wait
@@ -199,12 +203,19 @@ class Weights:
     given, takes a callback that the engine calls the moment it dies, so that the registry fails
     the model at once instead of at its next look."""
 
-    def __init__(self, make_backend: Callable[[ModelSpec, Slots], Backend], *, device: str = "",
-                 from_cache: bool = False, close: Callable[[], None] | None = None,
-                 failure: Callable[[], str | None] | None = None, engine: str = "",
-                 concurrency: int | None = None,
-                 on_failure: Callable[[Callable[[], None]], None] | None = None,
-                 identity: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        make_backend: Callable[[ModelSpec, Slots], Backend],
+        *,
+        device: str = "",
+        from_cache: bool = False,
+        close: Callable[[], None] | None = None,
+        failure: Callable[[], str | None] | None = None,
+        engine: str = "",
+        concurrency: int | None = None,
+        on_failure: Callable[[Callable[[], None]], None] | None = None,
+        identity: Mapping[str, str] | None = None,
+    ) -> None:
         self.make_backend = make_backend
         # What these weights are, for the variants' fingerprints (webui.models.fingerprint): the
         # weights' hash, dtype, engine and version; empty where the loader cannot say.
@@ -233,8 +244,9 @@ class Weights:
             self._close()
 
 
-def start_in_slot(slots: Slots, model: str, timeout_s: float, cancel: threading.Event,
-                  start: Callable[[], Worker]) -> Worker | None:
+def start_in_slot(
+    slots: Slots, model: str, timeout_s: float, cancel: threading.Event, start: Callable[[], Worker]
+) -> Worker | None:
     """Queue for one of `slots`, then `start` the request's worker, which owns the slot from then on
     and releases it when done. None when the caller gave up while waiting (nothing started); a
     worker that fails to start gives the slot back here."""

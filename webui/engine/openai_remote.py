@@ -74,8 +74,9 @@ class RemoteError(EngineFailure):
     """The upstream server failed; `status` is its HTTP status when it answered at all, and
     `detail` the server's own error message (without our URL: the HTTP API passes it on)."""
 
-    def __init__(self, message: str, status: int | None = None, detail: str | None = None, *,
-                 public: str = UPSTREAM_ERROR) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, detail: str | None = None, *, public: str = UPSTREAM_ERROR
+    ) -> None:
         super().__init__(message, public)
         self.status = status
         self.detail = detail
@@ -108,7 +109,6 @@ class Health:
             return self._problem
 
 
-
 class _Failed(Exception):
     """One try at one replica failed: `down` when the replica itself is at fault (it is then
     skipped for a while), `retry` when the request may go to another replica if nothing came back."""
@@ -123,8 +123,18 @@ class _Upstream:
     `chunks`. Tries the replicas in turn while nothing has come back; releases the generation slot
     when done."""
 
-    def __init__(self, client: httpx.Client, replicas: Replicas, path: str, body: dict[str, Any], slots: Slots,
-                 health: Health, *, key: str | None = None, follow: bool = False) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        replicas: Replicas,
+        path: str,
+        body: dict[str, Any],
+        slots: Slots,
+        health: Health,
+        *,
+        key: str | None = None,
+        follow: bool = False,
+    ) -> None:
         self.chunks: Handoff[dict[str, Any]] = Handoff()
         self.aborted = threading.Event()
         self.replica = self.url = ""  # the replica of the current (or last) try, and the URL asked
@@ -174,19 +184,29 @@ class _Upstream:
         try:
             self._request()
         except RemoteError as exc:
-            raise _Failed(exc, down=exc.status is not None and exc.status >= 500,
-                          retry=exc.status in _RETRY_STATUSES) from exc
+            raise _Failed(
+                exc, down=exc.status is not None and exc.status >= 500, retry=exc.status in _RETRY_STATUSES
+            ) from exc
         except httpx.TimeoutException as exc:
-            raise _Failed(RemoteError(f"{self.url} timed out ({type(exc).__name__})", public=TIMED_OUT), down=True,
-                          retry=isinstance(exc, httpx.ConnectTimeout)) from exc
+            raise _Failed(
+                RemoteError(f"{self.url} timed out ({type(exc).__name__})", public=TIMED_OUT),
+                down=True,
+                retry=isinstance(exc, httpx.ConnectTimeout),
+            ) from exc
         except (httpx.HTTPError, OSError) as exc:
             # refused before a byte was sent, or dropped later (a server that died while answering)
             public = UNREACHABLE if isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) else CONNECTION_LOST
-            raise _Failed(RemoteError(f"cannot reach {self.url}: {exc or type(exc).__name__}", public=public),
-                          down=True, retry=True) from exc
+            raise _Failed(
+                RemoteError(f"cannot reach {self.url}: {exc or type(exc).__name__}", public=public),
+                down=True,
+                retry=True,
+            ) from exc
         except Exception as exc:  # e.g. a malformed chunk; must reach the consumer
-            raise _Failed(RemoteError(f"bad answer from {self.url}: {type(exc).__name__}: {exc}", public=BAD_ANSWER),
-                          down=False, retry=False) from exc
+            raise _Failed(
+                RemoteError(f"bad answer from {self.url}: {type(exc).__name__}: {exc}", public=BAD_ANSWER),
+                down=False,
+                retry=False,
+            ) from exc
 
     def _request(self) -> None:
         with self._client.stream("POST", self.url, json=self._body) as response:
@@ -196,8 +216,9 @@ class _Upstream:
             if response.status_code >= 400:
                 response.read()
                 detail = _error_text(response)
-                raise RemoteError(f"{self.url} answered HTTP {response.status_code}: {detail}",
-                                  response.status_code, detail)
+                raise RemoteError(
+                    f"{self.url} answered HTTP {response.status_code}: {detail}", response.status_code, detail
+                )
             self._replicas.succeeded(self.replica)
             self._health.ok()
             self._read(response)
@@ -210,7 +231,7 @@ class _Upstream:
                 return
             if not line.startswith("data:"):
                 continue  # blank separators, comments, `event:` lines
-            data = line[len("data:"):].strip()
+            data = line[len("data:") :].strip()
             if data == "[DONE]":
                 return
             chunk = json.loads(data)
@@ -240,8 +261,16 @@ class _Upstream:
 
 
 class RemoteBackend(Backend):
-    def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health, *,
-                 queue_timeout_s: float, replicas: Replicas | None = None) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        client: httpx.Client,
+        slots: Slots,
+        health: Health,
+        *,
+        queue_timeout_s: float,
+        replicas: Replicas | None = None,
+    ) -> None:
         self.spec = spec
         self.client = client
         self.slots = slots
@@ -252,42 +281,78 @@ class RemoteBackend(Backend):
     def health(self) -> str | None:
         return self._health.problem
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         """Checks and queueing happen eagerly; the request itself starts in the reader thread, so
         that its failures arrive as Finished(ERROR) in this stream only."""
         params.validate(self.context_length)
         convo = [m.as_dict() for m in with_system(messages, self.spec.system_prompt)]
-        return self._start("chat/completions", {"messages": convo}, params, cancel,
-                           key=conversation_key(messages, self.spec.system_prompt), follow=later_turn(messages))
+        return self._start(
+            "chat/completions",
+            {"messages": convo},
+            params,
+            cancel,
+            key=conversation_key(messages, self.spec.system_prompt),
+            follow=later_turn(messages),
+        )
 
-    def complete(self, prompt: str, params: SamplingParams,
-                 cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def complete(
+        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         params.validate(self.context_length)
         return self._start("completions", {"prompt": prompt}, params, cancel)
 
-    def _start(self, path: str, payload: dict[str, Any], params: SamplingParams, cancel: threading.Event | None, *,
-               finish: Callable[[Finished], Finished] | None = None, prompt_tokens: int = 0,
-               prompt: str = "", key: str | None = None, follow: bool = False) -> Iterator[StreamEvent]:
+    def _start(
+        self,
+        path: str,
+        payload: dict[str, Any],
+        params: SamplingParams,
+        cancel: threading.Event | None,
+        *,
+        finish: Callable[[Finished], Finished] | None = None,
+        prompt_tokens: int = 0,
+        prompt: str = "",
+        key: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[StreamEvent]:
         """Queue for a slot and start the reader thread. `finish` may rewrite the final event (an
         engine of our own knows the prompt and its token count better than the usage says); `key`
         names the conversation, and `follow` sends it to its replica (a later turn)."""
         started = time.perf_counter()
-        body = {"model": self.spec.remote_model, **payload, **upstream_sampling(params),
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": self.spec.remote_model,
+            **payload,
+            **upstream_sampling(params),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         cancel = cancel or threading.Event()
         upstream = _Upstream(self.client, self.replicas, path, body, self.slots, self._health, key=key, follow=follow)
-        if start_in_slot(self.slots, self.spec.name, self.queue_timeout_s, cancel,
-                         lambda: upstream.start(self.spec.name)) is None:
+        if (
+            start_in_slot(
+                self.slots, self.spec.name, self.queue_timeout_s, cancel, lambda: upstream.start(self.spec.name)
+            )
+            is None
+        ):
             return cancelled_before_start(prompt_tokens, prompt)
         events = self._events(upstream, params, cancel, started, path=path, finish=finish)
         return ClosingStream(events, stop=upstream.abort)
 
-    def _events(self, upstream: _Upstream, params: SamplingParams, cancel: threading.Event, started: float,
-                *, path: str,
-                finish: Callable[[Finished], Finished] | None = None) -> Generator[StreamEvent, None, None]:
+    def _events(
+        self,
+        upstream: _Upstream,
+        params: SamplingParams,
+        cancel: threading.Event,
+        started: float,
+        *,
+        path: str,
+        finish: Callable[[Finished], Finished] | None = None,
+    ) -> Generator[StreamEvent, None, None]:
         tally = _Tally(started)
-        texts = (tally.add(chunk, chat=path.startswith("chat")) for chunk in upstream.chunks.until(cancel.is_set, _POLL_S))
+        texts = (
+            tally.add(chunk, chat=path.startswith("chat")) for chunk in upstream.chunks.until(cancel.is_set, _POLL_S)
+        )
         reason: FinishReason | None = None
         error: RemoteError | None = None
         try:
@@ -343,9 +408,13 @@ class _Tally:
         if error is not None and error.detail:
             extra["upstream_message"] = error.detail
         return Finished(
-            reason=reason, prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=completion,
-            ttft_s=(self.first_at - self.started) if self.first_at else None, tokens_per_s=rate,
-            error=str(error) if error else None, extra=extra,
+            reason=reason,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=completion,
+            ttft_s=(self.first_at - self.started) if self.first_at else None,
+            tokens_per_s=rate,
+            error=str(error) if error else None,
+            extra=extra,
         )
 
 
@@ -354,8 +423,11 @@ def upstream_sampling(params: SamplingParams) -> dict[str, Any]:
     from their defaults, so that servers that do not know them (OpenAI itself) are not bothered.
     The values are the effective ones (a 1e-45 temperature goes as 0), which no server divides by."""
     params = params.effective()
-    body: dict[str, Any] = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
-                            "top_p": params.top_p}
+    body: dict[str, Any] = {
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+    }
     if params.seed is not None:
         body["seed"] = params.seed
     if params.stop:
@@ -396,8 +468,9 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
     log.info("%s: served by %s as %s", spec.name, ", ".join(replicas.urls), spec.remote_model)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> RemoteBackend:
-        return RemoteBackend(variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s,
-                             replicas=replicas)
+        return RemoteBackend(
+            variant, client, slots, health, queue_timeout_s=settings.queue_timeout_s, replicas=replicas
+        )
 
     # "remote" only: the device shows in every visitor's model status, the address is logged above
     identity = remote_components(replicas.urls[0], str(listed.get("id", spec.remote_model)))
@@ -431,8 +504,9 @@ def _client(spec: ModelSpec) -> httpx.Client:
         # The models file names the variable instead of holding the key, so the file can be shared.
         key = os.environ.get(spec.api_key_env)
         if not key:
-            raise RemoteError(f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set",
-                              public=NO_KEY)
+            raise RemoteError(
+                f"environment variable {spec.api_key_env} (the API key for {spec.base_url}) is not set", public=NO_KEY
+            )
         headers["Authorization"] = f"Bearer {key}"
     timeout = httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s)
     # No connection cap of httpx's own (100): the entry's generation slots already bound it.
@@ -488,7 +562,6 @@ def _probe(client: httpx.Client, spec: ModelSpec, base_url: str) -> dict[str, An
         return {}
     if spec.remote_model not in listed:
         served = ", ".join(map(str, listed)) or "nothing"
-        raise RemoteError(f"{base_url} does not serve {spec.remote_model!r}; it serves: {served}",
-                          public=NOT_SERVED)
+        raise RemoteError(f"{base_url} does not serve {spec.remote_model!r}; it serves: {served}", public=NOT_SERVED)
     entry = listed[spec.remote_model]
     return entry if isinstance(entry, dict) else {}

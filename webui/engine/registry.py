@@ -81,7 +81,9 @@ class ModelStatus:
             where = f" on {self.device}" if self.device else ""
             engine = f"; {self.engine}" if self.engine else ""
             served = f"; fingerprint {self.fingerprint}" if self.fingerprint else ""
-            return f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''}{engine}{served})"
+            return (
+                f"ready{where} (loaded in {self.load_s:.1f} s{', cached' if self.from_cache else ''}{engine}{served})"
+            )
         return self.state.value
 
 
@@ -105,10 +107,16 @@ class _Slot:
 
 
 class Registry:
-    def __init__(self, specs: Iterable[ModelSpec], settings: Settings,
-                 loaders: Mapping[str, Loader] | None = None, *,
-                 retry_first_s: float = RETRY_FIRST_S, retry_max_s: float = RETRY_MAX_S,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        specs: Iterable[ModelSpec],
+        settings: Settings,
+        loaders: Mapping[str, Loader] | None = None,
+        *,
+        retry_first_s: float = RETRY_FIRST_S,
+        retry_max_s: float = RETRY_MAX_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self._clock = clock  # wall time of retries (an injected one in tests)
         import os
@@ -169,10 +177,18 @@ class Registry:
             weights = slot.weights
             backend = self._backends.get(name)
             found = self._fingerprints.get(name) if weights else None
-            status = ModelStatus(name, slot.state, slot.reason, weights.device if weights else "", slot.load_s,
-                                 weights.from_cache if weights else False, retry_at=slot.retry_at,
-                                 engine=weights.engine if weights else "", detail=slot.detail,
-                                 fingerprint=found.id if found else "")
+            status = ModelStatus(
+                name,
+                slot.state,
+                slot.reason,
+                weights.device if weights else "",
+                slot.load_s,
+                weights.from_cache if weights else False,
+                retry_at=slot.retry_at,
+                engine=weights.engine if weights else "",
+                detail=slot.detail,
+                fingerprint=found.id if found else "",
+            )
         problem = None
         if status.state is ModelState.READY:  # dead weights are unusable before the keeper has failed them
             problem = ENGINE_EXITED if weights is not None and weights.failure() else _health(backend)
@@ -261,8 +277,14 @@ class Registry:
                 weights = self._loader_for(spec.backend)(spec, self.settings)
                 # Build every variant's backend now, so that template errors show up as a failure.
                 backends = {s.name: weights.make_backend(s, slot.slots) for s in self._variants(slot.key)}
-                prints = {name: variant_fingerprint(weights.identity, b.template_source(), b.spec.system_prompt)
-                          for name, b in backends.items()} if weights.identity else {}
+                prints = (
+                    {
+                        name: variant_fingerprint(weights.identity, b.template_source(), b.spec.system_prompt)
+                        for name, b in backends.items()
+                    }
+                    if weights.identity
+                    else {}
+                )
             except Exception as exc:  # any failure becomes the model's status
                 log.exception("loading %s failed", spec.name)
                 self._failed(slot, _public_reason(exc), _short_reason(exc), retry=not isinstance(exc, ConfigError))
@@ -316,8 +338,9 @@ class Registry:
         """Hand a load to one of `settings.load_parallel` loader threads (started on first use).
         They live as long as the registry: a vLLM server dies with the thread that started it."""
         if len(self._loaders_running) < self.settings.load_parallel:
-            thread = threading.Thread(target=self._load_worker, name=f"registry-loader-{len(self._loaders_running)}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=self._load_worker, name=f"registry-loader-{len(self._loaders_running)}", daemon=True
+            )
             self._loaders_running.append(thread)
             thread.start()
         self._loads.put(key)

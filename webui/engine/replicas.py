@@ -54,8 +54,14 @@ class _Replica:
 class Replicas:
     """The replicas of one remote model and what we know of each (thread-safe)."""
 
-    def __init__(self, urls: Sequence[str], *, clock: Callable[[], float] = time.monotonic,
-                 backoff_s: float = BACKOFF_FIRST_S, max_backoff_s: float = BACKOFF_MAX_S) -> None:
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        backoff_s: float = BACKOFF_FIRST_S,
+        max_backoff_s: float = BACKOFF_MAX_S,
+    ) -> None:
         if not urls or len(set(urls)) != len(urls):
             raise ValueError(f"replicas must be one or more distinct URLs, got {list(urls)}")
         self._replicas = {url: _Replica(url) for url in urls}
@@ -107,7 +113,7 @@ class Replicas:
         """Skip `url` for a while; the pause doubles with each failure in a row."""
         with self._lock:
             replica = self._replicas[url]
-            pause = min(self._backoff_s * 2 ** replica.failures, self._max_backoff_s)
+            pause = min(self._backoff_s * 2**replica.failures, self._max_backoff_s)
             replica.failures += 1
             replica.down_until = self._clock() + pause
 

@@ -25,7 +25,7 @@ class StopFilter:
             self._pending = ""
             return buffer[: min(hits)], True
         keep = self._partial_tail(buffer)
-        self._pending = buffer[len(buffer) - keep:] if keep else ""
+        self._pending = buffer[len(buffer) - keep :] if keep else ""
         return buffer[: len(buffer) - keep], False
 
     def flush(self) -> str:
@@ -43,8 +43,9 @@ class StopFilter:
         return longest
 
 
-def shown_until_stop(texts: Iterable[str], stops: StopFilter, *,
-                     complete: Callable[[], bool] = lambda: True) -> Generator[TextDelta, None, bool]:
+def shown_until_stop(
+    texts: Iterable[str], stops: StopFilter, *, complete: Callable[[], bool] = lambda: True
+) -> Generator[TextDelta, None, bool]:
     """A backend's text chunks as the TextDeltas a caller may see, up to the first stop string;
     returns True when a stop string ended them. When `texts` runs out, the held-back tail is shown
     only if `complete()`: a stream cut short (Stop) may have held back half a stop string."""

@@ -33,8 +33,15 @@ class Rendered:
 class Template:
     """Renders a conversation for one model entry. `name` says which template was chosen."""
 
-    def __init__(self, name: str, render: Callable[[list[Message]], str], stop: Sequence[str] = (),
-                 *, add_special_tokens: bool = False, source: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        render: Callable[[list[Message]], str],
+        stop: Sequence[str] = (),
+        *,
+        add_special_tokens: bool = False,
+        source: str = "",
+    ) -> None:
         self.name = name
         self.source = source or name  # what the model fingerprint hashes: the template's own text
         self._render = render
@@ -59,19 +66,28 @@ def build_template(choice: str, tokenizer: Any, model_name: str) -> Template:
         if getattr(tokenizer, "chat_template", None):
             choice = "chat_template"
         else:
-            log.info("%s has no chat template; using fschat:%s (set 'template' to choose another)", model_name, FALLBACK_FSCHAT)
+            log.info(
+                "%s has no chat template; using fschat:%s (set 'template' to choose another)",
+                model_name,
+                FALLBACK_FSCHAT,
+            )
             choice = f"fschat:{FALLBACK_FSCHAT}"
     if choice == "chat_template":
         if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError(f"{model_name}: template 'chat_template' was asked for but the tokenizer has none; "
-                              f"use fschat:NAME (e.g. fschat:{FALLBACK_FSCHAT}) or jinja:PATH")
-        return Template("chat_template", lambda msgs: _apply_chat_template(tokenizer, msgs, None),
-                        source=str(tokenizer.chat_template))
+            raise ConfigError(
+                f"{model_name}: template 'chat_template' was asked for but the tokenizer has none; "
+                f"use fschat:NAME (e.g. fschat:{FALLBACK_FSCHAT}) or jinja:PATH"
+            )
+        return Template(
+            "chat_template",
+            lambda msgs: _apply_chat_template(tokenizer, msgs, None),
+            source=str(tokenizer.chat_template),
+        )
     if choice.startswith("jinja:"):
-        source = Path(choice[len("jinja:"):]).read_text(encoding="utf-8")
+        source = Path(choice[len("jinja:") :]).read_text(encoding="utf-8")
         return Template(choice, lambda msgs: _apply_chat_template(tokenizer, msgs, source), source=source)
     if choice.startswith("fschat:"):
-        return fschat_template(choice[len("fschat:"):])
+        return fschat_template(choice[len("fschat:") :])
     raise ConfigError(f"{model_name}: unknown template {choice!r}")
 
 
@@ -85,7 +101,9 @@ def fschat_template(name: str) -> Template:
     from fastchat.conversation import conv_templates
 
     if name not in conv_templates:
-        raise ConfigError(f"unknown fschat template {name!r}; known ones include {', '.join(sorted(conv_templates)[:12])}, ...")
+        raise ConfigError(
+            f"unknown fschat template {name!r}; known ones include {', '.join(sorted(conv_templates)[:12])}, ..."
+        )
     base = conv_templates[name]
     stop = base.stop_str if isinstance(base.stop_str, list) else [base.stop_str] if base.stop_str else []
     roles = base.roles
@@ -106,14 +124,18 @@ def fschat_template(name: str) -> Template:
 
 
 def fit_to_context(
-    messages: Sequence[Message], template: Template, encode: Callable[[str], list[int]],
-    *, system_prompt: str | None, budget: int,
+    messages: Sequence[Message],
+    template: Template,
+    encode: Callable[[str], list[int]],
+    *,
+    system_prompt: str | None,
+    budget: int,
 ) -> Rendered:
     """Drop the oldest turns (never the system prompt, never the newest message) until the prompt
     has at most `budget` tokens; `PromptTooLong` when the newest message alone is too long."""
     convo = with_system(messages, system_prompt)
     system = convo[:1] if convo and convo[0].role == "system" else []
-    turns = convo[len(system):]
+    turns = convo[len(system) :]
     dropped = 0
     while True:
         text = template.render(system + turns)
@@ -152,8 +174,13 @@ class PromptBuilder:
     def prepare(self, messages: Sequence[Message], params: SamplingParams) -> Rendered:
         """Validate and render: everything that can be refused before any work starts."""
         params.validate(self.context_length)
-        return fit_to_context(messages, self.template, self.encode, system_prompt=self.spec.system_prompt,
-                              budget=self.context_length - params.max_new_tokens)
+        return fit_to_context(
+            messages,
+            self.template,
+            self.encode,
+            system_prompt=self.spec.system_prompt,
+            budget=self.context_length - params.max_new_tokens,
+        )
 
     def raw(self, prompt: str, params: SamplingParams) -> Rendered:
         """Raw completion: the text tokenized as is, with the tokenizer's own special tokens (such

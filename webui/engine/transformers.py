@@ -99,8 +99,16 @@ class _SeededSampler(LogitsProcessor):
 
 
 class TransformersBackend(Backend):
-    def __init__(self, spec: ModelSpec, model: Any, tokenizer: Any, slots: Slots, *,
-                 queue_timeout_s: float, join_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        model: Any,
+        tokenizer: Any,
+        slots: Slots,
+        *,
+        queue_timeout_s: float,
+        join_timeout_s: float = 30.0,
+    ) -> None:
         self.spec = spec
         self.model = model
         self.tokenizer = tokenizer
@@ -121,15 +129,17 @@ class TransformersBackend(Backend):
         """Validate and render: everything that can be refused before any work starts."""
         return self.prompts.prepare(messages, params)
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         """Checks, queueing and the thread start happen here, eagerly, so that errors reach the
         caller before any event; the returned iterator only reads the tokens."""
         rendered = self.prepare(messages, params)
         return self._launch(rendered, params, cancel, self.template.stop, self.template.name)
 
-    def complete(self, prompt: str, params: SamplingParams,
-                 cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def complete(
+        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         """Raw completion (the /v1/completions route): no template, no template stop strings."""
         return self._launch(self.prompts.raw(prompt, params), params, cancel, (), "raw")
 
@@ -139,8 +149,14 @@ class TransformersBackend(Backend):
     def template_source(self) -> str:
         return self.template.source
 
-    def _launch(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
-                template_stops: Sequence[str], template_name: str) -> Iterator[StreamEvent]:
+    def _launch(
+        self,
+        rendered: Rendered,
+        params: SamplingParams,
+        cancel: threading.Event | None,
+        template_stops: Sequence[str],
+        template_name: str,
+    ) -> Iterator[StreamEvent]:
         """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
         started = time.perf_counter()
         cancel = cancel or threading.Event()
@@ -151,17 +167,33 @@ class TransformersBackend(Backend):
         def generate() -> None:
             self._generate(rendered.token_ids, params, streamer, _Halt(cancel, halt))
 
-        thread = start_in_slot(self.slots, self.spec.name, self.queue_timeout_s, cancel,
-                               lambda: run_in_thread(generate, texts, name=f"generate:{self.spec.name}"))
+        thread = start_in_slot(
+            self.slots,
+            self.spec.name,
+            self.queue_timeout_s,
+            cancel,
+            lambda: run_in_thread(generate, texts, name=f"generate:{self.spec.name}"),
+        )
         if thread is None:
             return cancelled_before_start(len(rendered.token_ids), rendered.text)
-        events = self._events(rendered, params, texts, streamer, thread, cancel, halt, started, template_stops,
-                              template_name)
+        events = self._events(
+            rendered, params, texts, streamer, thread, cancel, halt, started, template_stops, template_name
+        )
         return ClosingStream(events, stop=halt.set, wait=lambda: self._join(thread))
 
-    def _events(self, rendered: Rendered, params: SamplingParams, texts: Handoff[str], streamer: _Streamer,
-                thread: threading.Thread, cancel: threading.Event, halt: threading.Event, started: float,
-                template_stops: Sequence[str], template_name: str) -> Generator[StreamEvent, None, None]:
+    def _events(
+        self,
+        rendered: Rendered,
+        params: SamplingParams,
+        texts: Handoff[str],
+        streamer: _Streamer,
+        thread: threading.Thread,
+        cancel: threading.Event,
+        halt: threading.Event,
+        started: float,
+        template_stops: Sequence[str],
+        template_name: str,
+    ) -> Generator[StreamEvent, None, None]:
         reason: FinishReason | None = None
         error: str | None = None
         try:
@@ -187,14 +219,25 @@ class TransformersBackend(Backend):
         if thread.is_alive():
             log.error("generate thread %s did not stop within %.0f s", thread.name, self.join_timeout_s)
 
-    def _finished(self, reason: FinishReason, rendered: Rendered, streamer: _Streamer, started: float,
-                  error: str | None, template_name: str) -> Finished:
+    def _finished(
+        self,
+        reason: FinishReason,
+        rendered: Rendered,
+        streamer: _Streamer,
+        started: float,
+        error: str | None,
+        template_name: str,
+    ) -> Finished:
         first = streamer.first_token_at
         return Finished(
-            reason=reason, prompt_tokens=len(rendered.token_ids), completion_tokens=streamer.generated,
+            reason=reason,
+            prompt_tokens=len(rendered.token_ids),
+            completion_tokens=streamer.generated,
             ttft_s=(first - started) if first is not None else None,
-            tokens_per_s=decode_rate(streamer.generated, first, time.perf_counter()), error=error,
-            prompt=rendered.text, extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
+            tokens_per_s=decode_rate(streamer.generated, first, time.perf_counter()),
+            error=error,
+            prompt=rendered.text,
+            extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
         )
 
     def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
@@ -207,9 +250,12 @@ class TransformersBackend(Backend):
             with torch.inference_mode():
                 # On a ZeroGPU Space this runs inside spaces.GPU; elsewhere it is model.generate.
                 generate_on_device(
-                    self.model, input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                    self.model,
+                    input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
                     generation_config=self._generation_config(params),
-                    logits_processor=_sampling_processors(params), stopping_criteria=StoppingCriteriaList([halt]),
+                    logits_processor=_sampling_processors(params),
+                    stopping_criteria=StoppingCriteriaList([halt]),
                     streamer=streamer,
                 )
         except BaseException:
@@ -224,10 +270,12 @@ class TransformersBackend(Backend):
         eos = eos if eos is not None else self.tokenizer.eos_token_id
         pad = (base.pad_token_id if base is not None else None) or self.tokenizer.pad_token_id
         return GenerationConfig(
-            max_new_tokens=params.max_new_tokens, do_sample=False,
+            max_new_tokens=params.max_new_tokens,
+            do_sample=False,
             repetition_penalty=params.repetition_penalty,
             min_new_tokens=params.max_new_tokens if params.ignore_eos else 0,
-            eos_token_id=eos, pad_token_id=pad if pad is not None else eos,
+            eos_token_id=eos,
+            pad_token_id=pad if pad is not None else eos,
         )
 
 
@@ -262,8 +310,14 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
     loaded = load_weights(spec, settings.cache_dir)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> TransformersBackend:
-        return TransformersBackend(variant, loaded.model, loaded.tokenizer, slots,
-                                   queue_timeout_s=settings.queue_timeout_s, join_timeout_s=settings.thread_join_timeout_s)
+        return TransformersBackend(
+            variant,
+            loaded.model,
+            loaded.tokenizer,
+            slots,
+            queue_timeout_s=settings.queue_timeout_s,
+            join_timeout_s=settings.thread_join_timeout_s,
+        )
 
     def close() -> None:
         loaded.model = loaded.tokenizer = None
@@ -271,7 +325,12 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    return Weights(make_backend, device=loaded.device, from_cache=loaded.from_cache, close=close,
-                   identity=source_components(spec.source, str(loaded.model.dtype).removeprefix("torch."),
-                                              f"transformers {version('transformers')}"))
-
+    return Weights(
+        make_backend,
+        device=loaded.device,
+        from_cache=loaded.from_cache,
+        close=close,
+        identity=source_components(
+            spec.source, str(loaded.model.dtype).removeprefix("torch."), f"transformers {version('transformers')}"
+        ),
+    )

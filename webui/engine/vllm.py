@@ -114,13 +114,18 @@ print("PROBE " + json.dumps({"version": vllm.__version__, "device": current_plat
 @lru_cache(maxsize=8)
 def _run_probe(python: str) -> dict[str, Any]:
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env={"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [python, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env={"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise VllmUnavailable(f"vLLM at {python} does not start ({type(exc).__name__})", _NOT_USABLE) from None
     for line in done.stdout.splitlines():
         if line.startswith("PROBE "):
-            return dict(json.loads(line[len("PROBE "):]))
+            return dict(json.loads(line[len("PROBE ") :]))
     last = (done.stderr.strip().splitlines() or ["no output"])[-1]
     raise VllmUnavailable(f"vLLM is not usable with {python}: {last}", _NOT_USABLE)
 
@@ -163,8 +168,17 @@ def _architecture(folder: Path) -> str:
 class VllmBackend(RemoteBackend):
     """A variant of a model on our own vLLM server: our prompt, as token ids, over HTTP."""
 
-    def __init__(self, spec: ModelSpec, client: httpx.Client, slots: Slots, health: Health,
-                 server: VllmServer | RunningServer, prompts: PromptBuilder, *, queue_timeout_s: float) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        client: httpx.Client,
+        slots: Slots,
+        health: Health,
+        server: VllmServer | RunningServer,
+        prompts: PromptBuilder,
+        *,
+        queue_timeout_s: float,
+    ) -> None:
         super().__init__(spec, client, slots, health, queue_timeout_s=queue_timeout_s)
         self.server = server
         self.prompts = prompts
@@ -186,34 +200,54 @@ class VllmBackend(RemoteBackend):
     def template_source(self) -> str:
         return self.prompts.template.source
 
-    def stream(self, messages: Sequence[Message], params: SamplingParams,
-               cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def stream(
+        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         rendered = self.prompts.prepare(messages, params)
         params = params.replace(stop=(*params.stop, *self.prompts.template.stop))
         return self._send(rendered, params, cancel, self.prompts.template.name)
 
-    def complete(self, prompt: str, params: SamplingParams,
-                 cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    def complete(
+        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         return self._send(self.prompts.raw(prompt, params), params, cancel, "raw")
 
-    def _send(self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None,
-              template: str) -> Iterator[StreamEvent]:
+    def _send(
+        self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None, template: str
+    ) -> Iterator[StreamEvent]:
         if self.server.failure() is not None or self.client.is_closed:  # died (and failed or about to be)
             raise ModelNotReady(f"{self.name} is not ready ({ENGINE_EXITED})")
 
         def finish(final: Finished) -> Finished:
-            extra: dict[str, Any] = {"dropped_messages": rendered.dropped_messages, "template": template,
-                                     "engine": "vllm"}
+            extra: dict[str, Any] = {
+                "dropped_messages": rendered.dropped_messages,
+                "template": template,
+                "engine": "vllm",
+            }
             lost = (final.extra or {}).get("upstream_failure") in (UNREACHABLE, CONNECTION_LOST)
             if final.reason is FinishReason.ERROR and (lost or self.server.failure() is not None):
                 extra["engine_down"] = True  # our own engine died under the request: it comes back
-            return Finished(final.reason, prompt_tokens=len(rendered.token_ids),
-                            completion_tokens=final.completion_tokens, ttft_s=final.ttft_s,
-                            tokens_per_s=final.tokens_per_s, error=final.error, prompt=rendered.text, extra=extra)
+            return Finished(
+                final.reason,
+                prompt_tokens=len(rendered.token_ids),
+                completion_tokens=final.completion_tokens,
+                ttft_s=final.ttft_s,
+                tokens_per_s=final.tokens_per_s,
+                error=final.error,
+                prompt=rendered.text,
+                extra=extra,
+            )
 
         payload = {"prompt": rendered.token_ids, "skip_special_tokens": True}
-        return self._start("completions", payload, params, cancel, finish=finish,
-                           prompt_tokens=len(rendered.token_ids), prompt=rendered.text)
+        return self._start(
+            "completions",
+            payload,
+            params,
+            cancel,
+            finish=finish,
+            prompt_tokens=len(rendered.token_ids),
+            prompt=rendered.text,
+        )
 
 
 # ---- loaders ----------------------------------------------------------------------------------------
@@ -275,8 +309,10 @@ def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
     if not shared:
         return list(specs)
     part = round(max(0.05, GPU_MEMORY_BUDGET - sum(fixed.values())) / len(shared), 3)
-    return [dataclasses.replace(s, vllm={**s.vllm, "gpu_memory_utilization": part}) if s.weights_key in shared else s
-            for s in specs]
+    return [
+        dataclasses.replace(s, vllm={**s.vllm, "gpu_memory_utilization": part}) if s.weights_key in shared else s
+        for s in specs
+    ]
 
 
 def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
@@ -294,8 +330,10 @@ def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
     for i, key in enumerate(keys):
         first = (i * each) % usable
         ranges[key] = str(first) if each == 1 else f"{first}-{first + each - 1}"
-    return [dataclasses.replace(s, vllm={**s.vllm, "cpu_cores": ranges[s.weights_key]}) if s.weights_key in ranges
-            else s for s in specs]
+    return [
+        dataclasses.replace(s, vllm={**s.vllm, "cpu_cores": ranges[s.weights_key]}) if s.weights_key in ranges else s
+        for s in specs
+    ]
 
 
 def _install(settings: Settings) -> VllmInstall:
@@ -317,16 +355,24 @@ def _folder(spec: ModelSpec, settings: Settings) -> Path:
 def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Path) -> Weights:
     context = spec.context_length or _model_context(folder) or 2048
     options = spec.vllm
-    server = VllmServer(ServerConfig(
-        python=install.python, model_dir=folder, served_name=spec.name, max_model_len=context,
-        log_file=Path(settings.cache_dir) / "vllm" / "logs" / f"{_file_name(spec.name)}.log",
-        cache_root=Path(settings.cache_dir) / "vllm", dtype=_VLLM_DTYPES[spec.dtype],
-        enforce_eager=options.get("enforce_eager", True), max_num_seqs=options.get("max_num_seqs"),
-        # On the CPU, vLLM would otherwise reserve 92% of the machine's memory for its KV cache.
-        kv_cache_gb=options.get("kv_cache_gb", DEFAULT_CPU_KV_CACHE_GB) if install.device == "cpu" else None,
-        gpu_memory_utilization=options.get("gpu_memory_utilization") if install.device == "cuda" else None,
-        cpu_cores=options.get("cpu_cores"), extra_args=tuple(options.get("extra_args", ())),
-    ))
+    server = VllmServer(
+        ServerConfig(
+            python=install.python,
+            model_dir=folder,
+            served_name=spec.name,
+            max_model_len=context,
+            log_file=Path(settings.cache_dir) / "vllm" / "logs" / f"{_file_name(spec.name)}.log",
+            cache_root=Path(settings.cache_dir) / "vllm",
+            dtype=_VLLM_DTYPES[spec.dtype],
+            enforce_eager=options.get("enforce_eager", True),
+            max_num_seqs=options.get("max_num_seqs"),
+            # On the CPU, vLLM would otherwise reserve 92% of the machine's memory for its KV cache.
+            kv_cache_gb=options.get("kv_cache_gb", DEFAULT_CPU_KV_CACHE_GB) if install.device == "cpu" else None,
+            gpu_memory_utilization=options.get("gpu_memory_utilization") if install.device == "cuda" else None,
+            cpu_cores=options.get("cpu_cores"),
+            extra_args=tuple(options.get("extra_args", ())),
+        )
+    )
     server.launch()
     try:  # our tokenizer (and the transformers import) while vLLM boots: ~15 s off every start
         tokenizer = _tokenizer(folder)
@@ -334,8 +380,9 @@ def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Pa
         server.stop()
         raise
     server.wait_ready(settings.vllm_start_timeout_s)
-    weights = _weights(spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}",
-                       device=install.device)
+    weights = _weights(
+        spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}", device=install.device
+    )
     weights.identity = source_components(spec.source, _VLLM_DTYPES[spec.dtype], f"vllm {install.version}")
     return weights
 
@@ -362,8 +409,7 @@ def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vL
     copy of every model beside them): the same prompt, token ids and settings as `_serve`'s."""
     folder = _folder(spec, settings)
     context = spec.context_length or _model_context(folder) or 2048
-    return _weights(spec.name, RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine,
-                    device="")
+    return _weights(spec.name, RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine, device="")
 
 
 def _tokenizer(folder: Path) -> Any:
@@ -375,23 +421,42 @@ def _tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _weights(name: str, server: VllmServer | RunningServer, tokenizer: Any, context: int, settings: Settings, *,
-             engine: str, device: str) -> Weights:
-    client = httpx.Client(base_url=server.base_url, timeout=httpx.Timeout(None, connect=5.0),
-                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+def _weights(
+    name: str,
+    server: VllmServer | RunningServer,
+    tokenizer: Any,
+    context: int,
+    settings: Settings,
+    *,
+    engine: str,
+    device: str,
+) -> Weights:
+    client = httpx.Client(
+        base_url=server.base_url,
+        timeout=httpx.Timeout(None, connect=5.0),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+    )
     health = Health(name)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> VllmBackend:
         prompts = PromptBuilder(variant, tokenizer, context)
-        return VllmBackend(_as_remote(variant, server.base_url), client, slots, health, server, prompts,
-                           queue_timeout_s=settings.queue_timeout_s)
+        return VllmBackend(
+            _as_remote(variant, server.base_url),
+            client,
+            slots,
+            health,
+            server,
+            prompts,
+            queue_timeout_s=settings.queue_timeout_s,
+        )
 
     def close() -> None:
         client.close()
         server.stop()
 
-    return Weights(make_backend, device=device, engine=engine, close=close, failure=server.failure,
-                   on_failure=server.on_exit)
+    return Weights(
+        make_backend, device=device, engine=engine, close=close, failure=server.failure, on_failure=server.on_exit
+    )
 
 
 def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:
@@ -411,5 +476,3 @@ def _model_context(folder: Path) -> int | None:
 
 def _file_name(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-
-

@@ -66,10 +66,25 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
 
     def command(self, port: int) -> list[str]:
-        args = [self.python, str(SUPERVISOR), "--model", str(self.model_dir),
-                "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(port),
-                "--max-model-len", str(self.max_model_len), "--dtype", self.dtype, "--generation-config", "vllm",
-                "--disable-uvicorn-access-log"]
+        args = [
+            self.python,
+            str(SUPERVISOR),
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--dtype",
+            self.dtype,
+            "--generation-config",
+            "vllm",
+            "--disable-uvicorn-access-log",
+        ]
         if self.enforce_eager:
             args.append("--enforce-eager")
         if self.gpu_memory_utilization is not None:
@@ -79,10 +94,16 @@ class ServerConfig:
         return [*args, *self.extra_args]
 
     def environment(self) -> dict[str, str]:
-        env = {**os.environ, "VLLM_CACHE_ROOT": str(self.cache_root), "HF_HUB_OFFLINE": "1",
-               "TORCHINDUCTOR_CACHE_DIR": str(self.cache_root / "inductor"),
-               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
-               "VLLM_LOGGING_PREFIX": f"[vllm {self.served_name}] "}
+        env = {
+            **os.environ,
+            "VLLM_CACHE_ROOT": str(self.cache_root),
+            "HF_HUB_OFFLINE": "1",
+            "TORCHINDUCTOR_CACHE_DIR": str(self.cache_root / "inductor"),
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1",
+            "VLLM_LOGGING_PREFIX": f"[vllm {self.served_name}] ",
+        }
         if self.kv_cache_gb is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = str(int(self.kv_cache_gb))  # vLLM reads a whole number of GiB
         if not self.enforce_eager:
@@ -130,8 +151,12 @@ class VllmServer:
         log.info("starting vLLM for %s on port %d (log: %s)", self.config.served_name, self.port, self.config.log_file)
         with self._lock:
             self.process = subprocess.Popen(
-                self.config.command(self.port), env=self.config.environment(), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                self.config.command(self.port),
+                env=self.config.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             _LIVE.add(self)
         self._reader = threading.Thread(target=self._read_log, name=f"vllm-log:{self.config.served_name}", daemon=True)
@@ -172,7 +197,7 @@ class VllmServer:
                     out.flush()
                     line = raw.decode("utf-8", "replace").rstrip()
                     if line.startswith(EXITED):
-                        self._died(int(line[len(EXITED):].strip() or 0))
+                        self._died(int(line[len(EXITED) :].strip() or 0))
                     else:
                         self._tail.append(line)
         finally:
@@ -247,7 +272,7 @@ def summarize_log(lines: Sequence[str], count: int = 3) -> str:
     errors = [line.strip() for line in cleaned if _EXCEPTION.match(line.strip())]
     # the root cause first (vLLM wraps it in "... initialization failed. See root cause above.")
     causes = [line for line in errors if not _WRAPPER.search(line)]
-    chosen = (causes[:count - 1] + errors[-1:]) if causes else errors[-count:]
+    chosen = (causes[: count - 1] + errors[-1:]) if causes else errors[-count:]
     if not errors:
         chosen = [line for line in cleaned if not line.lstrip().startswith(frames)][-count:]
     text = " | ".join(dict.fromkeys(chosen)) or "(no output)"

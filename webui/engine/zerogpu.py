@@ -60,6 +60,7 @@ def import_spaces_early() -> None:
 def gpu(fn: F | None = None, *, duration: int = GPU_DURATION_S) -> Any:
     """`spaces.GPU(duration=...)` on ZeroGPU, the function itself elsewhere. Works bare or with
     arguments: `@gpu` and `@gpu(duration=60)`."""
+
     def wrap(f: F) -> F:
         if not zero_gpu():
             return f
@@ -72,6 +73,8 @@ def gpu(fn: F | None = None, *, duration: int = GPU_DURATION_S) -> Any:
 
 # ---- generation ----------------------------------------------------------------------------------
 _MODELS: dict[str, Any] = {}  # key -> model; filled before the worker forks, read in the worker
+
+
 def register_model(model: Any) -> str:
     """Make `model` findable in the ZeroGPU worker. Must happen before the first generation: the
     worker is a fork and never sees models registered after it started."""
@@ -94,8 +97,16 @@ def _gpu_stream() -> Callable[..., Generator[Any, None, None]]:
     return gpu(stream_in_worker)
 
 
-def _generate_via_worker(model: Any, worker: Callable[..., Generator[Any, None, None]], *, input_ids: Any, streamer: Any,
-                         stopping_criteria: Any = None, attention_mask: Any = None, **rest: Any) -> None:
+def _generate_via_worker(
+    model: Any,
+    worker: Callable[..., Generator[Any, None, None]],
+    *,
+    input_ids: Any,
+    streamer: Any,
+    stopping_criteria: Any = None,
+    attention_mask: Any = None,
+    **rest: Any,
+) -> None:
     """Runs `worker` (stream_in_worker, possibly in another process) and replays what it yields
     into `streamer`, checking `stopping_criteria` (our cancel event) after every token."""
     import torch
@@ -128,8 +139,10 @@ def stream_in_worker(key: str, prompt: list[int], generate_kwargs: dict[str, Any
     try:
         model = _MODELS[key]
     except KeyError:
-        raise RuntimeError("this model was loaded after the GPU worker started; on ZeroGPU every model "
-                           "must be loaded before the server starts") from None
+        raise RuntimeError(
+            "this model was loaded after the GPU worker started; on ZeroGPU every model "
+            "must be loaded before the server starts"
+        ) from None
     items: Handoff[Any] = Handoff()
     halt = threading.Event()
 
@@ -148,8 +161,13 @@ def stream_in_worker(key: str, prompt: list[int], generate_kwargs: dict[str, Any
         device = next(model.parameters()).device
         ids = torch.tensor([prompt], device=device)
         with torch.inference_mode():
-            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), streamer=Collect(),
-                           stopping_criteria=StoppingCriteriaList([Halt()]), **generate_kwargs)
+            model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                streamer=Collect(),
+                stopping_criteria=StoppingCriteriaList([Halt()]),
+                **generate_kwargs,
+            )
 
     thread = run_in_thread(run, items, name="zerogpu-generate")
     try:

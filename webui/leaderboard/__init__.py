@@ -13,5 +13,12 @@ from webui.leaderboard.ratings import (
 )
 
 __all__ = [
-    "bootstrap_bt", "bradley_terry", "intervals", "leaderboard", "online_elo", "pair_counts", "ranks", "win_fraction",
+    "bootstrap_bt",
+    "bradley_terry",
+    "intervals",
+    "leaderboard",
+    "online_elo",
+    "pair_counts",
+    "ranks",
+    "win_fraction",
 ]

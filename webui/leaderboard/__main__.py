@@ -41,11 +41,13 @@ ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webui.leaderboard",
-                                     description="Leaderboard from Pairwise Arena (or FastChat) vote logs.",
-                                     epilog="A FILE of '-' is standard output (CSV; JSON Lines for --battles and "
-                                            "--pairs; JSON for --diff-json), and the report then goes to "
-                                            "standard error.")
+    parser = argparse.ArgumentParser(
+        prog="python -m webui.leaderboard",
+        description="Leaderboard from Pairwise Arena (or FastChat) vote logs.",
+        epilog="A FILE of '-' is standard output (CSV; JSON Lines for --battles and "
+        "--pairs; JSON for --diff-json), and the report then goes to "
+        "standard error.",
+    )
     add = parser.add_argument
     add("log_dir", type=Path, nargs="?", help="folder holding YYYY-MM-DD-conv.json files")
     add("--rounds", type=int, default=200, help="bootstrap rounds for the 95%% intervals (0: none); default 200")
@@ -58,9 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--votes-per-day", type=int, default=0, help="count at most N votes per voter per UTC day; default 0 (no cap)")
     add("--exclude-flagged", action="store_true", help="leave out voters flagged as anomalous")
     add("--no-style", action="store_true", help="skip the style-controlled ratings")
-    add("--merge-fingerprints", metavar="NAMES", default="",
+    add(
+        "--merge-fingerprints",
+        metavar="NAMES",
+        default="",
         help="comma-separated model names rated as one row whatever served them (weights, engine, template); "
-             "'*' for every model; default: a row per fingerprint where a name's changed")
+        "'*' for every model; default: a row per fingerprint where a name's changed",
+    )
     add("--category", help="print the board of one category (see --categories), e.g. coding or 'language: English'")
     add("--categories", action="store_true", help="list the categories with their battle counts")
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
@@ -70,9 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--index", type=Path, help=f"the vote index file; default LOG_DIR/{INDEX_NAME} (made or brought up to date)")
     add("--reindex", action="store_true", help="rebuild the vote index from the logs before printing")
     add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")
-    add("--database", metavar="URL", default="",
+    add(
+        "--database",
+        metavar="URL",
+        default="",
         help="the vote index shared by several servers, in PostgreSQL (postgresql://USER@HOST:PORT/DBNAME): "
-             "LOG_DIR's files are indexed there as --server-name's, and the board holds every server's votes")
+        "LOG_DIR's files are indexed there as --server-name's, and the board holds every server's votes",
+    )
     add("--server-name", default="", help="whose log folder LOG_DIR is, among the servers sharing --database")
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
@@ -101,17 +111,27 @@ def _check_database(args: argparse.Namespace) -> str | None:
     if args.index or args.no_index:
         return "--database replaces --index and --no-index: give one of them"
     if not args.server_name or not SERVER_NAME.fullmatch(args.server_name):
-        return "--database needs --server-name NAME (letters, digits, '.', '_', '-'): the server whose logs LOG_DIR holds"
+        return (
+            "--database needs --server-name NAME (letters, digits, '.', '_', '-'): the server whose logs LOG_DIR holds"
+        )
     return check_target(args.database)
 
 
 def options_from(args: argparse.Namespace) -> BoardOptions:
-    return BoardOptions(rounds=args.rounds, seed=args.seed, include_named=args.include_named,
-                        drop_stopped=not args.keep_stopped, extra_identity_words=args.identity_words,
-                        model_names=tuple(args.models), min_battles=args.min_battles,
-                        votes_per_day=args.votes_per_day, exclude_flagged=args.exclude_flagged,
-                        style=not args.no_style, history_points=args.over_time_points if args.over_time else 0,
-                        merge_fingerprints=merge_names(args.merge_fingerprints))
+    return BoardOptions(
+        rounds=args.rounds,
+        seed=args.seed,
+        include_named=args.include_named,
+        drop_stopped=not args.keep_stopped,
+        extra_identity_words=args.identity_words,
+        model_names=tuple(args.models),
+        min_battles=args.min_battles,
+        votes_per_day=args.votes_per_day,
+        exclude_flagged=args.exclude_flagged,
+        style=not args.no_style,
+        history_points=args.over_time_points if args.over_time else 0,
+        merge_fingerprints=merge_names(args.merge_fingerprints),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,8 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: the vote index cannot be used: {exc}", file=sys.stderr)
         return 2
     except (OSError, sqlite3.Error) as exc:
-        print(f"error: the vote index at {_index_path(args)} cannot be used ({exc}); "
-              "pass --index PATH to keep it elsewhere, or --no-index", file=sys.stderr)
+        print(
+            f"error: the vote index at {_index_path(args)} cannot be used ({exc}); "
+            "pass --index PATH to keep it elsewhere, or --no-index",
+            file=sys.stderr,
+        )
         return 1
     stdout_is_data = any(getattr(args, name) == STDOUT for name in FILE_OPTIONS)
     with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
@@ -155,8 +178,11 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
         started = time.perf_counter()
         catch = index.reindex if args.reindex else index.catch_up
         report = catch(options.model_names, options.extra_identity_words)
-        print(f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
-              f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        print(
+            f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
+            f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",
+            file=sys.stderr,
+        )
         board = board_from_index(index, options, catch_up=False)
         if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines
             text = index.details(board.battles)
@@ -186,8 +212,10 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
             say(line)
     coefficients = board.rated.style_coefficients
     if not coefficients.empty:
-        say("\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
-            + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items()))
+        say(
+            "\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
+            + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items())
+        )
     say("\nLeft out, by filter:")
     say(board.drops_table().to_string(index=False))
     if args.categories:
@@ -210,8 +238,13 @@ def _write_outputs(args: argparse.Namespace, board: Board) -> None:
         _write(args.pairs, pairs, f"{len(pairs)} preference pairs", write_table, write_jsonl)
 
 
-def _write(target: str, frame: pd.DataFrame, what: str, to_file: Callable[[pd.DataFrame, Path], Any],
-           to_stream: Callable[[pd.DataFrame, TextIO], Any]) -> None:
+def _write(
+    target: str,
+    frame: pd.DataFrame,
+    what: str,
+    to_file: Callable[[pd.DataFrame, Path], Any],
+    to_stream: Callable[[pd.DataFrame, TextIO], Any],
+) -> None:
     """The one rule for every file option: STDOUT writes the data there and nothing else (in a text
     format: Parquet is for files); anything else is a file, its folder made, announced on stderr."""
     if target == STDOUT:

@@ -34,9 +34,29 @@ SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS
 # fingerprints apart (webui.leaderboard.fingerprints).
 FINGERPRINT_COLUMNS = ("fingerprint_a", "fingerprint_b")
 ROW_COLUMNS = (
-    "tstamp", "model_a", "model_b", "winner", "anony", "mode", "battle_id", "question_id", "turn", "judge",
-    "language", "voter", "session", "base_reason", "redacted", "leak", "error", "stopped", "coding", "long_prompt",
-    *STYLE_COUNT_COLUMNS, *SPEED_COLUMNS, *FINGERPRINT_COLUMNS,
+    "tstamp",
+    "model_a",
+    "model_b",
+    "winner",
+    "anony",
+    "mode",
+    "battle_id",
+    "question_id",
+    "turn",
+    "judge",
+    "language",
+    "voter",
+    "session",
+    "base_reason",
+    "redacted",
+    "leak",
+    "error",
+    "stopped",
+    "coding",
+    "long_prompt",
+    *STYLE_COUNT_COLUMNS,
+    *SPEED_COLUMNS,
+    *FINGERPRINT_COLUMNS,
 )
 CONVERSATION_COLUMNS = ("conversation_a", "conversation_b", "system_a", "system_b")
 BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
@@ -73,8 +93,11 @@ def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = N
 def drop_reasons(rows: pd.DataFrame, drop_stopped: bool) -> pd.Series:
     """Each row's drop reason, first that applies: invalid, same_model, identity, error, stopped."""
     reason = rows["base_reason"].astype(object).where(rows["base_reason"].notna(), None)
-    for name, flag in (("identity", rows["leak"]), ("error", rows["error"]),
-                       ("stopped", rows["stopped"] if drop_stopped else None)):
+    for name, flag in (
+        ("identity", rows["leak"]),
+        ("error", rows["error"]),
+        ("stopped", rows["stopped"] if drop_stopped else None),
+    ):
         if flag is not None:
             reason = reason.where(reason.notna() | ~flag.astype(bool), name)
     return reason.astype(object).where(reason.notna(), None)
@@ -125,25 +148,43 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
 
 def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
     """The row of a vote record that cannot be read: what can be, and "invalid"."""
-    row: dict[str, Any] = {**dict.fromkeys(STYLE_COUNT_COLUMNS, 0), **dict.fromkeys(SPEED_COLUMNS),
-                           **dict.fromkeys(FINGERPRINT_COLUMNS)}
+    row: dict[str, Any] = {
+        **dict.fromkeys(STYLE_COUNT_COLUMNS, 0),
+        **dict.fromkeys(SPEED_COLUMNS),
+        **dict.fromkeys(FINGERPRINT_COLUMNS),
+    }
     tstamp = record.get("tstamp")
     models = [public_name(m) for m in record["models"]]
-    row.update({
-        "tstamp": float(tstamp) if isinstance(tstamp, (int, float)) and not isinstance(tstamp, bool) else 0.0,
-        "model_a": models[0] if isinstance(models[0], str) else None,
-        "model_b": models[1] if isinstance(models[1], str) else None,
-        "winner": WINNERS[record["type"]], "anony": False, "mode": _text(record.get("mode")),
-        "battle_id": record.get("battle_id") if isinstance(record.get("battle_id"), str) else None,
-        "question_id": None, "turn": 0, "judge": "", "language": "", "voter": voter_of(record),
-        "session": _session_key(record), "base_reason": "invalid",
-        **dict.fromkeys(("redacted", "leak", "error", "stopped", "coding", "long_prompt"), False),
-    })
+    row.update(
+        {
+            "tstamp": float(tstamp) if isinstance(tstamp, (int, float)) and not isinstance(tstamp, bool) else 0.0,
+            "model_a": models[0] if isinstance(models[0], str) else None,
+            "model_b": models[1] if isinstance(models[1], str) else None,
+            "winner": WINNERS[record["type"]],
+            "anony": False,
+            "mode": _text(record.get("mode")),
+            "battle_id": record.get("battle_id") if isinstance(record.get("battle_id"), str) else None,
+            "question_id": None,
+            "turn": 0,
+            "judge": "",
+            "language": "",
+            "voter": voter_of(record),
+            "session": _session_key(record),
+            "base_reason": "invalid",
+            **dict.fromkeys(("redacted", "leak", "error", "stopped", "coding", "long_prompt"), False),
+        }
+    )
     return {column: row[column] for column in ROW_COLUMNS}
 
 
-def _row(record: dict[str, Any], states: list[dict], models: list, prompts: list[str], replies_a: list[str],
-         replies_b: list[str]) -> dict[str, Any]:
+def _row(
+    record: dict[str, Any],
+    states: list[dict],
+    models: list,
+    prompts: list[str],
+    replies_a: list[str],
+    replies_b: list[str],
+) -> dict[str, Any]:
     anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
     ip = record.get("ip") or ""
@@ -208,8 +249,12 @@ def conversation_columns(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _conversation_columns(states: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"conversation_a": _openai_messages(states[0]), "conversation_b": _openai_messages(states[1]),
-            "system_a": _text(states[0].get("system_message")), "system_b": _text(states[1].get("system_message"))}
+    return {
+        "conversation_a": _openai_messages(states[0]),
+        "conversation_b": _openai_messages(states[1]),
+        "system_a": _text(states[0].get("system_message")),
+        "system_b": _text(states[1].get("system_message")),
+    }
 
 
 def names_in(record: dict[str, Any]) -> set[str]:
@@ -229,7 +274,7 @@ def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
 def public_name(name: Any) -> Any:
     """A logged public name without the HTML heading some FastChat versions wrapped it in."""
     if isinstance(name, str) and name.startswith("<h3>"):
-        return name[name.find(": ") + 2:].removesuffix("\n").removesuffix("</h3>")
+        return name[name.find(": ") + 2 :].removesuffix("\n").removesuffix("</h3>")
     return name
 
 
@@ -277,7 +322,7 @@ def _texts(state: dict[str, Any]) -> tuple[list[str], list[str]]:
     roles = state.get("roles") or ["user", "assistant"]
     users: list[str] = []
     assistants: list[str] = []
-    for m in state.get("messages", [])[int(state.get("offset", 0)):]:
+    for m in state.get("messages", [])[int(state.get("offset", 0)) :]:
         if isinstance(m, (list, tuple)) and len(m) == 2:
             (users if m[0] == roles[0] else assistants).append(m[1] if isinstance(m[1], str) else "")
     return users, assistants
@@ -287,7 +332,7 @@ def _openai_messages(state: dict[str, Any]) -> list[dict[str, str]]:
     """The state's messages after its offset as OpenAI dicts. FastChat's own logs name roles after
     the template ("USER", "Human", ...): the first entry of `roles` is the user's."""
     roles = state.get("roles") or ["user", "assistant"]
-    msgs = state.get("messages", [])[int(state.get("offset", 0)):]
+    msgs = state.get("messages", [])[int(state.get("offset", 0)) :]
     return [
         {"role": "user" if m[0] == roles[0] else "assistant", "content": m[1] if isinstance(m[1], str) else ""}
         for m in msgs

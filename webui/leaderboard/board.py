@@ -134,14 +134,21 @@ class Board:
         if not self.counted_battles:
             return f"No battles count yet ({self.votes_read} battle votes read)." + self._dropped_text()
         models = len(self.table)
-        text = (f"Based on {self.counted_battles} battles between {models} models "
-                f"({self.votes_read} battle votes read).") + self._dropped_text()
+        text = (
+            f"Based on {self.counted_battles} battles between {models} models ({self.votes_read} battle votes read)."
+        ) + self._dropped_text()
         return text + preliminary_text(self.table, self.options.min_battles)
 
     def drops_table(self) -> pd.DataFrame:
         """Every filter, how many battle votes it left out, and why."""
-        rows = [{"filter": reason.replace("_", " "), "left out": int(self.dropped.get(reason, 0)),
-                 "why": DROP_MEANINGS[reason]} for reason in DROP_ORDER]
+        rows = [
+            {
+                "filter": reason.replace("_", " "),
+                "left out": int(self.dropped.get(reason, 0)),
+                "why": DROP_MEANINGS[reason],
+            }
+            for reason in DROP_ORDER
+        ]
         return pd.DataFrame(rows, columns=["filter", "left out", "why"])
 
     def flagged_voters(self) -> list[str]:
@@ -169,32 +176,42 @@ def names_seen(records: Iterable[dict[str, Any]]) -> set[str]:
 
 def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
     """Identity words: defaults, the registry's names, every model named in the logs, extras."""
-    return Hygiene(identity_words([*options.model_names, *sorted(names)], options.extra_identity_words),
-                   drop_stopped=options.drop_stopped)
+    return Hygiene(
+        identity_words([*options.model_names, *sorted(names)], options.extra_identity_words),
+        drop_stopped=options.drop_stopped,
+    )
 
 
-def rate(used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None,
-         coded: ratings.Coded | None = None) -> Rated:
+def rate(
+    used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None, coded: ratings.Coded | None = None
+) -> Rated:
     """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`
     (`coded`: the same, encoded)."""
     coded = coded or (ratings.encode(used) if not used.empty else None)
-    table = ratings.leaderboard(used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles,
-                                coded=coded)
+    table = ratings.leaderboard(
+        used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles, coded=coded
+    )
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
         counts = style.loc[used.index] if style is not None else _stored_style(used)
         styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked, coded)
         table = table.merge(styled, on="model", how="left")
-    table = table.merge(model_speeds(used), on="model", how="left") if not table.empty else \
-        table.assign(**{f: pd.Series(dtype=float) for f in SPEED_FIELDS})
+    table = (
+        table.merge(model_speeds(used), on="model", how="left")
+        if not table.empty
+        else table.assign(**{f: pd.Series(dtype=float) for f in SPEED_FIELDS})
+    )
     served = fingerprints_of(used)
     table["fingerprint"] = table["model"].map(served).fillna("") if len(served) else ""
     order = list(table["model"])
     g = coded.grouped() if coded is not None else None
-    return Rated(table, coefficients,
-                 ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
-                 ratings.pair_counts(used, order, g) if order else pd.DataFrame())
+    return Rated(
+        table,
+        coefficients,
+        ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
+        ratings.pair_counts(used, order, g) if order else pd.DataFrame(),
+    )
 
 
 def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
@@ -204,8 +221,7 @@ def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
 
 def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_lines: int = 0) -> Board:
     """The board of log records (every one in memory: the vote index does without)."""
-    return board_from_battles(battles_frame(records, hygiene_for(names_seen(records), options)), options,
-                              skipped_lines)
+    return board_from_battles(battles_frame(records, hygiene_for(names_seen(records), options)), options, skipped_lines)
 
 
 def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
@@ -235,8 +251,14 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
     coded = ratings.encode(used)  # the model names, read once for every table below
     rated = rate(used, options, style, coded)
     return Board(
-        battles=all_battles, counted=used, rated=rated, options=options,
-        votes_read=len(all_battles), skipped_lines=skipped_lines, dropped=dropped, voters=voters,
+        battles=all_battles,
+        counted=used,
+        rated=rated,
+        options=options,
+        votes_read=len(all_battles),
+        skipped_lines=skipped_lines,
+        dropped=dropped,
+        voters=voters,
         history=_history(used, rated.table, options, coded),
         categories=category_counts(used, coded),
     )
@@ -301,5 +323,4 @@ def board_from_index(index: VoteIndex, options: BoardOptions, *, catch_up: bool 
 
 def board_from_rows(rows: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:
     """The board of vote index rows (`VoteIndex.rows`), their drop reasons set by `options`."""
-    return board_from_battles(rows.assign(drop_reason=drop_reasons(rows, options.drop_stopped)), options,
-                              skipped_lines)
+    return board_from_battles(rows.assign(drop_reason=drop_reasons(rows, options.drop_stopped)), options, skipped_lines)

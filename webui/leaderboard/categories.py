@@ -86,6 +86,7 @@ def category_counts(battles: pd.DataFrame, coded: Coded | None = None) -> pd.Dat
     for name, mask in category_masks(battles).items():
         chosen = mask.to_numpy(bool) if len(mask) else np.zeros(0, dtype=bool)
         played = np.bincount(coded.a[chosen], minlength=len(coded.models)) + np.bincount(
-            coded.b[chosen], minlength=len(coded.models))
+            coded.b[chosen], minlength=len(coded.models)
+        )
         rows.append({"category": name, "battles": int(chosen.sum()), "models": int((played > 0).sum())})
     return pd.DataFrame(rows, columns=["category", "battles", "models"])

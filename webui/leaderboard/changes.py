@@ -101,8 +101,11 @@ def _other_settings(before: Snapshot, after: Snapshot) -> dict[str, tuple[Any, A
     the name among its models: a name in the logs is an identity word either way (the app passes
     its registry's names, the command line none unless `--models`)."""
     keys = sorted(before.settings.keys() | after.settings.keys())
-    differ = {k: (before.settings.get(k), after.settings.get(k)) for k in keys
-              if before.settings.get(k) != after.settings.get(k)}
+    differ = {
+        k: (before.settings.get(k), after.settings.get(k))
+        for k in keys
+        if before.settings.get(k) != after.settings.get(k)
+    }
     if "model_names" in differ:
         seen = {e.model for s in (before, after) for entries in s.views.values() for e in entries}
         old, new = (set(names or ()) - seen for names in differ["model_names"])
@@ -130,6 +133,7 @@ def _added(before: Mapping[Any, int], after: Mapping[Any, int]) -> dict[Any, int
 
 # --- text -------------------------------------------------------------------------------------
 
+
 def _points(value: float) -> str:
     return "unrated" if math.isnan(value) else f"{value:.1f}"
 
@@ -147,7 +151,9 @@ def change_text(change: Change) -> str:
     (+11.3, beyond its 95% interval 1100.0 to 1119.0)"."""
     before, after = change.before, change.after
     if before is None and after is not None:
-        return f"{change.model}: new (rank {_rank(after.rank)}, rating {_points(after.rating)}, {after.battles} battles)"
+        return (
+            f"{change.model}: new (rank {_rank(after.rank)}, rating {_points(after.rating)}, {after.battles} battles)"
+        )
     if after is None and before is not None:
         return f"{change.model}: gone (was rank {_rank(before.rank)}, rating {_points(before.rating)})"
     assert before is not None and after is not None
@@ -156,8 +162,11 @@ def change_text(change: Change) -> str:
         steps = change.steps_up
         direction = "" if steps is None else f" (up {steps})" if steps > 0 else f" (down {-steps})"
         parts.append(f"rank {_rank(before.rank)} → {_rank(after.rank)}{direction}")
-    where = "no interval before" if math.isnan(before.lower) else \
-        f"{'beyond' if change.beyond_interval else 'within'} its 95% interval {_end(before.lower)} to {_end(before.upper)}"
+    where = (
+        "no interval before"
+        if math.isnan(before.lower)
+        else f"{'beyond' if change.beyond_interval else 'within'} its 95% interval {_end(before.lower)} to {_end(before.upper)}"
+    )
     parts.append(f"rating {_points(before.rating)} → {_points(after.rating)} ({change.delta:+.1f}, {where})")
     return f"{change.model}: " + ", ".join(parts)
 
@@ -173,8 +182,10 @@ def changes_lines(found: Changes) -> list[str]:
     for view in compared_views(found.before, found.after):
         mine = [change_text(c) for c in found.moved if c.view == view] or [NOTHING_MOVED]
         lines += [f"\n{VIEWS[view].label}:", *(f"  {line}" for line in mine)]
-    lines.append(f"\nBattles added: {found.battles_added:+,} counted "
-                 f"({found.after.votes_read - found.before.votes_read:+,} battle votes read)")
+    lines.append(
+        f"\nBattles added: {found.battles_added:+,} counted "
+        f"({found.after.votes_read - found.before.votes_read:+,} battle votes read)"
+    )
     if found.pairs:
         lines += ["  by pair:", *(f"    {a} vs {b}: {n:+,}" for (a, b), n in found.pairs.items())]
     if found.days:
@@ -202,23 +213,36 @@ def _value(value: Any) -> str:
 
 def changes_json(found: Changes) -> dict[str, Any]:
     """The same as JSON (strict: NaN as null, infinite interval ends as "-inf" / "inf")."""
+
     def side(s: Snapshot) -> dict[str, Any]:
-        return {"created": s.created, "code_version": s.code_version, "battles": s.battles,
-                "votes_read": s.votes_read, "battles_sha256": s.battles_sha256}
+        return {
+            "created": s.created,
+            "code_version": s.code_version,
+            "battles": s.battles,
+            "votes_read": s.votes_read,
+            "battles_sha256": s.battles_sha256,
+        }
 
     views: dict[str, list[dict[str, Any]]] = {v: [] for v in compared_views(found.before, found.after)}
     for c in found.moved:
-        views.setdefault(c.view, []).append({
-            "model": c.model, "change": c.kind,
-            "rank_before": c.before.rank if c.before else None, "rank_after": c.after.rank if c.after else None,
-            "rating_before": json_number(c.before.rating) if c.before else None,
-            "rating_after": json_number(c.after.rating) if c.after else None,
-            "delta": json_number(c.delta), "beyond_interval": c.beyond_interval,
-        })
+        views.setdefault(c.view, []).append(
+            {
+                "model": c.model,
+                "change": c.kind,
+                "rank_before": c.before.rank if c.before else None,
+                "rank_after": c.after.rank if c.after else None,
+                "rating_before": json_number(c.before.rating) if c.before else None,
+                "rating_after": json_number(c.after.rating) if c.after else None,
+                "delta": json_number(c.delta),
+                "beyond_interval": c.beyond_interval,
+            }
+        )
     return {
-        "before": side(found.before), "after": side(found.after),
+        "before": side(found.before),
+        "after": side(found.after),
         "settings_differ": {k: [a, b] for k, (a, b) in found.settings.items()},
-        "views": views, "battles_added": found.battles_added,
+        "views": views,
+        "battles_added": found.battles_added,
         "pairs": [{"model_a": a, "model_b": b, "battles": n} for (a, b), n in found.pairs.items()],
         "days": [{"day": d, "battles": n} for d, n in found.days.items()],
     }

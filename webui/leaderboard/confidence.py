@@ -71,8 +71,10 @@ def se_from_samples(samples: pd.DataFrame, upper: list[str], lower: list[str]) -
     2.5% and 97.5% quantiles over 2 x 1.96. For normal draws that is the standard deviation; unlike
     it, a few wild rounds (all of a young pair's battles drawn one way) do not blow it up, and it
     matches the board's percentile intervals."""
-    spread = [(samples[i] - samples[j]).dropna().quantile([(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0])
-              for i, j in zip(upper, lower, strict=True)]
+    spread = [
+        (samples[i] - samples[j]).dropna().quantile([(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0])
+        for i, j in zip(upper, lower, strict=True)
+    ]
     return np.array([(q.iloc[1] - q.iloc[0]) / (2.0 * Z) if len(q.dropna()) == 2 else np.nan for q in spread], float)
 
 
@@ -91,34 +93,49 @@ def gain_per_battle(difference: np.ndarray, se: np.ndarray, points_per_log_odds:
     p = 1.0 / (1.0 + np.exp(-x))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(sd > 0, x / sd, np.inf)
-        density = np.exp(-0.5 * z ** 2) / math.sqrt(2.0 * math.pi)
+        density = np.exp(-0.5 * z**2) / math.sqrt(2.0 * math.pi)
         gain = np.where(np.isfinite(z), density * x * p * (1.0 - p) * sd / 2.0, 0.0)
     return np.where(np.isnan(sd), np.nan, gain)
 
 
-def neighbours(order: list[str], rating: pd.Series, se: Callable[[list[str], list[str]], np.ndarray] | None,
-               points_per_log_odds: float) -> pd.DataFrame:
+def neighbours(
+    order: list[str],
+    rating: pd.Series,
+    se: Callable[[list[str], list[str]], np.ndarray] | None,
+    points_per_log_odds: float,
+) -> pd.DataFrame:
     """One row per neighbouring pair of `order` (the board's ranked models, top first):
     `PAIR_COLUMNS`. `se` gives the differences' standard errors (`se_from_samples`,
     `se_from_covariance`); without it (no bootstrap rounds) se, p_order and more_battles are NaN."""
     upper, lower = order[:-1], order[1:]
     difference = np.array([rating[i] - rating[j] for i, j in zip(upper, lower, strict=True)], dtype=float)
     errors = se(upper, lower) if se is not None and upper else np.full(len(upper), np.nan)
-    return pd.DataFrame({"upper": upper, "lower": lower, "difference": difference, "se": errors,
-                         "p_order": order_probability(difference, errors),
-                         "more_battles": battles_to_separate(difference, errors, points_per_log_odds),
-                         "gain": gain_per_battle(difference, errors, points_per_log_odds)},
-                        columns=list(PAIR_COLUMNS))
+    return pd.DataFrame(
+        {
+            "upper": upper,
+            "lower": lower,
+            "difference": difference,
+            "se": errors,
+            "p_order": order_probability(difference, errors),
+            "more_battles": battles_to_separate(difference, errors, points_per_log_odds),
+            "gain": gain_per_battle(difference, errors, points_per_log_odds),
+        },
+        columns=list(PAIR_COLUMNS),
+    )
 
 
 def next_columns(models: pd.Series, pairs: pd.DataFrame) -> pd.DataFrame:
     """`NEXT_COLUMNS` for the board's rows (`models`): each pair's numbers on its upper model's
     row; NaN on the last ranked model and the preliminary ones."""
     by_upper = pairs.set_index("upper")
-    return pd.DataFrame({"p_above_next": models.map(by_upper["p_order"]).astype(float),
-                         "more_battles_next": models.map(by_upper["more_battles"]).astype(float),
-                         "gain_next": models.map(by_upper["gain"]).astype(float)},
-                        index=models.index)
+    return pd.DataFrame(
+        {
+            "p_above_next": models.map(by_upper["p_order"]).astype(float),
+            "more_battles_next": models.map(by_upper["more_battles"]).astype(float),
+            "gain_next": models.map(by_upper["gain"]).astype(float),
+        },
+        index=models.index,
+    )
 
 
 def next_comparison(table: pd.DataFrame) -> str:
@@ -136,7 +153,12 @@ def next_comparison(table: pd.DataFrame) -> str:
     best = unsure.sort_values(["gain_next", "p_above_next"], ascending=[False, True], kind="stable").index[0]
     upper, lower = rows.at[best, "model"], rows.at[best + 1, "model"]  # neighbours: the next row down
     more = rows.at[best, "more_battles_next"]
-    battles = "no number of battles would separate them (equal ratings)" if math.isinf(more) else \
-        f"about {int(more):,} more battles between them would separate them at 95%"
-    return (f"Most useful next comparison: {upper} vs {lower} (P(order right) = {rows.at[best, 'p_above_next']:.2f}, "
-            f"the largest gain per battle of the unsure neighbours; {battles}).")
+    battles = (
+        "no number of battles would separate them (equal ratings)"
+        if math.isinf(more)
+        else f"about {int(more):,} more battles between them would separate them at 95%"
+    )
+    return (
+        f"Most useful next comparison: {upper} vs {lower} (P(order right) = {rows.at[best, 'p_above_next']:.2f}, "
+        f"the largest gain per battle of the unsure neighbours; {battles})."
+    )

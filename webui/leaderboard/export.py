@@ -20,8 +20,21 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-PAIR_COLUMNS = ("prompt", "chosen", "rejected", "model_chosen", "model_rejected", "system_chosen", "system_rejected",
-                "battle_id", "question_id", "turn", "anony", "tstamp", "language")
+PAIR_COLUMNS = (
+    "prompt",
+    "chosen",
+    "rejected",
+    "model_chosen",
+    "model_rejected",
+    "system_chosen",
+    "system_rejected",
+    "battle_id",
+    "question_id",
+    "turn",
+    "anony",
+    "tstamp",
+    "language",
+)
 FORMATS = (".jsonl", ".parquet")
 
 
@@ -41,21 +54,23 @@ def preference_pairs(battles: pd.DataFrame) -> pd.DataFrame:
         systems = [getattr(battle, "system_a", "") or "", getattr(battle, "system_b", "") or ""]
         systems = systems if a_won else systems[::-1]
         shared = [{"role": "system", "content": systems[0]}] if systems[0] and systems[0] == systems[1] else []
-        rows.append({
-            "prompt": shared + [dict(m) for m in a[:-1]],
-            "chosen": [dict(win[-1])],
-            "rejected": [dict(lose[-1])],
-            "model_chosen": models[0],
-            "model_rejected": models[1],
-            "system_chosen": systems[0],
-            "system_rejected": systems[1],
-            "battle_id": battle.battle_id,
-            "question_id": battle.question_id,
-            "turn": int(battle.turn),
-            "anony": bool(battle.anony),
-            "tstamp": float(battle.tstamp),
-            "language": getattr(battle, "language", None),
-        })
+        rows.append(
+            {
+                "prompt": shared + [dict(m) for m in a[:-1]],
+                "chosen": [dict(win[-1])],
+                "rejected": [dict(lose[-1])],
+                "model_chosen": models[0],
+                "model_rejected": models[1],
+                "system_chosen": systems[0],
+                "system_rejected": systems[1],
+                "battle_id": battle.battle_id,
+                "question_id": battle.question_id,
+                "turn": int(battle.turn),
+                "anony": bool(battle.anony),
+                "tstamp": float(battle.tstamp),
+                "language": getattr(battle, "language", None),
+            }
+        )
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 
@@ -80,8 +95,10 @@ def write_table(frame: pd.DataFrame, path: Path) -> Path:
     if suffix not in FORMATS:
         raise ValueError(f"{path}: export to {' or '.join(FORMATS)} (got {suffix or 'no suffix'})")
     if suffix == ".parquet" and not parquet_available():
-        raise ValueError(f"{path}: Parquet export needs pyarrow, which is not installed: "
-                         "pip install 'pairwise-arena[parquet]' (or export to .jsonl, which needs nothing)")
+        raise ValueError(
+            f"{path}: Parquet export needs pyarrow, which is not installed: "
+            "pip install 'pairwise-arena[parquet]' (or export to .jsonl, which needs nothing)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
         frame.to_parquet(path, index=False)

@@ -32,15 +32,16 @@ def split_by_fingerprint(battles: pd.DataFrame, merge: Collection[str] = ()) -> 
         return battles
     # one label per distinct (name, fingerprint) pair, looked up by the pair's key for every row
     keys = coded.keys()
-    labels = np.array([labelled(n, p, split[n]) if n in split else None for n, p in coded.pairs(keys)] + [None],
-                      dtype=object)
+    labels = np.array(
+        [labelled(n, p, split[n]) if n in split else None for n, p in coded.pairs(keys)] + [None], dtype=object
+    )
     found = np.searchsorted(keys, coded.row_keys())
     found[(coded.names < 0) | (coded.prints < 0)] = len(keys)  # no name or no fingerprint: as it is
     new = labels[found]
     whole = np.concatenate([battles["model_a"].to_numpy(object), battles["model_b"].to_numpy(object)])
     named = np.where(pd.isna(new), whole, new)
     out = battles.copy(deep=False)
-    out["model_a"], out["model_b"] = named[:len(battles)], named[len(battles):]
+    out["model_a"], out["model_b"] = named[: len(battles)], named[len(battles) :]
     return out
 
 
@@ -73,8 +74,12 @@ def fingerprints_of(battles: pd.DataFrame) -> pd.Series:
     coded = _Coded(battles)
     found = coded.prints_by_name()
     models = [str(m) for m in coded.name_values]
-    return pd.Series([", ".join(found.get(m, [])) for m in models], index=pd.Index(models, name="model"),
-                     name="fingerprint", dtype=object)
+    return pd.Series(
+        [", ".join(found.get(m, [])) for m in models],
+        index=pd.Index(models, name="model"),
+        name="fingerprint",
+        dtype=object,
+    )
 
 
 class _Coded:

@@ -26,8 +26,9 @@ def cut_points(total: int, points: int = DEFAULT_POINTS) -> list[int]:
     return sorted({round(x) for x in np.linspace(total / points, total, points) if round(x) > 0})
 
 
-def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS,
-                      reference: list[str] | None = None, coded: Coded | None = None) -> pd.DataFrame:
+def ratings_over_time(
+    battles: pd.DataFrame, points: int = DEFAULT_POINTS, reference: list[str] | None = None, coded: Coded | None = None
+) -> pd.DataFrame:
     """Long table: one row per (cut point, model seen so far) with the rating at that point. With
     `reference` (the table's ranked models), each fit puts their mean at 1000 as the table does,
     and only they are listed: a preliminary model's line would only squash the others'. (`coded`:
@@ -41,7 +42,9 @@ def ratings_over_time(battles: pd.DataFrame, points: int = DEFAULT_POINTS,
         counts += np.bincount(keys[done:k], minlength=size)  # the outcome counts of the first k battles
         done = k
         rating = _prefix_ratings(counts, coded.models, reference)
-        rows += [{"battles": k, "tstamp": float(stamps[k - 1]), "model": m, "rating": float(r)} for m, r in rating.items()]
+        rows += [
+            {"battles": k, "tstamp": float(stamps[k - 1]), "model": m, "rating": float(r)} for m, r in rating.items()
+        ]
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 
 

@@ -84,9 +84,16 @@ class Tally:
         counts = np.bincount(coded.keys(), minlength=size) if len(coded.a) else np.zeros(size, np.int64)
         elo = board.table.set_index("model")["elo"].reindex(coded.models) if len(board.table) else pd.Series()
         battles = board.battles
-        return cls(board, coded.models, counts.astype(np.int64), [float(v) for v in elo],
-                   float(battles["tstamp"].max()) if len(battles) else -np.inf, _per_day(battles, board.options),
-                   dict(board.dropped), board.votes_read)
+        return cls(
+            board,
+            coded.models,
+            counts.astype(np.int64),
+            [float(v) for v in elo],
+            float(battles["tstamp"].max()) if len(battles) else -np.inf,
+            _per_day(battles, board.options),
+            dict(board.dropped),
+            board.votes_read,
+        )
 
     def add(self, rows: pd.DataFrame) -> Board | None:
         """The board with `rows` (vote index rows newer than the last, in the index's order)
@@ -163,11 +170,16 @@ class Tally:
         table = table.merge(kept, on="model", how="left")  # style columns and speeds of the last full build
         order = list(table["model"])
         none = base.counted.iloc[0:0]
-        rated = Rated(table, base.rated.style_coefficients, ratings.win_fraction(none, order, g),
-                      ratings.pair_counts(none, order, g))
+        rated = Rated(
+            table,
+            base.rated.style_coefficients,
+            ratings.win_fraction(none, order, g),
+            ratings.pair_counts(none, order, g),
+        )
         recent = pd.concat(self.recent, ignore_index=True) if self.recent else base.battles.iloc[0:0]
-        return dataclasses.replace(base, rated=rated, votes_read=self.votes_read, dropped=dict(self.dropped),
-                                   recent=recent)
+        return dataclasses.replace(
+            base, rated=rated, votes_read=self.votes_read, dropped=dict(self.dropped), recent=recent
+        )
 
 
 def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, int], int]:

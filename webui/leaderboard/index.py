@@ -75,8 +75,10 @@ DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
 _TEXT = pd.StringDtype(na_value=float("nan"))  # what pandas makes of a column of text and NULLs
 _ORDER = 'ORDER BY tstamp, file, "offset"'  # time, then as the logs are read
-_INSERT_VOTE = (f'INSERT INTO votes (file, "offset", length, word_set, {quoted(ROW_COLUMNS)}) '
-                f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})")
+_INSERT_VOTE = (
+    f'INSERT INTO votes (file, "offset", length, word_set, {quoted(ROW_COLUMNS)}) '
+    f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})"
+)
 _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 
 
@@ -136,8 +138,9 @@ class VoteIndex:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def catch_up(self, model_names: Sequence[str] = (), extra_words: str = "", *,
-                 wait_s: float | None = None) -> CatchUpReport:
+    def catch_up(
+        self, model_names: Sequence[str] = (), extra_words: str = "", *, wait_s: float | None = None
+    ) -> CatchUpReport:
         """Index what the logs hold beyond what was read, then bring every identity check to the
         word list of the registry's `model_names`, every name seen, and `extra_words`. With
         `wait_s`, give up (doing nothing) if another catch-up holds the index longer than that."""
@@ -209,11 +212,13 @@ class VoteIndex:
         migrate(self._db)
         # Names this index among others at the same place (a rebuild, a deleted file): the columnar
         # copy of its rows is only valid for the index that wrote it.
-        self._db.execute("INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT (key) DO NOTHING",
-                         (uuid.uuid4().hex,))
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,)
+        )
 
-    def _catch_up_file(self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str,
-                       pool: Executor | None) -> None:
+    def _catch_up_file(
+        self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str, pool: Executor | None
+    ) -> None:
         """Read ahead (in `pool` when given) and commit each chunk in order with the file's new
         offset, provided nobody else moved that offset meanwhile (then start again from theirs)."""
         with path.open("rb") as handle:
@@ -224,8 +229,17 @@ class VoteIndex:
                 if self._pipeline(path.name, handle, offset, known, model_names, extra, pool, report):
                     return
 
-    def _pipeline(self, name: str, handle: BinaryIO, offset: int, known: list[str], model_names: Sequence[str],
-                  extra: str, pool: Executor | None, report: CatchUpReport) -> bool:
+    def _pipeline(
+        self,
+        name: str,
+        handle: BinaryIO,
+        offset: int,
+        known: list[str],
+        model_names: Sequence[str],
+        extra: str,
+        pool: Executor | None,
+        report: CatchUpReport,
+    ) -> bool:
         """True when the file's end was reached, False when another writer got in the way."""
         pending: collections.deque[Future[Chunk]] = collections.deque()
         at_end = False
@@ -252,14 +266,19 @@ class VoteIndex:
         stored = self._db.execute('SELECT "offset", bad FROM files WHERE name = ?', (name,)).fetchone()
         if stored is None or stored[0] != chunk.start:
             return False
-        self._db.executemany("INSERT INTO names (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
-                             [(n,) for n in sorted(chunk.names)])
+        self._db.executemany(
+            "INSERT INTO names (name) VALUES (?) ON CONFLICT (name) DO NOTHING", [(n,) for n in sorted(chunk.names)]
+        )
         word_set = self._word_set_id(chunk.words)
-        rows = [(name, offset, length, word_set if checked else None, *values)
-                for offset, length, checked, *values in chunk.rows]
+        rows = [
+            (name, offset, length, word_set if checked else None, *values)
+            for offset, length, checked, *values in chunk.rows
+        ]
         self._db.executemany(_INSERT_VOTE, _typed(rows) if self._db.strict_types else rows)
-        self._db.execute('UPDATE files SET "offset" = ?, bad = ?, torn = ? WHERE name = ?',
-                         (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name))
+        self._db.execute(
+            'UPDATE files SET "offset" = ?, bad = ?, torn = ? WHERE name = ?',
+            (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name),
+        )
         report.votes += len(chunk.rows)
         return True
 
@@ -270,17 +289,21 @@ class VoteIndex:
         if known is not None:
             server, head, offset, bad = known
             if server != self.server:  # two servers' files under one name: neither may undo the other's rows
-                raise StoreError(f"the log file {name} is indexed for the server {server!r}, not {self.server!r}: "
-                                 "each server that shares a database needs its own --server-name")
+                raise StoreError(
+                    f"the log file {name} is indexed for the server {server!r}, not {self.server!r}: "
+                    "each server that shares a database needs its own --server-name"
+                )
             if offset <= size and _head(handle, min(offset, HEAD_BYTES)) == head:
                 return offset, bad
             self._db.execute("DELETE FROM votes WHERE file = ?", (name,))
             self._bump_generation()
             report.reread_files += 1
         head = _head(handle, HEAD_BYTES)
-        self._db.execute('INSERT INTO files (name, server, head, "offset", bad, torn) VALUES (?, ?, ?, 0, 0, 0) '
-                         'ON CONFLICT (name) DO UPDATE SET head = excluded.head, "offset" = 0, bad = 0, torn = 0',
-                         (name, self.server, head))
+        self._db.execute(
+            'INSERT INTO files (name, server, head, "offset", bad, torn) VALUES (?, ?, ?, 0, 0, 0) '
+            'ON CONFLICT (name) DO UPDATE SET head = excluded.head, "offset" = 0, bad = 0, torn = 0',
+            (name, self.server, head),
+        )
         return 0, 0
 
     def _words(self, model_names: Sequence[str], extra: str) -> tuple[str, ...]:
@@ -298,8 +321,9 @@ class VoteIndex:
         list (another server's rows are its own to check: only it has their lines)."""
         current = self._word_set_id(words)
         mine = "file IN (SELECT name FROM files WHERE server = ?)"
-        others = self._db.execute("SELECT id, words FROM word_sets WHERE id != ? AND id IN "
-                                  "(SELECT DISTINCT word_set FROM votes)", (current,)).fetchall()
+        others = self._db.execute(
+            "SELECT id, words FROM word_sets WHERE id != ? AND id IN (SELECT DISTINCT word_set FROM votes)", (current,)
+        ).fetchall()
         rechecked = 0
         for old_id, old_words in others:
             old = set(json.loads(old_words))
@@ -307,14 +331,19 @@ class VoteIndex:
             check = sorted(set(words) - old) if grown else list(words)
             where = "word_set = ? AND leak = 0" if grown else "word_set = ?"
             newest = int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
-            targets = self._db.execute(f'SELECT id, file, "offset", length, leak FROM votes WHERE {where} AND {mine} '
-                                       'AND id <= ? ORDER BY file, "offset"', (old_id, self.server, newest)).fetchall()
+            targets = self._db.execute(
+                f'SELECT id, file, "offset", length, leak FROM votes WHERE {where} AND {mine} '
+                'AND id <= ? ORDER BY file, "offset"',
+                (old_id, self.server, newest),
+            ).fetchall()
             before = {row_id: bool(leak) for row_id, _, _, _, leak in targets}
             changed = [(int(leak), row_id) for row_id, leak in self._leaks(targets, check) if leak != before[row_id]]
             with self._transaction():
                 self._db.executemany("UPDATE votes SET leak = ? WHERE id = ?", changed)
-                self._db.execute(f"UPDATE votes SET word_set = ? WHERE word_set = ? AND {mine} AND id <= ?",
-                                 (current, old_id, self.server, newest))
+                self._db.execute(
+                    f"UPDATE votes SET word_set = ? WHERE word_set = ? AND {mine} AND id <= ?",
+                    (current, old_id, self.server, newest),
+                )
                 if changed:
                     self._bump_generation()
             rechecked += len(targets)
@@ -351,8 +380,9 @@ class VoteIndex:
         with self._read() as db:
             identity, generation = self._meta("identity", db) or "", self._generation(db)
         base = self._snapshot(identity, generation)
-        frame = append_rows(base, self._fetch(int(base["id"].max()))) if base is not None and len(base) \
-            else self._fetch(0)
+        frame = (
+            append_rows(base, self._fetch(int(base["id"].max()))) if base is not None and len(base) else self._fetch(0)
+        )
         fresh = len(frame) - (len(base) if base is not None else 0)
         if fresh >= max(SNAPSHOT_MIN_ROWS, len(frame) // 10):
             with contextlib.suppress(OSError):  # only slower next time
@@ -361,8 +391,9 @@ class VoteIndex:
 
     def _fetch(self, after_id: int) -> pd.DataFrame:
         with self._read() as db:
-            data = db.execute(f"SELECT {quoted(LOADED_COLUMNS)} FROM votes WHERE id > ? {_ORDER}",
-                              (after_id,)).fetchall()
+            data = db.execute(
+                f"SELECT {quoted(LOADED_COLUMNS)} FROM votes WHERE id > ? {_ORDER}", (after_id,)
+            ).fetchall()
         return _frame(data)
 
     def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
@@ -376,8 +407,9 @@ class VoteIndex:
     def session_rows(self, session: str) -> pd.DataFrame:
         """The rows of one session's votes (`LOADED_COLUMNS`), in time order."""
         with self._read() as db:
-            data = db.execute(f"SELECT {quoted(LOADED_COLUMNS)}, session FROM votes WHERE session = ? {_ORDER}",
-                              (session,)).fetchall()
+            data = db.execute(
+                f"SELECT {quoted(LOADED_COLUMNS)}, session FROM votes WHERE session = ? {_ORDER}", (session,)
+            ).fetchall()
         return _frame(data, session=True)
 
     def skipped_lines(self) -> int:
@@ -398,7 +430,7 @@ class VoteIndex:
         found: dict[int, tuple] = {}
         with self._read() as db:
             for start in range(0, len(ids), 500):  # databases cap the parameters of one statement
-                batch = ids[start:start + 500]
+                batch = ids[start : start + 500]
                 query = f"SELECT id, {', '.join(DETAIL_COLUMNS)} FROM votes WHERE id IN ({', '.join('?' * len(batch))})"
                 found.update((row[0], row[1:]) for row in db.execute(query, batch))
         missing = (None,) * len(DETAIL_COLUMNS)
@@ -418,8 +450,9 @@ class VoteIndex:
                     if record is not None:
                         found[(str(name), int(offset))] = conversation_columns(record)
         keys = zip(rows["file"], rows["offset"], strict=True)
-        return pd.DataFrame([found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index,
-                            columns=list(CONVERSATION_COLUMNS))
+        return pd.DataFrame(
+            [found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index, columns=list(CONVERSATION_COLUMNS)
+        )
 
 
 def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
@@ -465,8 +498,15 @@ def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)
 
 
-def _submit(pool: Executor | None, data: bytes, offset: int, at_end: bool, known: list[str],
-            model_names: Sequence[str], extra: str) -> Future[Chunk]:
+def _submit(
+    pool: Executor | None,
+    data: bytes,
+    offset: int,
+    at_end: bool,
+    known: list[str],
+    model_names: Sequence[str],
+    extra: str,
+) -> Future[Chunk]:
     if pool is not None:
         return pool.submit(derive, data, offset, at_end, known, tuple(model_names), extra)
     future: Future[Chunk] = Future()

@@ -21,8 +21,18 @@ from webui.leaderboard.battles import ROW_COLUMNS, names_in, unchecked_vote_row
 from webui.records.identity import identity_words, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
-_TEXT_COLUMNS = ("model_a", "model_b", "mode", "battle_id", "question_id", "language", "voter", "session",
-                 "fingerprint_a", "fingerprint_b")
+_TEXT_COLUMNS = (
+    "model_a",
+    "model_b",
+    "mode",
+    "battle_id",
+    "question_id",
+    "language",
+    "voter",
+    "session",
+    "fingerprint_a",
+    "fingerprint_b",
+)
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in _TEXT_COLUMNS)
 
 
@@ -51,8 +61,9 @@ def read_chunk(handle: BinaryIO, offset: int) -> tuple[bytes, bool]:
     return data, at_end
 
 
-def derive(data: bytes, start: int, at_end: bool, known_names: Sequence[str], model_names: Sequence[str],
-           extra_words: str) -> Chunk:
+def derive(
+    data: bytes, start: int, at_end: bool, known_names: Sequence[str], model_names: Sequence[str], extra_words: str
+) -> Chunk:
     """The chunk of `data` (read from file offset `start`) up to its last newline."""
     end = data.rfind(b"\n") + 1
     names: set[str] = set()

@@ -26,21 +26,44 @@ MAX_CHARS = 600  # the start of a prompt says its language; a pasted book need n
 
 # Scripts decided by letters alone: (first code point, last code point, script).
 _RANGES: tuple[tuple[int, int, str], ...] = (
-    (0x0041, 0x024F, "latin"), (0x0370, 0x03FF, "greek"), (0x0400, 0x04FF, "cyrillic"), (0x0530, 0x058F, "armenian"),
-    (0x0590, 0x05FF, "hebrew"), (0x0600, 0x06FF, "arabic"), (0x0900, 0x097F, "devanagari"),
-    (0x0980, 0x09FF, "bengali"), (0x0B80, 0x0BFF, "tamil"), (0x0E00, 0x0E7F, "thai"), (0x10A0, 0x10FF, "georgian"),
-    (0x1100, 0x11FF, "hangul"), (0x3040, 0x30FF, "kana"), (0x3400, 0x4DBF, "han"), (0x4E00, 0x9FFF, "han"),
-    (0xAC00, 0xD7AF, "hangul"), (0xF900, 0xFAFF, "han"),
+    (0x0041, 0x024F, "latin"),
+    (0x0370, 0x03FF, "greek"),
+    (0x0400, 0x04FF, "cyrillic"),
+    (0x0530, 0x058F, "armenian"),
+    (0x0590, 0x05FF, "hebrew"),
+    (0x0600, 0x06FF, "arabic"),
+    (0x0900, 0x097F, "devanagari"),
+    (0x0980, 0x09FF, "bengali"),
+    (0x0B80, 0x0BFF, "tamil"),
+    (0x0E00, 0x0E7F, "thai"),
+    (0x10A0, 0x10FF, "georgian"),
+    (0x1100, 0x11FF, "hangul"),
+    (0x3040, 0x30FF, "kana"),
+    (0x3400, 0x4DBF, "han"),
+    (0x4E00, 0x9FFF, "han"),
+    (0xAC00, 0xD7AF, "hangul"),
+    (0xF900, 0xFAFF, "han"),
 )
 _SCRIPT_LANGUAGE = {
-    "greek": "Greek", "armenian": "Armenian", "hebrew": "Hebrew", "devanagari": "Hindi", "bengali": "Bengali",
-    "tamil": "Tamil", "thai": "Thai", "georgian": "Georgian", "hangul": "Korean",
+    "greek": "Greek",
+    "armenian": "Armenian",
+    "hebrew": "Hebrew",
+    "devanagari": "Hindi",
+    "bengali": "Bengali",
+    "tamil": "Tamil",
+    "thai": "Thai",
+    "georgian": "Georgian",
+    "hangul": "Korean",
 }
 _UKRAINIAN = set("іїєґ")
 _PERSIAN = set("پچژگ")
 _STOPWORDS: dict[str, frozenset[str]] = {
-    "English": frozenset(("the and is are of to in it that what how why this with for you can i a an me my do does on be as your from "
-                           "which write please give explain").split()),
+    "English": frozenset(
+        (
+            "the and is are of to in it that what how why this with for you can i a an me my do does on be as your from "
+            "which write please give explain"
+        ).split()
+    ),
     "Spanish": frozenset("el la los las de que y es en por para una un cómo qué con se del".split()),
     "French": frozenset("le la les de des et est un une que qui pour dans en pas je vous avec du".split()),
     "German": frozenset("der die das und ist nicht ein eine ich du wie was mit zu den auf für sie".split()),

@@ -55,9 +55,16 @@ class Published:
 class LiveBoard:
     """Keeps `latest()` current for one vote index and one set of board options."""
 
-    def __init__(self, index: VoteIndex, options: BoardOptions, *, poll_s: float = POLL_S,
-                 build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows,
-                 full_every_votes: int = FULL_EVERY_VOTES, full_every_s: float = FULL_EVERY_S) -> None:
+    def __init__(
+        self,
+        index: VoteIndex,
+        options: BoardOptions,
+        *,
+        poll_s: float = POLL_S,
+        build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows,
+        full_every_votes: int = FULL_EVERY_VOTES,
+        full_every_s: float = FULL_EVERY_S,
+    ) -> None:
         """`full_every_votes` 0: every change is a full build (no tally)."""
         self.index = index
         self.options = options

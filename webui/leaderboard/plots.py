@@ -28,18 +28,36 @@ def ratings_figure(table: pd.DataFrame) -> go.Figure:
     if "preliminary" in table and (~table["preliminary"].astype(bool)).any():
         table = table[~table["preliminary"].astype(bool)]
     if not table.empty:
-        fig.add_trace(go.Scatter(
-            x=table["model"], y=table["rating"], mode="markers", name="rating",
-            error_y=_bars(table, "rating", "lower", "upper"), hovertemplate="%{x}: %{y:.0f}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=table["model"],
+                y=table["rating"],
+                mode="markers",
+                name="rating",
+                error_y=_bars(table, "rating", "lower", "upper"),
+                hovertemplate="%{x}: %{y:.0f}<extra></extra>",
+            )
+        )
         if "style_rating" in table:
-            fig.add_trace(go.Scatter(
-                x=table["model"], y=table["style_rating"], mode="markers", name="style-controlled",
-                marker={"symbol": "diamond-open"}, error_y=_bars(table, "style_rating", "style_lower", "style_upper"),
-                hovertemplate="%{x} (style control): %{y:.0f}<extra></extra>",
-            ))
-    fig.update_layout(title="Rating (Bradley-Terry) with 95% interval", xaxis_title="model",
-                      yaxis_title="rating", height=380, margin=MARGIN, legend=LEGEND)
+            fig.add_trace(
+                go.Scatter(
+                    x=table["model"],
+                    y=table["style_rating"],
+                    mode="markers",
+                    name="style-controlled",
+                    marker={"symbol": "diamond-open"},
+                    error_y=_bars(table, "style_rating", "style_lower", "style_upper"),
+                    hovertemplate="%{x} (style control): %{y:.0f}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title="Rating (Bradley-Terry) with 95% interval",
+        xaxis_title="model",
+        yaxis_title="rating",
+        height=380,
+        margin=MARGIN,
+        legend=LEGEND,
+    )
     return fig
 
 
@@ -47,26 +65,53 @@ def win_fraction_figure(matrix: pd.DataFrame) -> go.Figure:
     """Row model's share of points against the column model, ties counted half."""
     fig = go.Figure()
     if not matrix.empty:
-        fig.add_trace(go.Heatmap(
-            z=matrix.to_numpy(), x=list(matrix.columns), y=list(matrix.index), zmin=0, zmax=1,
-            colorscale="RdBu", text=_cell_text(matrix), texttemplate="%{text}",
-            hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Heatmap(
+                z=matrix.to_numpy(),
+                x=list(matrix.columns),
+                y=list(matrix.index),
+                zmin=0,
+                zmax=1,
+                colorscale="RdBu",
+                text=_cell_text(matrix),
+                texttemplate="%{text}",
+                hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
+            )
+        )
     # A short title: plotly does not wrap one, and a longer one was cut off on a phone.
-    fig.update_layout(title="Win fraction, row vs column model", xaxis_title="opponent",
-                      yaxis_title="model", yaxis_autorange="reversed", height=420, margin=MARGIN)
+    fig.update_layout(
+        title="Win fraction, row vs column model",
+        xaxis_title="opponent",
+        yaxis_title="model",
+        yaxis_autorange="reversed",
+        height=420,
+        margin=MARGIN,
+    )
     return fig
 
 
 def history_figure(history: pd.DataFrame) -> go.Figure:
     """One line per model: its rating refitted on the battles counted so far."""
     fig = go.Figure()
-    for model, rows in (history.groupby("model", sort=True) if not history.empty else []):
-        fig.add_trace(go.Scatter(x=rows["battles"], y=rows["rating"], mode="lines+markers", name=str(model),
-                                 hovertemplate=f"{model}: %{{y:.0f}} after %{{x}} battles<extra></extra>"))
+    for model, rows in history.groupby("model", sort=True) if not history.empty else []:
+        fig.add_trace(
+            go.Scatter(
+                x=rows["battles"],
+                y=rows["rating"],
+                mode="lines+markers",
+                name=str(model),
+                hovertemplate=f"{model}: %{{y:.0f}} after %{{x}} battles<extra></extra>",
+            )
+        )
     # On a phone the legend takes a row per model out of the figure's height: add room for it.
-    fig.update_layout(title="Ratings as battles accumulate", xaxis_title="battles counted", yaxis_title="rating",
-                      height=380 + 20 * min(len(fig.data), 12), margin=MARGIN, legend=LEGEND)
+    fig.update_layout(
+        title="Ratings as battles accumulate",
+        xaxis_title="battles counted",
+        yaxis_title="rating",
+        height=380 + 20 * min(len(fig.data), 12),
+        margin=MARGIN,
+        legend=LEGEND,
+    )
     return fig
 
 

@@ -36,8 +36,20 @@ INIT = 1000.0
 ELO_K = 4.0  # FastChat's online Elo step
 RIDGE = 1e-3  # penalty on log-odds ratings; see the module docstring
 LR_LIMIT = 12.0  # log-odds (about 2,100 points) from the estimate: beyond it a bound is open (-inf/inf)
-TABLE_COLUMNS = ("rank", "model", "rating", "lower", "upper", "elo", "battles", "wins", "ties", "losses",
-                 "preliminary", *confidence.NEXT_COLUMNS)
+TABLE_COLUMNS = (
+    "rank",
+    "model",
+    "rating",
+    "lower",
+    "upper",
+    "elo",
+    "battles",
+    "wins",
+    "ties",
+    "losses",
+    "preliminary",
+    *confidence.NEXT_COLUMNS,
+)
 
 
 def scores(battles: pd.DataFrame) -> np.ndarray:
@@ -112,12 +124,17 @@ def grouped_keys(counts: np.ndarray, models: list[str]) -> Grouped:
     n = len(models)
     keys = np.flatnonzero(counts)
     pair, half = np.divmod(keys, 3)
-    return Grouped(models, np.column_stack([pair // n, pair % n]).astype(np.int64) if n else np.zeros((0, 2), np.int64),
-                   half / 2.0, counts[keys].astype(float))
+    return Grouped(
+        models,
+        np.column_stack([pair // n, pair % n]).astype(np.int64) if n else np.zeros((0, 2), np.int64),
+        half / 2.0,
+        counts[keys].astype(float),
+    )
 
 
-def online_elo(battles: pd.DataFrame, k: float = ELO_K, scale: float = SCALE, base: float = BASE,
-               init: float = INIT) -> pd.Series:
+def online_elo(
+    battles: pd.DataFrame, k: float = ELO_K, scale: float = SCALE, base: float = BASE, init: float = INIT
+) -> pd.Series:
     """Elo updated battle by battle in time order. Depends on the order, which is why the
     leaderboard ranks by Bradley-Terry and shows Elo only alongside."""
     return elo_of(encode(battles), _time_order(battles), k, scale, base, init)
@@ -127,8 +144,14 @@ def _time_order(battles: pd.DataFrame) -> np.ndarray | None:
     return np.argsort(battles["tstamp"].to_numpy(float), kind="stable") if "tstamp" in battles else None
 
 
-def elo_of(coded: Coded, order: np.ndarray | None, k: float = ELO_K, scale: float = SCALE, base: float = BASE,
-           init: float = INIT) -> pd.Series:
+def elo_of(
+    coded: Coded,
+    order: np.ndarray | None,
+    k: float = ELO_K,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+) -> pd.Series:
     """`online_elo` of coded battles taken in `order`. Sequential by nature: a plain loop over
     Python numbers (about half a second per million battles)."""
     a, b, s = (coded.a, coded.b, coded.score) if order is None else (coded.a[order], coded.b[order], coded.score[order])
@@ -136,8 +159,15 @@ def elo_of(coded: Coded, order: np.ndarray | None, k: float = ELO_K, scale: floa
     return pd.Series(rating, index=coded.models, name="elo", dtype=float)
 
 
-def elo_updates(rating: list[float], a: np.ndarray, b: np.ndarray, score: np.ndarray, k: float = ELO_K,
-                scale: float = SCALE, base: float = BASE) -> list[float]:
+def elo_updates(
+    rating: list[float],
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    k: float = ELO_K,
+    scale: float = SCALE,
+    base: float = BASE,
+) -> list[float]:
     """`rating` (per model index) carried on through the battles (a, b, score), in that order;
     the online Elo of a longer log is this applied to its newer battles."""
     rating = list(rating)
@@ -155,9 +185,16 @@ def grouped_outcomes(battles: pd.DataFrame, models: list[str]) -> tuple[np.ndarr
     return g.outcomes, g.score, g.weight
 
 
-def fit_bt(outcomes: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models: int,
-           ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
-           start: np.ndarray | None = None) -> np.ndarray:
+def fit_bt(
+    outcomes: np.ndarray,
+    score: np.ndarray,
+    weight: np.ndarray,
+    n_models: int,
+    ridge: float = RIDGE,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
     """Log-odds strengths maximising sum w * [s log p + (1 - s) log(1 - p)] - ridge/2 |theta|^2,
     p = sigmoid(theta_a - theta_b). Newton steps with backtracking (plain Newton can overshoot
     when one model dominates); the objective is strictly concave, so this finds the optimum.
@@ -187,9 +224,16 @@ def fit_bt(outcomes: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models
     return theta
 
 
-def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_models: int,
-                ridge: float = RIDGE, tol: float = 1e-10, max_iter: int = 100,
-                start: np.ndarray | None = None) -> np.ndarray:
+def fit_bt_many(
+    outcomes: np.ndarray,
+    score: np.ndarray,
+    weights: np.ndarray,
+    n_models: int,
+    ridge: float = RIDGE,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
     """`fit_bt` for each row of `weights` (rounds x outcomes) at once: the same Newton steps with
     the same backtracking, as arrays over the rounds (one row of strengths per round). A step
     counts as no worse within the objective's rounding (relative 1e-12), so that rounds already
@@ -221,15 +265,17 @@ def fit_bt_many(outcomes: np.ndarray, score: np.ndarray, weights: np.ndarray, n_
     return theta
 
 
-def _bt_objectives(theta: np.ndarray, design: np.ndarray, score: np.ndarray, weights: np.ndarray,
-                   ridge: float) -> np.ndarray:
+def _bt_objectives(
+    theta: np.ndarray, design: np.ndarray, score: np.ndarray, weights: np.ndarray, ridge: float
+) -> np.ndarray:
     """`_bt_objective` of each row of `theta` with the weights of the same row."""
     diff = theta @ design.T  # s log p + (1 - s) log(1 - p) = s diff - log(1 + e^diff)
-    return np.sum(weights * (score * diff - np.logaddexp(0.0, diff)), axis=1) - 0.5 * ridge * np.sum(theta ** 2, axis=1)
+    return np.sum(weights * (score * diff - np.logaddexp(0.0, diff)), axis=1) - 0.5 * ridge * np.sum(theta**2, axis=1)
 
 
-def _bt_objective(theta: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, weight: np.ndarray,
-                  ridge: float) -> float:
+def _bt_objective(
+    theta: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, weight: np.ndarray, ridge: float
+) -> float:
     diff = theta[a] - theta[b]
     # log sigmoid(x) = -log(1 + exp(-x)), computed without overflow
     log_p, log_q = -np.logaddexp(0.0, -diff), -np.logaddexp(0.0, diff)
@@ -250,15 +296,21 @@ def _centred(theta: np.ndarray, models: list[str], reference: list[str] | None) 
     return theta - theta[index].mean() if index else theta
 
 
-def bradley_terry(battles: pd.DataFrame, scale: float = SCALE, base: float = BASE, init: float = INIT,
-                  reference: list[str] | None = None) -> pd.Series:
+def bradley_terry(
+    battles: pd.DataFrame,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+    reference: list[str] | None = None,
+) -> pd.Series:
     """Maximum-likelihood Bradley-Terry ratings on the Elo scale, mean `init` (over `reference`
     when given, else over all models)."""
     return bt_ratings(encode(battles).grouped(), scale, base, init, reference)
 
 
-def bt_ratings(g: Grouped, scale: float = SCALE, base: float = BASE, init: float = INIT,
-               reference: list[str] | None = None) -> pd.Series:
+def bt_ratings(
+    g: Grouped, scale: float = SCALE, base: float = BASE, init: float = INIT, reference: list[str] | None = None
+) -> pd.Series:
     """`bradley_terry` of grouped outcomes."""
     if not g.models:
         return pd.Series(dtype=float, name="rating")
@@ -266,15 +318,29 @@ def bt_ratings(g: Grouped, scale: float = SCALE, base: float = BASE, init: float
     return pd.Series(_to_scale(theta, scale, base, init), index=g.models, name="rating")
 
 
-def bootstrap_bt(battles: pd.DataFrame, rounds: int, seed: int = 0, scale: float = SCALE, base: float = BASE,
-                 init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+def bootstrap_bt(
+    battles: pd.DataFrame,
+    rounds: int,
+    seed: int = 0,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+    reference: list[str] | None = None,
+) -> pd.DataFrame:
     """Ratings refitted on `rounds` resamples of the battles (drawn with replacement): one row per
     round; NaN for a model with no battle in that round."""
     return bootstrap_grouped(encode(battles).grouped(), rounds, seed, scale, base, init, reference)
 
 
-def bootstrap_grouped(g: Grouped, rounds: int, seed: int = 0, scale: float = SCALE, base: float = BASE,
-                      init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+def bootstrap_grouped(
+    g: Grouped,
+    rounds: int,
+    seed: int = 0,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+    reference: list[str] | None = None,
+) -> pd.DataFrame:
     """`bootstrap_bt` of grouped outcomes: each round draws the battles' outcome counts at once
     (a multinomial over the distinct outcomes), so its cost does not grow with the battles."""
     models, outcomes, score, weight = g.models, g.outcomes, g.score, g.weight
@@ -299,8 +365,15 @@ def intervals(samples: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame({"lower": samples.quantile(tail), "upper": samples.quantile(1.0 - tail)})
 
 
-def likelihood_intervals(battles: pd.DataFrame, which: list[str], level: float = 0.95, scale: float = SCALE,
-                         base: float = BASE, init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+def likelihood_intervals(
+    battles: pd.DataFrame,
+    which: list[str],
+    level: float = 0.95,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+    reference: list[str] | None = None,
+) -> pd.DataFrame:
     """Likelihood-ratio intervals for the models in `which`: every rating at which their own
     battles, against the others held at their estimates, keep the log-likelihood within
     chi2(1, level) / 2 of its maximum. -inf / inf where the data cannot bound a side (a model that
@@ -310,8 +383,15 @@ def likelihood_intervals(battles: pd.DataFrame, which: list[str], level: float =
     return likelihood_grouped(encode(battles).grouped(), which, level, scale, base, init, reference)
 
 
-def likelihood_grouped(g: Grouped, which: list[str], level: float = 0.95, scale: float = SCALE,
-                       base: float = BASE, init: float = INIT, reference: list[str] | None = None) -> pd.DataFrame:
+def likelihood_grouped(
+    g: Grouped,
+    which: list[str],
+    level: float = 0.95,
+    scale: float = SCALE,
+    base: float = BASE,
+    init: float = INIT,
+    reference: list[str] | None = None,
+) -> pd.DataFrame:
     """`likelihood_intervals` of grouped outcomes."""
     models, outcomes, score, weight = g.models, g.outcomes, g.score, g.weight
     raw = fit_bt(outcomes, score, weight, len(models))
@@ -366,9 +446,15 @@ def grouped_records(g: Grouped) -> pd.DataFrame:
     def count(value: float) -> np.ndarray:  # battles in which the model scored `value`
         return (np.bincount(a, w * (s == value), n) + np.bincount(b, w * (s == 1.0 - value), n)).astype(np.int64)
 
-    return pd.DataFrame({"battles": (np.bincount(a, w, n) + np.bincount(b, w, n)).astype(np.int64),
-                         "wins": count(1.0), "ties": count(0.5), "losses": count(0.0)},
-                        index=pd.Index(g.models, name="model"))
+    return pd.DataFrame(
+        {
+            "battles": (np.bincount(a, w, n) + np.bincount(b, w, n)).astype(np.int64),
+            "wins": count(1.0),
+            "ties": count(0.5),
+            "losses": count(0.0),
+        },
+        index=pd.Index(g.models, name="model"),
+    )
 
 
 def _pair_matrix(g: Grouped, values: np.ndarray) -> np.ndarray:
@@ -381,8 +467,11 @@ def pair_counts(battles: pd.DataFrame, order: list[str] | None = None, g: Groupe
     """Symmetric matrix: how many battles each pair of models fought. (`g`: the battles, grouped.)"""
     g = g or encode(battles).grouped()
     counts = _pair_matrix(g, g.weight)
-    table = pd.DataFrame((counts + counts.T).astype(np.int64), index=pd.Index(g.models, name="model_a"),
-                         columns=pd.Index(g.models, name="model_b"))
+    table = pd.DataFrame(
+        (counts + counts.T).astype(np.int64),
+        index=pd.Index(g.models, name="model_a"),
+        columns=pd.Index(g.models, name="model_b"),
+    )
     models = order or g.models
     return table.reindex(index=models, columns=models, fill_value=0)
 
@@ -399,8 +488,14 @@ def win_fraction(battles: pd.DataFrame, order: list[str] | None = None, g: Group
     return table.reindex(index=models, columns=models).astype(float)
 
 
-def leaderboard(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, k: float = ELO_K,
-                min_battles: int = 0, coded: Coded | None = None) -> pd.DataFrame:
+def leaderboard(
+    battles: pd.DataFrame,
+    rounds: int = 200,
+    seed: int = 0,
+    k: float = ELO_K,
+    min_battles: int = 0,
+    coded: Coded | None = None,
+) -> pd.DataFrame:
     """The table: one row per model, ranked models first, then the preliminary ones (fewer than
     `min_battles` battles: likelihood-ratio interval, no rank). Without bootstrap rounds the
     interval is the point. (`coded`: the battles, encoded.)"""

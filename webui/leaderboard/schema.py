@@ -42,7 +42,7 @@ def _first(d: Dialect) -> tuple[str, ...]:
     row_columns = ", ".join(f'"{c}" {_column_type(d, c)}' for c in ROW_COLUMNS if c not in ADDED_COLUMNS)
     return (
         # A log file, by name (which carries its server's name), and which server reads it.
-        f'CREATE TABLE files (name {d.text_key} PRIMARY KEY, server TEXT NOT NULL, head TEXT NOT NULL, '
+        f"CREATE TABLE files (name {d.text_key} PRIMARY KEY, server TEXT NOT NULL, head TEXT NOT NULL, "
         f'"offset" {d.integer} NOT NULL, bad {d.integer} NOT NULL, torn {d.integer} NOT NULL)',
         "CREATE TABLE names (name TEXT PRIMARY KEY)",
         # `key` is a digest of `words`: a word list may outgrow what a unique index can hold.
@@ -90,8 +90,10 @@ def migrate(store: Store) -> list[int]:
     store.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, what TEXT NOT NULL)")
     applied = {int(v) for (v,) in store.execute("SELECT version FROM migrations").fetchall()}
     if max(applied, default=0) > LATEST:
-        raise StoreError(f"the vote index at {store.location} is at version {max(applied)}, newer than this "
-                         f"arena knows ({LATEST}): upgrade this server, or point it at another database")
+        raise StoreError(
+            f"the vote index at {store.location} is at version {max(applied)}, newer than this "
+            f"arena knows ({LATEST}): upgrade this server, or point it at another database"
+        )
     if not applied and store.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone():
         for table in ("votes", "files", "names", "word_sets"):  # an unnumbered SQLite cache: read again
             store.execute(f"DROP TABLE IF EXISTS {table}")

@@ -40,21 +40,41 @@ import numpy as np
 
 from webui.records.storage import day_file_name
 
-TRUE = {"granite-3-8b": 1120.0, "command-r": 1070.0, "solar-10.7b": 1030.0, "ember-7b": 1000.0,
-        "verbose-7b": 1000.0, "nous-hermes-2": 970.0, "falcon-7b": 940.0, "SmolLM2-135M-Instruct": 870.0,
-        "late-7b": 1050.0}
+TRUE = {
+    "granite-3-8b": 1120.0,
+    "command-r": 1070.0,
+    "solar-10.7b": 1030.0,
+    "ember-7b": 1000.0,
+    "verbose-7b": 1000.0,
+    "nous-hermes-2": 970.0,
+    "falcon-7b": 940.0,
+    "SmolLM2-135M-Instruct": 870.0,
+    "late-7b": 1050.0,
+}
 LATE, RARE, VERBOSE = "late-7b", "rare-1b", "verbose-7b"
 # (seconds to the first token, tokens/s): the weakest model is the fastest, the strongest the slowest
-SPEEDS = {"granite-3-8b": (0.9, 12.0), "command-r": (0.7, 15.0), "solar-10.7b": (0.6, 18.0), "ember-7b": (0.5, 20.0),
-          "verbose-7b": (0.5, 20.0), "nous-hermes-2": (0.4, 22.0), "falcon-7b": (0.4, 24.0),
-          "SmolLM2-135M-Instruct": (0.1, 60.0), "late-7b": (0.5, 20.0)}
+SPEEDS = {
+    "granite-3-8b": (0.9, 12.0),
+    "command-r": (0.7, 15.0),
+    "solar-10.7b": (0.6, 18.0),
+    "ember-7b": (0.5, 20.0),
+    "verbose-7b": (0.5, 20.0),
+    "nous-hermes-2": (0.4, 22.0),
+    "falcon-7b": (0.4, 24.0),
+    "SmolLM2-135M-Instruct": (0.1, 60.0),
+    "late-7b": (0.5, 20.0),
+}
 JITTER = (0.8, 0.9, 1.0, 1.1, 1.2)  # taken in turn, not drawn: the random draws stay those of older logs
 STYLE_BETA = 1.2  # log-odds per unit of the normalised length difference (voters like long replies)
 TIE_SHARE = 0.15
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC
 PROMPTS = {
-    "English": ["What is the capital of France?", "How do I make my tomato plants grow faster?",
-                "Explain why the sky is blue.", "Give me three ideas for a birthday party."],
+    "English": [
+        "What is the capital of France?",
+        "How do I make my tomato plants grow faster?",
+        "Explain why the sky is blue.",
+        "Give me three ideas for a birthday party.",
+    ],
     "Chinese": ["法国的首都是哪里？", "请解释一下为什么天空是蓝色的。"],
     "Spanish": ["¿Cuál es la capital de Francia y por qué es famosa?", "¿Cómo puedo aprender a cocinar?"],
     "French": ["Quelle est la capitale de la France et pourquoi est-elle célèbre ?"],
@@ -62,11 +82,24 @@ PROMPTS = {
     "Russian": ["Какая столица Франции и чем она знаменита?"],
     "Japanese": ["日本の首都はどこですか？"],
 }
-LANGUAGE_WEIGHTS = {"English": 0.62, "Chinese": 0.1, "Spanish": 0.08, "French": 0.06, "German": 0.06,
-                    "Russian": 0.05, "Japanese": 0.03}
+LANGUAGE_WEIGHTS = {
+    "English": 0.62,
+    "Chinese": 0.1,
+    "Spanish": 0.08,
+    "French": 0.06,
+    "German": 0.06,
+    "Russian": 0.05,
+    "Japanese": 0.03,
+}
 CODE_PROMPT = "Fix this function:\n```python\ndef add(a, b):\n    return a - b\n```"
-ORDINARY = ["Remember to drink water.", "Run this command in a terminal.", "Solar panels help.",
-            "A granite worktop is durable.", "Some berries are poisonous.", "The falcon is a fast bird."]
+ORDINARY = [
+    "Remember to drink water.",
+    "Run this command in a terminal.",
+    "Solar panels help.",
+    "A granite worktop is durable.",
+    "Some berries are poisonous.",
+    "The falcon is a fast bird.",
+]
 FILLER = "the answer depends on what you need and here is a short explanation of it".split()
 
 
@@ -102,22 +135,40 @@ def _prompt(rng: np.random.Generator) -> tuple[str, bool]:
     return str(rng.choice(PROMPTS[str(lang)])), roll > 0.9
 
 
-def _state(model: str, prompt: str, replies: list[str], conv_id: str, older: bool, reasons: list[str],
-           system: str, turn_of_log: int | None = None, requantised: bool = False) -> dict:
+def _state(
+    model: str,
+    prompt: str,
+    replies: list[str],
+    conv_id: str,
+    older: bool,
+    reasons: list[str],
+    system: str,
+    turn_of_log: int | None = None,
+    requantised: bool = False,
+) -> dict:
     """A vote state; with `turn_of_log` (a counter over the log) each reply's speed too."""
     roles = ["USER", "ASSISTANT"] if older else ["user", "assistant"]
     messages = []
     for i, reply in enumerate(replies):
         messages += [[roles[0], prompt if i == 0 else "And then?"], [roles[1], reply]]
-    state: dict[str, Any] = {"template_name": "one_shot" if older else "tokenizer", "system_message": system, "roles": roles,
-                             "messages": messages, "offset": 0, "conv_id": conv_id, "model_name": model}
+    state: dict[str, Any] = {
+        "template_name": "one_shot" if older else "tokenizer",
+        "system_message": system,
+        "roles": roles,
+        "messages": messages,
+        "offset": 0,
+        "conv_id": conv_id,
+        "model_name": model,
+    }
     if not older:
         state["finish_reasons"] = reasons
         state["fingerprint"] = fingerprint_of(model, requantised)
     if not older and turn_of_log is not None:
         ttft, rate = SPEEDS[model]
         jitter = [JITTER[(turn_of_log + k) % len(JITTER)] for k in range(len(replies))]
-        state.update({"ttft_s": [round(ttft * j, 3) for j in jitter], "tokens_per_s": [round(rate * j, 2) for j in jitter]})
+        state.update(
+            {"ttft_s": [round(ttft * j, 3) for j in jitter], "tokens_per_s": [round(rate * j, 2) for j in jitter]}
+        )
     return state
 
 
@@ -158,17 +209,41 @@ def _vote(rng: np.random.Generator, i: int, n: int, days: int, voters: int, requ
     tstamp = START + (i / n) * days * 86_400 if voter != "heavy" else START + i
     systems = ["", "Answer briefly."] if rng.random() < 0.2 else ["", ""]
     requantised = requantise and i >= n * 3 // 4
-    states = [_state(m, prompt, r, f"c{i}-{k}", older, reasons if k == 0 else ["stop"] * turns, s, 2 * i + k,
-                     requantised=requantised and m == LATE)
-              for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))]
+    states = [
+        _state(
+            m,
+            prompt,
+            r,
+            f"c{i}-{k}",
+            older,
+            reasons if k == 0 else ["stop"] * turns,
+            s,
+            2 * i + k,
+            requantised=requantised and m == LATE,
+        )
+        for k, (m, r, s) in enumerate(zip((a, b), replies, systems, strict=True))
+    ]
     len_a, len_b = (sum(len(x.split()) for x in r) for r in replies)
     public = ["Model A", "Model B"] if older else [a, b] if named else ["", ""]
-    record = {"tstamp": round(tstamp, 4), "type": _winner(rng, a, b, len_a, len_b, voter, "adversary"),
-              "models": public, "states": states, "ip": _hash(voter)}
+    record = {
+        "tstamp": round(tstamp, 4),
+        "type": _winner(rng, a, b, len_a, len_b, voter, "adversary"),
+        "models": public,
+        "states": states,
+        "ip": _hash(voter),
+    }
     if not older:
         day = int((tstamp - START) // 86_400)
-        record.update({"schema_version": 1, "mode": "side_by_side" if named else "battle", "battle_id": f"b{i}",
-                       "anonymous": not named, "user": "", "extra": {"session": _hash(f"{voter}/{day}")}})
+        record.update(
+            {
+                "schema_version": 1,
+                "mode": "side_by_side" if named else "battle",
+                "battle_id": f"b{i}",
+                "anonymous": not named,
+                "user": "",
+                "extra": {"session": _hash(f"{voter}/{day}")},
+            }
+        )
     return record
 
 
@@ -176,16 +251,37 @@ def _rare(n: int) -> list[dict]:
     """rare-1b: two battles, both lost to ember-7b."""
     out = []
     for k in range(2):
-        states = [_state(RARE, "Hello there", ["hi"], f"rare{k}a", False, ["stop"], ""),
-                  _state("ember-7b", "Hello there", ["Hello! How can I help?"], f"rare{k}b", False, ["stop"], "")]
-        out.append({"tstamp": START + 3600 * (k + 1), "type": "rightvote", "models": ["", ""], "states": states,
-                    "ip": _hash(f"rare{k}"), "schema_version": 1, "mode": "battle", "battle_id": f"rare{k}",
-                    "anonymous": True, "user": "", "extra": {"session": _hash(f"rare{k}")}})
+        states = [
+            _state(RARE, "Hello there", ["hi"], f"rare{k}a", False, ["stop"], ""),
+            _state("ember-7b", "Hello there", ["Hello! How can I help?"], f"rare{k}b", False, ["stop"], ""),
+        ]
+        out.append(
+            {
+                "tstamp": START + 3600 * (k + 1),
+                "type": "rightvote",
+                "models": ["", ""],
+                "states": states,
+                "ip": _hash(f"rare{k}"),
+                "schema_version": 1,
+                "mode": "battle",
+                "battle_id": f"rare{k}",
+                "anonymous": True,
+                "user": "",
+                "extra": {"session": _hash(f"rare{k}")},
+            }
+        )
     return out
 
 
-def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10, voters: int = 300,
-             server: str = "", requantise_late: bool = False) -> dict:
+def simulate(
+    out_dir: Path,
+    battles: int = 20_000,
+    seed: int = 0,
+    days: int = 10,
+    voters: int = 300,
+    server: str = "",
+    requantise_late: bool = False,
+) -> dict:
     """Write the log files (named for `server`, if given) and truth.json; return the truth. With
     `requantise_late`, late-7b has a second fingerprint in the last quarter of the log."""
     rng = np.random.default_rng(seed)
@@ -197,10 +293,19 @@ def simulate(out_dir: Path, battles: int = 20_000, seed: int = 0, days: int = 10
         by_day.setdefault(day, []).append(json.dumps(record, ensure_ascii=True))
     for day, lines in by_day.items():
         (out_dir / day_file_name(day, server)).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    truth = {"ratings": TRUE, "speeds": SPEEDS, "rare": RARE, "late": LATE, "verbose": VERBOSE, "adversary": "ip:" + _hash("adversary"),
-             "heavy_voter": "ip:" + _hash("heavy"), "votes": len(records), "files": len(by_day),
-             "fingerprints": {m: fingerprint_of(m) for m in [*TRUE, RARE]},
-             "requantised": {LATE: fingerprint_of(LATE, True)} if requantise_late else {}}
+    truth = {
+        "ratings": TRUE,
+        "speeds": SPEEDS,
+        "rare": RARE,
+        "late": LATE,
+        "verbose": VERBOSE,
+        "adversary": "ip:" + _hash("adversary"),
+        "heavy_voter": "ip:" + _hash("heavy"),
+        "votes": len(records),
+        "files": len(by_day),
+        "fingerprints": {m: fingerprint_of(m) for m in [*TRUE, RARE]},
+        "requantised": {LATE: fingerprint_of(LATE, True)} if requantise_late else {},
+    }
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     return truth
 
@@ -212,14 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed; default 0")
     parser.add_argument("--days", type=int, default=10, help="days the votes spread over; default 10")
     parser.add_argument("--server-name", default="", help="name the files as this server's (YYYY-MM-DD-NAME-conv.json)")
-    parser.add_argument("--requantise-late", action="store_true",
-                        help="serve late-7b from other weights (a second fingerprint) for the last quarter of the log")
+    parser.add_argument(
+        "--requantise-late",
+        action="store_true",
+        help="serve late-7b from other weights (a second fingerprint) for the last quarter of the log",
+    )
     args = parser.parse_args(argv)
     if args.battles < 1 or args.days < 1:
         print("error: --battles and --days must be at least 1", file=sys.stderr)
         return 2
-    truth = simulate(args.out_dir, args.battles, args.seed, args.days, server=args.server_name,
-                     requantise_late=args.requantise_late)
+    truth = simulate(
+        args.out_dir, args.battles, args.seed, args.days, server=args.server_name, requantise_late=args.requantise_late
+    )
     print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
     return 0
 

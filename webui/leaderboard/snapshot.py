@@ -99,12 +99,14 @@ class Snapshot:
     __hash__ = None  # type: ignore[assignment]
 
 
-def build_snapshot(board: Board, *, created: dt.datetime, code_version: str,
-                   index_state: tuple[int, int] | None = None) -> Snapshot:
+def build_snapshot(
+    board: Board, *, created: dt.datetime, code_version: str, index_state: tuple[int, int] | None = None
+) -> Snapshot:
     """The snapshot of a built board. `index_state`: `VoteIndex.state()` when built from one."""
     table, counted = board.table, board.all_counted()
-    views = {name: _entries(table, view.columns) for name, view in VIEWS.items()
-             if name != "style" or board.options.style}
+    views = {
+        name: _entries(table, view.columns) for name, view in VIEWS.items() if name != "style" or board.options.style
+    }
     pairs: dict[tuple[str, str], int] = {}
     for (a, b), n in counted.groupby(["model_a", "model_b"]).size().items():  # a few rows per pair, then folded
         key = (str(a), str(b)) if str(a) <= str(b) else (str(b), str(a))
@@ -113,10 +115,16 @@ def build_snapshot(board: Board, *, created: dt.datetime, code_version: str,
     days = {_day(number): int(n) for number, n in day_numbers.items()}
     return Snapshot(
         created=created.astimezone(dt.timezone.utc).strftime(CREATED),
-        code_version=code_version, settings=shaping_settings(board.options),
-        votes_read=int(board.votes_read), battles=len(counted), battles_sha256=battles_hash(counted),
+        code_version=code_version,
+        settings=shaping_settings(board.options),
+        votes_read=int(board.votes_read),
+        battles=len(counted),
+        battles_sha256=battles_hash(counted),
         index={"generation": index_state[0], "last_row": index_state[1]} if index_state else None,
-        views=views, pairs=dict(sorted(pairs.items())), days=days)
+        views=views,
+        pairs=dict(sorted(pairs.items())),
+        days=days,
+    )
 
 
 def _day(number: float) -> str:
@@ -127,9 +135,17 @@ def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str]) -> tuple[E
     rating, lower, upper, rank = columns
     if table.empty or rating not in table:  # no battles counted yet
         return ()
-    return tuple(Entry(str(row["model"]), float(row[rating]), float(row[lower]), float(row[upper]),
-                       None if pd.isna(row[rank]) else int(row[rank]), int(row["battles"]))
-                 for _, row in table.iterrows())
+    return tuple(
+        Entry(
+            str(row["model"]),
+            float(row[rating]),
+            float(row[lower]),
+            float(row[upper]),
+            None if pd.isna(row[rank]) else int(row[rank]),
+            int(row["battles"]),
+        )
+        for _, row in table.iterrows()
+    )
 
 
 def shaping_settings(options: BoardOptions) -> dict[str, Any]:
@@ -161,8 +177,13 @@ def code_version() -> str:
     `git` call, no network); the version alone otherwise."""
     package = Path(webui.__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(package), "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout.split()
+        out = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return webui.__version__
     if len(out) != 2 or Path(out[0]).resolve() != package.parent:  # another repository holds the install
@@ -172,14 +193,25 @@ def code_version() -> str:
 
 # --- JSON -------------------------------------------------------------------------------------
 
+
 def to_json(snapshot: Snapshot) -> dict[str, Any]:
     return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "created": snapshot.created,
-        "code_version": snapshot.code_version, "settings": dict(snapshot.settings),
-        "votes_read": snapshot.votes_read, "battles": snapshot.battles, "battles_sha256": snapshot.battles_sha256,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created": snapshot.created,
+        "code_version": snapshot.code_version,
+        "settings": dict(snapshot.settings),
+        "votes_read": snapshot.votes_read,
+        "battles": snapshot.battles,
+        "battles_sha256": snapshot.battles_sha256,
         "index": dict(snapshot.index) if snapshot.index is not None else None,
-        "views": {name: [{**dataclasses.asdict(e), **{k: json_number(getattr(e, k)) for k in ("rating", "lower", "upper")}}
-                         for e in entries] for name, entries in snapshot.views.items()},
+        "views": {
+            name: [
+                {**dataclasses.asdict(e), **{k: json_number(getattr(e, k)) for k in ("rating", "lower", "upper")}}
+                for e in entries
+            ]
+            for name, entries in snapshot.views.items()
+        },
         "pairs": [{"model_a": a, "model_b": b, "battles": n} for (a, b), n in snapshot.pairs.items()],
         "days": [{"day": d, "battles": n} for d, n in snapshot.days.items()],
     }
@@ -192,18 +224,34 @@ def from_json(data: Any) -> Snapshot:
         raise SnapshotError(f'not a board snapshot (no "format": "{FORMAT}")')
     version = data.get("format_version")
     if version != FORMAT_VERSION:
-        raise SnapshotError(f"a snapshot of format version {version}; this code reads version {FORMAT_VERSION} "
-                            "(take a new snapshot with this code)")
+        raise SnapshotError(
+            f"a snapshot of format version {version}; this code reads version {FORMAT_VERSION} "
+            "(take a new snapshot with this code)"
+        )
     index = data["index"]
     dt.datetime.strptime(data["created"], CREATED)  # a ValueError unless a time written as we write it
     return Snapshot(
-        created=str(data["created"]), code_version=str(data["code_version"]), settings=dict(data["settings"]),
-        votes_read=int(data["votes_read"]), battles=int(data["battles"]), battles_sha256=str(data["battles_sha256"]),
+        created=str(data["created"]),
+        code_version=str(data["code_version"]),
+        settings=dict(data["settings"]),
+        votes_read=int(data["votes_read"]),
+        battles=int(data["battles"]),
+        battles_sha256=str(data["battles_sha256"]),
         index={"generation": int(index["generation"]), "last_row": int(index["last_row"])} if index else None,
-        views={str(name): tuple(Entry(str(e["model"]), _float(e["rating"]), _float(e["lower"]), _float(e["upper"]),
-                                      None if e["rank"] is None else int(e["rank"]), int(e["battles"]))
-                                for e in entries)
-               for name, entries in data["views"].items()},
+        views={
+            str(name): tuple(
+                Entry(
+                    str(e["model"]),
+                    _float(e["rating"]),
+                    _float(e["lower"]),
+                    _float(e["upper"]),
+                    None if e["rank"] is None else int(e["rank"]),
+                    int(e["battles"]),
+                )
+                for e in entries
+            )
+            for name, entries in data["views"].items()
+        },
         pairs={(str(p["model_a"]), str(p["model_b"])): int(p["battles"]) for p in data["pairs"]},
         days={str(d["day"]): int(d["battles"]) for d in data["days"]},
     )
@@ -227,6 +275,7 @@ def _float(value: Any) -> float:
 
 
 # --- files ------------------------------------------------------------------------------------
+
 
 def write_snapshot(snapshot: Snapshot, folder: Path) -> Path:
     """Write `folder/board-<created>.json` (`-2`, `-3`, ... when taken) atomically; its path."""
@@ -272,8 +321,11 @@ def _fsync_dir(folder: Path) -> None:
 def latest_snapshot(folder: Path) -> Path | None:
     """The newest snapshot in a folder by its name (None: none, or no such folder)."""
     try:
-        found = [(m.group(1), int(m.group(2) or 1), p) for p in Path(folder).iterdir()
-                 if (m := NAME.match(p.name)) and p.is_file()]
+        found = [
+            (m.group(1), int(m.group(2) or 1), p)
+            for p in Path(folder).iterdir()
+            if (m := NAME.match(p.name)) and p.is_file()
+        ]
     except OSError:
         return None
     return max(found)[2] if found else None
@@ -305,4 +357,3 @@ def load_snapshot(path: Path) -> Snapshot:
 
 def _reason(exc: Exception) -> str:
     return f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-

@@ -39,12 +39,23 @@ NEEDS_LOGDIR = ("csv", "over_time", "battles", "pairs", "category", "categories"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     # `--snapshot` alone gives True (not a string, which argparse would turn into a Path): LOG_DIR/snapshots
-    add("--snapshot", metavar="DIR", nargs="?", const=True, type=Path,
+    add(
+        "--snapshot",
+        metavar="DIR",
+        nargs="?",
+        const=True,
+        type=Path,
         help=f"write the board and what it was built from to DIR/board-<UTC time>.json; DIR defaults to "
-             f"LOG_DIR/{FOLDER}, where the tab looks")
-    add("--diff", metavar="SNAPSHOT", nargs="+", type=Path,
+        f"LOG_DIR/{FOLDER}, where the tab looks",
+    )
+    add(
+        "--diff",
+        metavar="SNAPSHOT",
+        nargs="+",
+        type=Path,
         help="what moved between two snapshots (files, or folders: their newest), or, after LOG_DIR, "
-             "between one snapshot and the board now")
+        "between one snapshot and the board now",
+    )
     add("--diff-json", metavar="FILE", help="write the --diff as JSON to FILE ('-': standard output)")
 
 
@@ -99,8 +110,9 @@ def after_board(args: argparse.Namespace, board: Board) -> int:
     except SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    now = build_snapshot(board, created=dt.datetime.now(dt.timezone.utc), code_version=code_version(),
-                         index_state=board.index_state)
+    now = build_snapshot(
+        board, created=dt.datetime.now(dt.timezone.utc), code_version=code_version(), index_state=board.index_state
+    )
     if args.snapshot:
         folder = args.log_dir / FOLDER if args.snapshot is True else args.snapshot
         try:

@@ -41,8 +41,15 @@ from webui.leaderboard import confidence
 from webui.leaderboard.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
 
 FEATURES = ("length", "headers", "bold", "lists")
-STYLE_COLUMNS = ("model", "style_rating", "style_lower", "style_upper", "style_rank", "style_p_above_next",
-                 "style_more_battles_next")
+STYLE_COLUMNS = (
+    "model",
+    "style_rating",
+    "style_lower",
+    "style_upper",
+    "style_rank",
+    "style_p_above_next",
+    "style_more_battles_next",
+)
 _HEADER = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 _BOLD = re.compile(r"\*\*[^*\n]+?\*\*|__[^_\n]+?__")
 # Each alternative of _BOLD alone, for a text with only its mark: led by a literal, which the engine
@@ -119,9 +126,18 @@ def style_matrix(counts: pd.DataFrame) -> np.ndarray:
     return np.column_stack(out) if out else np.zeros((len(counts), 0))
 
 
-def fit_bt_style(a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray, weight: np.ndarray,
-                 n_models: int, ridge: float = RIDGE, tol: float = 1e-9, max_iter: int = 100,
-                 start: np.ndarray | None = None) -> np.ndarray:
+def fit_bt_style(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    n_models: int,
+    ridge: float = RIDGE,
+    tol: float = 1e-9,
+    max_iter: int = 100,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
     """Maximise sum w [s log p + (1-s) log(1-p)] - ridge/2 |theta|^2 - BETA_RIDGE/2 |beta|^2 with
     p = sigmoid(theta_a - theta_b + x beta). Returns theta followed by beta. `start` (the fit on
     all battles, for a bootstrap round) saves most of the Newton steps."""
@@ -150,16 +166,26 @@ def _logits(params: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, n_m
     return params[a] - params[b] + x @ params[n_models:]
 
 
-def _objective(z: np.ndarray, params: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models: int,
-               ridge: float) -> float:
+def _objective(
+    z: np.ndarray, params: np.ndarray, score: np.ndarray, weight: np.ndarray, n_models: int, ridge: float
+) -> float:
     """The objective at `params`, whose logits are `z`: s log p + (1 - s) log(1 - p) = s z - log(1 + e^z)."""
     loglik = score * z - np.logaddexp(0.0, z)
     theta, beta = params[:n_models], params[n_models:]
     return float(np.sum(weight * loglik) - 0.5 * ridge * theta @ theta - 0.5 * BETA_RIDGE * beta @ beta)
 
 
-def _derivatives(z: np.ndarray, params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
-                 weight: np.ndarray, n_models: int, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+def _derivatives(
+    z: np.ndarray,
+    params: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    n_models: int,
+    ridge: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Gradient and negative Hessian of the objective at `params`, whose logits are `z`."""
     p = 1.0 / (1.0 + np.exp(-z))
     r, w = weight * (score - p), weight * p * (1.0 - p)
@@ -176,8 +202,15 @@ def _by_model(per_pair: np.ndarray, n_models: int) -> np.ndarray:
     return square.sum(axis=1) - square.sum(axis=0)
 
 
-def _gram(a: np.ndarray, b: np.ndarray, x: np.ndarray, w: np.ndarray, n_models: int, ridge: float = 0.0,
-          beta_ridge: float = 0.0) -> np.ndarray:
+def _gram(
+    a: np.ndarray,
+    b: np.ndarray,
+    x: np.ndarray,
+    w: np.ndarray,
+    n_models: int,
+    ridge: float = 0.0,
+    beta_ridge: float = 0.0,
+) -> np.ndarray:
     """sum_i w_i v_i v_i^T with v_i = (e_a - e_b, x_i), the battle's design row, plus the ridges
     on the diagonal: with w = p(1 - p) the negative Hessian, with w = (s - p)^2 the sandwich's meat.
     The model blocks come from sums per (a, b) pair: one pass over the battles per column."""
@@ -186,21 +219,38 @@ def _gram(a: np.ndarray, b: np.ndarray, x: np.ndarray, w: np.ndarray, n_models: 
     pairs = np.bincount(pair, w, cells).reshape(n_models, n_models)
     block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
     weighted = x * w[:, None]
-    cross = _by_model(np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]), n_models) \
-        if k else np.zeros((n_models, 0))
+    cross = (
+        _by_model(np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]), n_models)
+        if k
+        else np.zeros((n_models, 0))
+    )
     inner = weighted.T @ x + beta_ridge * np.eye(k)
     return np.block([[block, cross], [cross.T, inner]])
 
 
-def sandwich_se(params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
-                n_models: int, centre: np.ndarray) -> np.ndarray:
+def sandwich_se(
+    params: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    x: np.ndarray,
+    n_models: int,
+    centre: np.ndarray,
+) -> np.ndarray:
     """Standard errors, on the Elo scale, of the ratings centred on the `centre` models' mean."""
     variance = np.diag(sandwich_covariance(params, a, b, score, x, n_models, centre))
     return np.sqrt(np.clip(variance, 0.0, None))
 
 
-def sandwich_covariance(params: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, x: np.ndarray,
-                        n_models: int, centre: np.ndarray) -> np.ndarray:
+def sandwich_covariance(
+    params: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    x: np.ndarray,
+    n_models: int,
+    centre: np.ndarray,
+) -> np.ndarray:
     """The covariance, on the Elo scale (points squared), of the ratings centred on the `centre`
     models' mean: the sandwich H^-1 B H^-1 of the fit `params`, transformed by the centring matrix."""
     z = _logits(params, a, b, x, n_models)
@@ -224,24 +274,30 @@ def _mask(models: list[str], reference: list[str] | None) -> np.ndarray:
     return mask if mask.any() else np.ones(len(models), dtype=bool)
 
 
-def _inputs(battles: pd.DataFrame, counts: pd.DataFrame | None, coded: Coded | None = None
-            ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _inputs(
+    battles: pd.DataFrame, counts: pd.DataFrame | None, coded: Coded | None = None
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     coded = coded or encode(battles)
     x = style_matrix(counts if counts is not None else style_counts(battles))
     return coded.models, coded.a, coded.b, coded.score, x
 
 
-def style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None = None,
-              reference: list[str] | None = None) -> tuple[pd.Series, pd.Series]:
+def style_fit(
+    battles: pd.DataFrame, counts: pd.DataFrame | None = None, reference: list[str] | None = None
+) -> tuple[pd.Series, pd.Series]:
     """(style-controlled ratings on the Elo scale, the `reference` models (default: all) averaging
     1000; the style coefficients in log-odds per standard deviation of each feature)."""
     fit = _style_fit(battles, counts, reference)
     return fit[0], fit[1]
 
 
-def _style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None, reference: list[str] | None,
-               level: float | None = None, coded: Coded | None = None
-               ) -> tuple[pd.Series, pd.Series, pd.DataFrame, pd.DataFrame | None]:
+def _style_fit(
+    battles: pd.DataFrame,
+    counts: pd.DataFrame | None,
+    reference: list[str] | None,
+    level: float | None = None,
+    coded: Coded | None = None,
+) -> tuple[pd.Series, pd.Series, pd.DataFrame, pd.DataFrame | None]:
     """`style_fit`, and (with a `level`) the sandwich intervals (columns lower, upper) and covariance."""
     coded = coded or encode(battles)
     models, a, b, s, x = _inputs(battles, counts, coded)
@@ -249,25 +305,32 @@ def _style_fit(battles: pd.DataFrame, counts: pd.DataFrame | None, reference: li
     start = np.concatenate([fit_bt(g.outcomes, g.score, g.weight, len(models)), np.zeros(x.shape[1])])
     params = fit_bt_style(a, b, s, x, np.ones(len(s)), len(models), start=start)
     centre = _mask(models, reference)
-    rating = pd.Series(_to_scale(params[:len(models)], centre), index=models, name="style_rating")
+    rating = pd.Series(_to_scale(params[: len(models)], centre), index=models, name="style_rating")
     bounds, covariance = pd.DataFrame({"lower": rating, "upper": rating}), None
     if level is not None:
-        covariance = pd.DataFrame(sandwich_covariance(params, a, b, s, x, len(models), centre), index=models,
-                                  columns=models)
+        covariance = pd.DataFrame(
+            sandwich_covariance(params, a, b, s, x, len(models), centre), index=models, columns=models
+        )
         half = NormalDist().inv_cdf((1.0 + level) / 2.0) * np.sqrt(np.clip(np.diag(covariance), 0.0, None))
         bounds = pd.DataFrame({"lower": rating - half, "upper": rating + half})
-    return rating, pd.Series(params[len(models):], index=list(FEATURES), name="coefficient"), bounds, covariance
+    return rating, pd.Series(params[len(models) :], index=list(FEATURES), name="coefficient"), bounds, covariance
 
 
-def style_intervals(battles: pd.DataFrame, level: float = 0.95, counts: pd.DataFrame | None = None,
-                    reference: list[str] | None = None) -> pd.DataFrame:
+def style_intervals(
+    battles: pd.DataFrame, level: float = 0.95, counts: pd.DataFrame | None = None, reference: list[str] | None = None
+) -> pd.DataFrame:
     """Sandwich intervals of the style-controlled ratings (see the module docstring): columns
     lower, upper, one row per model."""
     return _style_fit(battles, counts, reference, level)[2]
 
 
-def style_bootstrap(battles: pd.DataFrame, rounds: int, seed: int = 0, counts: pd.DataFrame | None = None,
-                    reference: list[str] | None = None) -> pd.DataFrame:
+def style_bootstrap(
+    battles: pd.DataFrame,
+    rounds: int,
+    seed: int = 0,
+    counts: pd.DataFrame | None = None,
+    reference: list[str] | None = None,
+) -> pd.DataFrame:
     """Style-controlled ratings refitted on `rounds` resamples of the battles; NaN for a model
     absent from a round. (The features are standardised once, on all battles.) Slow: the board
     uses `style_intervals`."""
@@ -277,15 +340,22 @@ def style_bootstrap(battles: pd.DataFrame, rounds: int, seed: int = 0, counts: p
     start = fit_bt_style(a, b, s, x, np.ones(len(s)), len(models))
     rows = []
     for w in rng.multinomial(len(s), np.full(len(s), 1.0 / len(s)), size=rounds).astype(float):
-        theta = fit_bt_style(a, b, s, x, w, len(models), start=start)[:len(models)]
+        theta = fit_bt_style(a, b, s, x, w, len(models), start=start)[: len(models)]
         present = np.bincount(a, w, len(models)) + np.bincount(b, w, len(models)) > 0
-        rows.append(np.where(present, _to_scale(theta, centre & present if (centre & present).any() else present),
-                             np.nan))
+        rows.append(
+            np.where(present, _to_scale(theta, centre & present if (centre & present).any() else present), np.nan)
+        )
     return pd.DataFrame(rows, columns=models)
 
 
-def style_table(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, counts: pd.DataFrame | None = None,
-                ranked: list[str] | None = None, coded: Coded | None = None) -> tuple[pd.DataFrame, pd.Series]:
+def style_table(
+    battles: pd.DataFrame,
+    rounds: int = 200,
+    seed: int = 0,
+    counts: pd.DataFrame | None = None,
+    ranked: list[str] | None = None,
+    coded: Coded | None = None,
+) -> tuple[pd.DataFrame, pd.Series]:
     """The style-controlled columns for the leaderboard (style_rating, its 95% sandwich interval,
     its rank among the `ranked` models, who also set the scale's mean) and the style coefficients.
     `rounds` 0: no interval (the point), as for the raw ratings; any other number gives the same
@@ -296,8 +366,9 @@ def style_table(battles: pd.DataFrame, rounds: int = 200, seed: int = 0, counts:
     table = pd.DataFrame({"style_rating": rating, "style_lower": bounds["lower"], "style_upper": bounds["upper"]})
     keep = [m for m in (ranked if ranked is not None else list(table.index)) if m in table.index]
     table.loc[~table.index.isin(keep), ["style_lower", "style_upper"]] = np.nan  # preliminary: see ratings
-    table["style_rank"] = ranks(table.loc[keep, "style_lower"], table.loc[keep, "style_upper"]).reindex(
-        table.index).astype("Int64")
+    table["style_rank"] = (
+        ranks(table.loc[keep, "style_lower"], table.loc[keep, "style_upper"]).reindex(table.index).astype("Int64")
+    )
     # Rank confidence in the style ranking's own order, from the sandwich covariance (confidence.py).
     order = list(table.loc[keep].sort_values(["style_rank", "style_rating"], ascending=[True, False]).index)
     se = functools.partial(confidence.se_from_covariance, covariance) if covariance is not None else None

@@ -48,8 +48,11 @@ def over_daily_cap(battles: pd.DataFrame, eligible: pd.Series, cap: int) -> pd.S
         return out
     pool = battles[eligible & (battles["voter"] != "")].sort_values("tstamp", kind="stable")
     voter, _ = pd.factorize(pool["voter"])
-    nth = pd.Series(np.zeros(len(pool)), index=pool.index).groupby(
-        [voter, utc_day_number(pool["tstamp"].to_numpy(float))]).cumcount()
+    nth = (
+        pd.Series(np.zeros(len(pool)), index=pool.index)
+        .groupby([voter, utc_day_number(pool["tstamp"].to_numpy(float))])
+        .cumcount()
+    )
     out.loc[nth.index[nth.to_numpy() >= cap]] = True
     return out
 
@@ -65,10 +68,13 @@ def voter_agreement(battles: pd.DataFrame, min_votes: int = MIN_VOTES, alpha: fl
     voter = np.where(names[voter] == "", -1, voter) if len(names) else voter  # "" is no voter
     coded = encode(battles)
     decisive = (coded.score != 0.5) & (voter >= 0)
-    totals, counts = np.bincount(voter[voter >= 0], minlength=len(names)), np.bincount(voter[decisive],
-                                                                                        minlength=len(names))
-    candidates = [int(v) for v in pd.Series(counts).sort_values(ascending=False, kind="stable").index
-                  if counts[v] >= min_votes]
+    totals, counts = (
+        np.bincount(voter[voter >= 0], minlength=len(names)),
+        np.bincount(voter[decisive], minlength=len(names)),
+    )
+    candidates = [
+        int(v) for v in pd.Series(counts).sort_values(ascending=False, kind="stable").index if counts[v] >= min_votes
+    ]
     if not candidates:
         return pd.DataFrame(columns=list(VOTER_COLUMNS))
     thetas, played = _leave_one_out(candidates, voter, coded)
@@ -81,8 +87,9 @@ def voter_agreement(battles: pd.DataFrame, min_votes: int = MIN_VOTES, alpha: fl
     return table.sort_values("z").reset_index(drop=True)[list(VOTER_COLUMNS)]
 
 
-def _leave_one_out(candidates: list[int], voter: np.ndarray, coded: Coded,
-                   chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+def _leave_one_out(
+    candidates: list[int], voter: np.ndarray, coded: Coded, chunk: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate voter (rows): the strengths fitted on everyone else's battles, and which
     models those battles involve. The fits run `chunk` voters at a time, from everyone's fit."""
     g = coded.grouped()
@@ -92,19 +99,30 @@ def _leave_one_out(candidates: list[int], voter: np.ndarray, coded: Coded,
     row = np.full(voter.max() + 1, -1)
     row[candidates] = np.arange(len(candidates))
     mine = np.where(voter >= 0, row[np.maximum(voter, 0)], -1)
-    own = np.bincount(mine[mine >= 0] * k + lookup[coded.keys()][mine >= 0],
-                      minlength=len(candidates) * k).reshape(len(candidates), k)
+    own = np.bincount(mine[mine >= 0] * k + lookup[coded.keys()][mine >= 0], minlength=len(candidates) * k).reshape(
+        len(candidates), k
+    )
     others = g.weight - own
     involved = np.zeros((k, n))
     involved[np.arange(k), g.outcomes[:, 0]] = involved[np.arange(k), g.outcomes[:, 1]] = 1.0
     everyone = fit_bt(g.outcomes, g.score, g.weight, n)
-    thetas = np.concatenate([fit_bt_many(g.outcomes, g.score, others[i:i + chunk], n, start=everyone)
-                             for i in range(0, len(candidates), chunk)])
+    thetas = np.concatenate(
+        [
+            fit_bt_many(g.outcomes, g.score, others[i : i + chunk], n, start=everyone)
+            for i in range(0, len(candidates), chunk)
+        ]
+    )
     return thetas, others @ involved > 0
 
 
-def _agreement(candidates: np.ndarray, voter: np.ndarray, coded: Coded, decisive: np.ndarray,
-               thetas: np.ndarray, played: np.ndarray) -> pd.DataFrame:
+def _agreement(
+    candidates: np.ndarray,
+    voter: np.ndarray,
+    coded: Coded,
+    decisive: np.ndarray,
+    thetas: np.ndarray,
+    played: np.ndarray,
+) -> pd.DataFrame:
     """Agreement of each candidate's decisive votes with the favourites of everyone else's
     ratings (only battles between models the others have rated). Columns VOTER_COLUMNS but
     flagged, with voter and votes holding the voter's code."""
@@ -123,6 +141,15 @@ def _agreement(candidates: np.ndarray, voter: np.ndarray, coded: Coded, decisive
     agreed = np.bincount(c, a_won == favourite_a, size).astype(np.int64)
     expected, variance = np.bincount(c, q, size), np.bincount(c, q * (1.0 - q), size)
     z = np.divide(agreed - expected, np.sqrt(variance), out=np.zeros(size), where=variance > 0)
-    table = pd.DataFrame({"voter": candidates, "votes": candidates, "decisive": counted, "agreed": agreed,
-                          "expected": expected, "z": z, "p_value": [NormalDist().cdf(v) for v in z]})
+    table = pd.DataFrame(
+        {
+            "voter": candidates,
+            "votes": candidates,
+            "decisive": counted,
+            "agreed": agreed,
+            "expected": expected,
+            "z": z,
+            "p_value": [NormalDist().cdf(v) for v in z],
+        }
+    )
     return table[counted > 0].reset_index(drop=True)

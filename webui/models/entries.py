@@ -60,7 +60,8 @@ class Sampling(_Strict):
 
 class MaxMemory(_Strict):
     max_memory: dict[str, StrictStr] = Field(
-        description="per device: a GPU index, cuda:N or cpu -> an amount like '20GiB' or '512MiB'")
+        description="per device: a GPU index, cuda:N or cpu -> an amount like '20GiB' or '512MiB'"
+    )
 
     @field_validator("max_memory", mode="before")
     @classmethod
@@ -129,15 +130,24 @@ class TransformersEntry(LocalEntry):
 class VllmOptions(_Strict):
     """How the app starts the entry's vLLM server (docs/models.md, "vLLM")."""
 
-    kv_cache_gb: Whole | None = Field(None, ge=1, description="CPU: whole GiB for the KV cache "
-                                      "(VLLM_CPU_KVCACHE_SPACE); default 1")
-    gpu_memory_utilization: Number | None = Field(None, gt=0, le=1, description="GPU: share of the GPU's memory "
-                                                  "for this model; default: shared out among the models on it")
-    enforce_eager: StrictBool = Field(True, description="skip torch.compile: ready in about 30 s instead of minutes, "
-                                      "about half the throughput on CPU")
+    kv_cache_gb: Whole | None = Field(
+        None, ge=1, description="CPU: whole GiB for the KV cache (VLLM_CPU_KVCACHE_SPACE); default 1"
+    )
+    gpu_memory_utilization: Number | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="GPU: share of the GPU's memory for this model; default: shared out among the models on it",
+    )
+    enforce_eager: StrictBool = Field(
+        True, description="skip torch.compile: ready in about 30 s instead of minutes, about half the throughput on CPU"
+    )
     max_num_seqs: Whole | None = Field(None, ge=1, description="requests batched at once; default vLLM's")
-    cpu_cores: StrictStr | None = Field(None, description="CPU cores for the model's threads (VLLM_CPU_OMP_THREADS_BIND), "
-                                        "e.g. '0' or '0-3'; default: vLLM's own choice")
+    cpu_cores: StrictStr | None = Field(
+        None,
+        description="CPU cores for the model's threads (VLLM_CPU_OMP_THREADS_BIND), "
+        "e.g. '0' or '0-3'; default: vLLM's own choice",
+    )
     extra_args: list[StrictStr] = Field(default_factory=list, description="more vllm serve arguments, as is")
 
 
@@ -158,7 +168,8 @@ class OpenAIEntry(Entry):
 
     backend: Literal["openai"]
     base_url: StrictStr | list[StrictStr] = Field(
-        description="e.g. http://gpu-box:8000/v1, or a list of replicas of the model (requests are spread over them)")
+        description="e.g. http://gpu-box:8000/v1, or a list of replicas of the model (requests are spread over them)"
+    )
     remote_model: StrictStr = Field(min_length=1, description="the model id on that server")
     api_key_env: StrictStr | None = Field(None, description="environment variable holding the key")
     timeout_s: Number = Field(120.0, gt=0)
@@ -201,10 +212,18 @@ class Backend:
 
 # Adding a backend: an engine module with its loader, an entry class above, and one row here.
 BACKENDS: dict[str, Backend] = {
-    "auto": Backend(AutoEntry, "webui.engine.vllm:load_auto", concurrency="webui.engine.vllm:default_concurrency",
-                    place="webui.engine.vllm:place"),
-    "vllm": Backend(VllmEntry, "webui.engine.vllm:load_vllm", concurrency="webui.engine.vllm:default_concurrency",
-                    place="webui.engine.vllm:place"),
+    "auto": Backend(
+        AutoEntry,
+        "webui.engine.vllm:load_auto",
+        concurrency="webui.engine.vllm:default_concurrency",
+        place="webui.engine.vllm:place",
+    ),
+    "vllm": Backend(
+        VllmEntry,
+        "webui.engine.vllm:load_vllm",
+        concurrency="webui.engine.vllm:default_concurrency",
+        place="webui.engine.vllm:place",
+    ),
     "transformers": Backend(TransformersEntry, "webui.engine.transformers:load_transformers"),
     "openai": Backend(OpenAIEntry, "webui.engine.openai_remote:load_openai", own_weights=True),
 }
@@ -214,8 +233,11 @@ DEFAULT_BACKEND = "auto"
 def models_schema() -> dict[str, Any]:
     """The JSON schema of a whole models file (published as assets/models.schema.json)."""
     entry = Union[tuple(info.entry for info in BACKENDS.values())]  # type: ignore[valid-type]  # noqa: UP007
-    models_file = create_model("ModelsFile", __config__=ConfigDict(extra="forbid"),
-                               models=(list[entry], Field(min_length=1)))  # type: ignore[valid-type]
+    models_file = create_model(
+        "ModelsFile",
+        __config__=ConfigDict(extra="forbid"),
+        models=(list[entry], Field(min_length=1)),  # type: ignore[valid-type]
+    )
     schema = models_file.model_json_schema()
     schema["title"] = "Pairwise Arena models file"
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

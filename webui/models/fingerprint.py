@@ -85,8 +85,12 @@ def hub_revision(folder: Path) -> str:
 
 def local_components(folder: Path, gguf_file: str | None, dtype: str, engine: str) -> dict[str, str]:
     """The components shared by every variant of one set of local weights."""
-    return {"weights": weights_identity(folder, gguf_file), "revision": hub_revision(folder), "dtype": dtype,
-            "engine": engine}
+    return {
+        "weights": weights_identity(folder, gguf_file),
+        "revision": hub_revision(folder),
+        "dtype": dtype,
+        "engine": engine,
+    }
 
 
 def source_components(source: str, dtype: str, engine: str) -> dict[str, str]:
@@ -105,5 +109,10 @@ def remote_components(base_url: str, model_id: str) -> dict[str, str]:
 
 def variant_fingerprint(shared: Mapping[str, str], template: str | None, system_prompt: str | None) -> Fingerprint:
     """One models-file entry's fingerprint: its weights' components, its template and system prompt."""
-    return fingerprint({**shared, "template": text_hash(template) if template else "",
-                        "system_prompt": text_hash(system_prompt) if system_prompt else ""})
+    return fingerprint(
+        {
+            **shared,
+            "template": text_hash(template) if template else "",
+            "system_prompt": text_hash(system_prompt) if system_prompt else "",
+        }
+    )

@@ -28,9 +28,20 @@ _CACHE_FORMAT = "2"  # bump when the cache layout changes (2: loadable by vLLM t
 _COMPLETE_MARK = ".complete"
 CPU_DTYPE_NAMES = {"auto": "float32", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch_dtype(_, "cpu")
 # What the engines take from transformers' namespace, which transformers fills lazily on first use.
-TRANSFORMERS_NAMES = ("AutoConfig", "AutoModelForCausalLM", "AutoTokenizer", "GenerationConfig", "LogitsProcessor",
-                      "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "TemperatureLogitsWarper",
-                      "TextStreamer", "TopKLogitsWarper", "TopPLogitsWarper")
+TRANSFORMERS_NAMES = (
+    "AutoConfig",
+    "AutoModelForCausalLM",
+    "AutoTokenizer",
+    "GenerationConfig",
+    "LogitsProcessor",
+    "LogitsProcessorList",
+    "StoppingCriteria",
+    "StoppingCriteriaList",
+    "TemperatureLogitsWarper",
+    "TextStreamer",
+    "TopKLogitsWarper",
+    "TopPLogitsWarper",
+)
 _importing = threading.Lock()
 _imported = False
 # One model built by transformers at a time in this process. Two from_pretrained calls in two loader
@@ -157,13 +168,17 @@ def _device_map(device: DeviceSpec, target: str, config: Any, dtype: torch.dtype
 
 
 def plan_gpu_placement(
-    config: Any, dtype: torch.dtype, free_bytes: Mapping[int, int], max_memory: Mapping[str, str] | None = None,
+    config: Any,
+    dtype: torch.dtype,
+    free_bytes: Mapping[int, int],
+    max_memory: Mapping[str, str] | None = None,
     headroom: float = 0.9,
 ) -> dict[str, Any]:
     """Spread a model over GPUs by free memory (accelerate does the arithmetic). Refuses, with the
     sizes, a model that would spill to CPU or disk: a clear failure beats an OOM mid-request."""
     from accelerate import infer_auto_device_map, init_empty_weights
     from accelerate.utils import compute_module_sizes, convert_file_size_to_int
+
     import_transformers()
     from transformers import AutoModelForCausalLM
 

@@ -42,9 +42,9 @@ class ResolvedSource:
 
 def resolve_source(source: str) -> ResolvedSource:
     if source.startswith("package:"):
-        path = _package_path(source[len("package:"):])
+        path = _package_path(source[len("package:") :])
     elif source.startswith("hf:"):
-        return ResolvedSource(_hub_cache_folder(source[len("hf:"):]), None)
+        return ResolvedSource(_hub_cache_folder(source[len("hf:") :]), None)
     else:
         path = Path(source).expanduser()
     if not path.exists():
@@ -64,7 +64,9 @@ def _package_path(spec: str) -> Path:
         try:
             func = getattr(importlib.import_module(module_name), func_name)
         except (ImportError, AttributeError) as exc:
-            raise SourceError(f"package:{spec}: cannot import {module_name}.{func_name} ({exc}); is the package installed?") from exc
+            raise SourceError(
+                f"package:{spec}: cannot import {module_name}.{func_name} ({exc}); is the package installed?"
+            ) from exc
         try:
             return Path(func())
         except Exception as exc:  # a third-party assembler: report whatever went wrong

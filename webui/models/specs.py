@@ -184,27 +184,45 @@ def _first_problem(exc: ValidationError, entry_class: type[Entry], backend: str)
 
 def _is_union_branch(part: Any) -> bool:
     """pydantic names the member of a union it tried (`str`, `MaxMemory`, `int`); not a key."""
-    return isinstance(part, str) and (part[:1].isupper() or part in ("str", "int", "float", "bool", "list[str]")
-                                      or part.startswith(("function-", "literal[")))
+    return isinstance(part, str) and (
+        part[:1].isupper()
+        or part in ("str", "int", "float", "bool", "list[str]")
+        or part.startswith(("function-", "literal["))
+    )
 
 
 def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> ModelSpec:
     common: dict[str, Any] = {
-        "name": entry.name, "backend": backend, "origin": where, "description": entry.description,
-        "system_prompt": entry.system_prompt, "context_length": entry.context_length,
-        "weight": float(entry.weight), "max_concurrency": entry.max_concurrency,
-        "sampling": _sampling(entry), "template": "auto", "entry": entry,
+        "name": entry.name,
+        "backend": backend,
+        "origin": where,
+        "description": entry.description,
+        "system_prompt": entry.system_prompt,
+        "context_length": entry.context_length,
+        "weight": float(entry.weight),
+        "max_concurrency": entry.max_concurrency,
+        "sampling": _sampling(entry),
+        "template": "auto",
+        "entry": entry,
     }
     if isinstance(entry, LocalEntry):
-        common.update(source=resolve_relative(entry.source.strip(), base_dir), dtype=entry.dtype,
-                      device=_device(entry.device), template=_template(entry.template, base_dir))
+        common.update(
+            source=resolve_relative(entry.source.strip(), base_dir),
+            dtype=entry.dtype,
+            device=_device(entry.device),
+            template=_template(entry.template, base_dir),
+        )
     if isinstance(entry, (VllmEntry, AutoEntry)):
         common["vllm"] = entry.vllm.model_dump(exclude_defaults=True)
     if isinstance(entry, OpenAIEntry):
         first = entry.base_url if isinstance(entry.base_url, str) else entry.base_url[0]
-        common.update(base_url=first.rstrip("/"), remote_model=entry.remote_model,
-                      api_key_env=entry.api_key_env, timeout_s=float(entry.timeout_s),
-                      connect_timeout_s=float(entry.connect_timeout_s))
+        common.update(
+            base_url=first.rstrip("/"),
+            remote_model=entry.remote_model,
+            api_key_env=entry.api_key_env,
+            timeout_s=float(entry.timeout_s),
+            connect_timeout_s=float(entry.connect_timeout_s),
+        )
     return ModelSpec(**common)
 
 
@@ -225,7 +243,7 @@ def _device(value: MaxMemory | str) -> DeviceSpec:
 
 def _template(value: str, base_dir: Path | None) -> str:
     if value.startswith("jinja:"):
-        path = Path(resolve_relative(value[len("jinja:"):], base_dir))
+        path = Path(resolve_relative(value[len("jinja:") :], base_dir))
         if not path.is_file():
             raise _KeyProblem("template", f"Jinja template file not found: {path}")
         return f"jinja:{path}"

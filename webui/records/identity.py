@@ -29,10 +29,44 @@ from collections.abc import Iterable, Sequence
 # finish reasons cover) plus the families of the models people run today. Matched as whole words
 # (see the module docstring), so a word inside an ordinary word never counts.
 DEFAULT_IDENTITY_WORDS: tuple[str, ...] = (
-    "vicuna", "lmsys", "koala", "uc berkeley", "open assistant", "laion", "chatglm", "chatgpt", "gpt-3", "gpt-4",
-    "gpt-5", "openai", "anthropic", "claude", "bard", "palm", "lamda", "google", "llama", "qianwan", "alibaba",
-    "mistral", "mixtral", "zhipu", "keg lab", "01.ai", "ai2", "tülu", "tulu", "qwen", "gemma", "gemini",
-    "smollm", "hugging face", "huggingface", "deepseek", "meta ai", "microsoft",
+    "vicuna",
+    "lmsys",
+    "koala",
+    "uc berkeley",
+    "open assistant",
+    "laion",
+    "chatglm",
+    "chatgpt",
+    "gpt-3",
+    "gpt-4",
+    "gpt-5",
+    "openai",
+    "anthropic",
+    "claude",
+    "bard",
+    "palm",
+    "lamda",
+    "google",
+    "llama",
+    "qianwan",
+    "alibaba",
+    "mistral",
+    "mixtral",
+    "zhipu",
+    "keg lab",
+    "01.ai",
+    "ai2",
+    "tülu",
+    "tulu",
+    "qwen",
+    "gemma",
+    "gemini",
+    "smollm",
+    "hugging face",
+    "huggingface",
+    "deepseek",
+    "meta ai",
+    "microsoft",
 )
 
 _LETTER = "a-z\u00c0-\u024f"  # ASCII and accented Latin letters (lower case: matching ignores case)
@@ -114,11 +148,11 @@ def _variants(pattern: str) -> tuple[_Variants, _Variants]:
     ASCII letter matches nothing else), then a lookbehind checks that the letter matches it and that
     no letter or digit precedes it. The non-ASCII variant cannot match ASCII text."""
     before = rf"(?<![{_LETTER}0-9])"
-    first = pattern[len(before):len(before) + 1]
+    first = pattern[len(before) : len(before) + 1]
     if not pattern.startswith(before) or not (first.isascii() and first.isalnum()):
         single = (re.compile(pattern, re.IGNORECASE),)
         return single, single
-    rest = rf"(?<={before}{first}){pattern[len(before) + 1:]}"
+    rest = rf"(?<={before}{first}){pattern[len(before) + 1 :]}"
     # (Non-ASCII as a negated class: a range up to U+10FFFF takes the compiler a walk over it.)
     leads = dict.fromkeys((first.lower(), first.upper(), r"[^\x00-\x7f]"))
     compiled = tuple(re.compile(rf"(?-i:{lead}){rest}", re.IGNORECASE) for lead in leads)

@@ -121,7 +121,9 @@ def load_shared_secret(secret: str, secret_file: str) -> str:
     if secret_file:
         origin = f"secret_file ({secret_file})"
         try:
-            lines = [line.strip() for line in Path(secret_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+            lines = [
+                line.strip() for line in Path(secret_file).read_text(encoding="utf-8").splitlines() if line.strip()
+            ]
             mode = Path(secret_file).stat().st_mode
         except OSError as exc:
             raise ConfigError(f"secret_file: cannot read {secret_file}: {exc.strerror or exc}") from None
@@ -131,8 +133,10 @@ def load_shared_secret(secret: str, secret_file: str) -> str:
             log.warning("secret file %s is readable by other users; chmod 600 it", secret_file)
         secret = lines[0]
     if secret and (len(secret) < MIN_SHARED_SECRET_CHARS or secret != secret.strip()):
-        raise ConfigError(f"{origin}: the secret must be at least {MIN_SHARED_SECRET_CHARS} characters without "
-                          "surrounding spaces; make one with: python -c \"import secrets; print(secrets.token_urlsafe(32))\"")
+        raise ConfigError(
+            f"{origin}: the secret must be at least {MIN_SHARED_SECRET_CHARS} characters without "
+            'surrounding spaces; make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+        )
     return secret
 
 

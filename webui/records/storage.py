@@ -166,8 +166,11 @@ def _fsync_dir(folder: Path) -> None:
 def state_dict(conv: Conversation, finish_reasons: Sequence[str] = ()) -> dict[str, Any]:
     """FastChat's conversation state, plus the sampling parameters, each reply's finish reason and,
     where known, the fingerprint of what served it."""
-    served = {"fingerprint": conv.fingerprint, "fingerprint_components": dict(conv.fingerprint_components)} \
-        if conv.fingerprint else {}
+    served = (
+        {"fingerprint": conv.fingerprint, "fingerprint_components": dict(conv.fingerprint_components)}
+        if conv.fingerprint
+        else {}
+    )
     return {
         "template_name": conv.template_name,
         "system_message": conv.system_message,
@@ -196,8 +199,11 @@ def vote_state(conv: Conversation, ends: Sequence[ReplyEnd]) -> dict[str, Any]:
     """A vote's state: `state_dict` plus each turn's time to first token and tokens/s, oldest first
     (as `finish_reasons`), so that the leaderboard can set speed beside quality, with transcripts
     off too (no chat records are written then)."""
-    return {**state_dict(conv, [e.reason for e in ends]), "ttft_s": [e.ttft_s for e in ends],
-            "tokens_per_s": [e.tokens_per_s for e in ends]}
+    return {
+        **state_dict(conv, [e.reason for e in ends]),
+        "ttft_s": [e.ttft_s for e in ends],
+        "tokens_per_s": [e.tokens_per_s for e in ends],
+    }
 
 
 def redact_state(state: dict[str, Any]) -> dict[str, Any]:
@@ -254,18 +260,20 @@ def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: Vo
     else:
         record["model"] = convs[0].model_name
         record["state"] = states[0]
-    record.update({
-        "ip": policy.apply(event.client.address),
-        "schema_version": SCHEMA_VERSION,
-        "vote_id": ctx.vote_id,
-        "mode": convs[0].mode,
-        "battle_id": convs[0].battle_id,
-        "turn": convs[0].turn,
-        "anonymous": convs[0].anonymous,
-        "user": policy.apply(event.client.user),
-        "hygiene": hygiene,
-        "extra": dict(event.extra),
-    })
+    record.update(
+        {
+            "ip": policy.apply(event.client.address),
+            "schema_version": SCHEMA_VERSION,
+            "vote_id": ctx.vote_id,
+            "mode": convs[0].mode,
+            "battle_id": convs[0].battle_id,
+            "turn": convs[0].turn,
+            "anonymous": convs[0].anonymous,
+            "user": policy.apply(event.client.user),
+            "hygiene": hygiene,
+            "extra": dict(event.extra),
+        }
+    )
     return record
 
 
@@ -323,11 +331,16 @@ class JsonlRecorder:
 
         key = address_secret(settings)
         policy = build_policy(settings.ip_logging, Path(settings.log_dir), key)
-        sessions = policy if settings.ip_logging != "raw" else \
-            build_policy("hash", Path(settings.log_dir), key)
+        sessions = policy if settings.ip_logging != "raw" else build_policy("hash", Path(settings.log_dir), key)
         words = identity_words(model_names, settings.identity_words)
-        return cls(Path(settings.log_dir), policy, log_transcripts=settings.log_transcripts, identity_words=words,
-                   session_policy=sessions, server_name=settings.server_name)
+        return cls(
+            Path(settings.log_dir),
+            policy,
+            log_transcripts=settings.log_transcripts,
+            identity_words=words,
+            session_policy=sessions,
+            server_name=settings.server_name,
+        )
 
     def chat(self, event: ChatEvent) -> None:
         """Log a finished or stopped reply (unless transcripts are off); remember how it ended so

@@ -63,7 +63,9 @@ class AccessLogPrivacy(logging.Filter):
         path = _SESSION_IN_PATH.sub(lambda m: m.group(1) + self.session(m.group(2)), path)
         path = _FILE_HASH_IN_PATH.sub(lambda m: m.group(1) + self.session(m.group(2)), path)
         if sep and "session_hash=" in query:
-            pairs = [(k, self.session(v) if k == "session_hash" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+            pairs = [
+                (k, self.session(v) if k == "session_hash" else v) for k, v in parse_qsl(query, keep_blank_values=True)
+            ]
             query = urlencode(pairs, safe=":", quote_via=quote)
         return path + sep + query
 
@@ -73,8 +75,7 @@ def access_log_filter(settings: Settings) -> AccessLogPrivacy:
     vote from the same address or session carry the same hash)."""
     key = address_secret(settings)
     addresses = build_policy(settings.ip_logging, Path(settings.log_dir), key)
-    sessions = addresses if settings.ip_logging != "raw" else \
-        build_policy("hash", Path(settings.log_dir), key)
+    sessions = addresses if settings.ip_logging != "raw" else build_policy("hash", Path(settings.log_dir), key)
     return AccessLogPrivacy(addresses, sessions)
 
 

@@ -37,8 +37,10 @@ def create_app(services: Services) -> FastAPI:
         body = {
             "status": "ok",
             "server": services.settings.server_name,  # which server behind the proxy answered (docs/deploy.md)
-            "models": {s.name: {"state": s.state.value, "reason": s.reason, "problem": s.problem, "engine": s.engine}
-                       for s in statuses},
+            "models": {
+                s.name: {"state": s.state.value, "reason": s.reason, "problem": s.problem, "engine": s.engine}
+                for s in statuses
+            },
         }
         return JSONResponse(body)
 
@@ -48,8 +50,9 @@ def create_app(services: Services) -> FastAPI:
     blocks = build_ui(services)
     security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
     app.state.blocks = blocks  # for the share link and gradio_calls
-    mounted = gr.mount_gradio_app(app, blocks, path="/", **security.mount_kwargs(services.settings),
-                                  **auth.gradio_auth_kwargs(services.settings))
+    mounted = gr.mount_gradio_app(
+        app, blocks, path="/", **security.mount_kwargs(services.settings), **auth.gradio_auth_kwargs(services.settings)
+    )
     reaper.expire_idle_sessions(mounted, blocks, book, services.settings)
     return mounted
 

@@ -23,15 +23,20 @@ def public_warnings(services: Services, space: bool) -> list[str]:
     settings = services.settings
     warnings: list[str] = []
     if space and settings.trusted_proxies == 0:
-        warnings.append("running on a Space with trusted_proxies=0: every visitor appears to come from the "
-                        "Space's proxy, so rate limits are shared by all and logs cannot tell clients apart; "
-                        "set the Space variable ARENA_TRUSTED_PROXIES=1")
+        warnings.append(
+            "running on a Space with trusted_proxies=0: every visitor appears to come from the "
+            "Space's proxy, so rate limits are shared by all and logs cannot tell clients apart; "
+            "set the Space variable ARENA_TRUSTED_PROXIES=1"
+        )
     if settings.share and not login_enabled(settings):
-        warnings.append("--share makes the app public to anyone with the link, without a login; "
-                        "consider --auth-file or ARENA_AUTH")
+        warnings.append(
+            "--share makes the app public to anyone with the link, without a login; consider --auth-file or ARENA_AUTH"
+        )
     if settings.share and settings.trusted_proxies == 0:
-        warnings.append("--share: visitors arrive through the local tunnel client (127.0.0.1), so rate limits "
-                        "are shared by all of them unless --trusted-proxies 1 is set")
+        warnings.append(
+            "--share: visitors arrive through the local tunnel client (127.0.0.1), so rate limits "
+            "are shared by all of them unless --trusted-proxies 1 is set"
+        )
     return warnings
 
 

@@ -38,11 +38,12 @@ def refusal(path: str, body: bytes, fns: Mapping[int, Any]) -> tuple[int, str] |
     index = data.get("fn_index") if isinstance(data, dict) else None
     named = next((prefix for prefix in _NAMED_CALLS if path.startswith(prefix)), None)
     if named is not None and index is None:  # Gradio looks the event up by its name
-        name = path[len(named):].split("/", 1)[0]
+        name = path[len(named) :].split("/", 1)[0]
         if name not in {fn.api_name for fn in fns.values()}:
             return 404, f"No API endpoint named {clipped(name)!r}."
     elif (named is not None or path == "/gradio_api/queue/join") and (  # by its index (the page's calls)
-            isinstance(index, bool) or not isinstance(index, int) or index not in fns):
+        isinstance(index, bool) or not isinstance(index, int) or index not in fns
+    ):
         return 422, f"fn_index {clipped(repr(index))} is not one of this app's events."
     return None
 

@@ -42,7 +42,8 @@ def check_gradio_internals(blocks: Any) -> None:
     if missing:
         raise GradioInternalsMoved(
             f"this Gradio ({_gradio_version()}) has no {', '.join('Blocks.' + p for p in missing)}: idle sessions "
-            "cannot be removed; webui/server/reaper.py must follow the new layout")
+            "cannot be removed; webui/server/reaper.py must follow the new layout"
+        )
 
 
 def _has_path(obj: Any, path: str) -> bool:

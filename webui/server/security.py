@@ -58,8 +58,11 @@ def queue_size(registry: Registry, settings: Settings) -> int:
 def configure_queue(blocks: gr.Blocks, registry: Registry, settings: Settings) -> None:
     """A bounded queue. Events that name no concurrency limit of their own run as many at once as
     the models have slots; more would only wait inside the engine, where nobody sees a position."""
-    blocks.queue(max_size=queue_size(registry, settings),
-                 default_concurrency_limit=generation_slots(registry, settings), api_open=False)
+    blocks.queue(
+        max_size=queue_size(registry, settings),
+        default_concurrency_limit=generation_slots(registry, settings),
+        api_open=False,
+    )
 
 
 # ---- what Gradio may serve ---------------------------------------------------------------------
@@ -122,7 +125,7 @@ class RefuseRemoteFiles:
 def _is_remote_file_request(path: str) -> bool:
     for prefix in FILE_ROUTES:
         if path.startswith(prefix):
-            target = path[len(prefix):].lstrip().lower()
+            target = path[len(prefix) :].lstrip().lower()
             return "://" in target or target.startswith(("http:", "https:", "//"))
     return False
 
@@ -183,8 +186,13 @@ def _content_length(scope: dict) -> int | None:
 async def send_json(send: Any, status: int, body: dict) -> None:
     """Answer an ASGI request with a small JSON body (from middleware, before the app sees it)."""
     payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 

@@ -32,8 +32,10 @@ COOKIE_LAX = "arena-session-lax"  # SameSite=Lax: sent over plain http, where a 
 ISSUE_PATHS = ("/", "/config", "/config/")  # the page, and gradio_client's first request
 SESSION_PATHS = ("/gradio_api/heartbeat/", "/gradio_api/stream/")  # GET paths whose next segment is a session
 MAX_SESSIONS = 10_000  # as Gradio's own state_session_capacity: the oldest binding (and its state) goes first
-NO_SECRET = ("This request names a session but carries no valid session cookie. Reload the page "
-             "(gradio_client: create a new Client), and allow cookies for this site.")
+NO_SECRET = (
+    "This request names a session but carries no valid session cookie. Reload the page "
+    "(gradio_client: create a new Client), and allow cookies for this site."
+)
 NOT_YOURS = "This session belongs to another browser. Reload the page to start a session of your own."
 
 
@@ -161,7 +163,7 @@ def _hashes_in_url(scope: dict) -> Iterable[str]:
     if scope.get("method") == "GET":
         for prefix in SESSION_PATHS:
             if path.startswith(prefix):
-                rest = path[len(prefix):].split("/", 1)[0]
+                rest = path[len(prefix) :].split("/", 1)[0]
                 if rest:
                     yield rest
 
@@ -183,8 +185,10 @@ def _hashes_in_body(body: bytes) -> list[str]:
 
 
 def _with_cookies(send: Any, secret: str) -> Any:
-    cookies = [f"{COOKIE}={secret}; Path=/; HttpOnly; SameSite=None; Secure; Partitioned",
-               f"{COOKIE_LAX}={secret}; Path=/; HttpOnly; SameSite=Lax"]
+    cookies = [
+        f"{COOKIE}={secret}; Path=/; HttpOnly; SameSite=None; Secure; Partitioned",
+        f"{COOKIE_LAX}={secret}; Path=/; HttpOnly; SameSite=Lax",
+    ]
 
     async def sending(message: dict) -> None:
         if message["type"] == "http.response.start":

@@ -58,8 +58,10 @@ def open_share_link(blocks: Any, host: str, port: int, tunnel: Tunnel | None = N
 
 def explain_failure(exc: BaseException, local_url: str) -> str:
     reason = _root_cause(exc)
-    return (f"Could not create a share link ({reason}). --share needs internet access to Gradio's share "
-            f"service (api.gradio.app and its tunnel servers). The app is still running locally at {local_url}.")
+    return (
+        f"Could not create a share link ({reason}). --share needs internet access to Gradio's share "
+        f"service (api.gradio.app and its tunnel servers). The app is still running locally at {local_url}."
+    )
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -73,8 +75,16 @@ def _root_cause(exc: BaseException) -> str:
     return ": ".join(dict.fromkeys(messages))
 
 
-def share_when_ready(server: Any, blocks: Any, host: str, port: int, *, on_space: bool = False,
-                     tunnel: Tunnel | None = None, wait_s: float = 120.0) -> threading.Thread | None:
+def share_when_ready(
+    server: Any,
+    blocks: Any,
+    host: str,
+    port: int,
+    *,
+    on_space: bool = False,
+    tunnel: Tunnel | None = None,
+    wait_s: float = 120.0,
+) -> threading.Thread | None:
     """Open the link from a background thread once `server` (a uvicorn.Server) is listening, and
     log the outcome. Returns the thread (tests join it)."""
     if on_space:

@@ -29,8 +29,15 @@ if TYPE_CHECKING:
     from webui.services import Services
 
 TABS = ("battle", "side_by_side", "direct", "leaderboard", "about")
-ALIASES = {"sbs": "side_by_side", "side-by-side": "side_by_side", "side": "side_by_side", "chat": "direct",
-           "arena": "battle", "anonymous": "battle", "ranking": "leaderboard"}
+ALIASES = {
+    "sbs": "side_by_side",
+    "side-by-side": "side_by_side",
+    "side": "side_by_side",
+    "chat": "direct",
+    "arena": "battle",
+    "anonymous": "battle",
+    "ranking": "leaderboard",
+}
 CHAT_TABS: tuple[Mode, ...] = ("battle", "side_by_side", "direct")
 STATUS_EVERY_S = 2.0
 
@@ -88,12 +95,26 @@ class StatusOutputs:
         return [self.seen, self.battle, self.side_by_side, *self.sbs_models, self.direct, self.direct_model]
 
 
-def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs: gr.Tabs, current: gr.State,
-                 seen: gr.State, chats: Mapping[Mode, ChatTab], tab_blocks: Mapping[str, gr.Tab]) -> None:
+def _wire_status(
+    services: Services,
+    handlers: Handlers,
+    blocks: gr.Blocks,
+    tabs: gr.Tabs,
+    current: gr.State,
+    seen: gr.State,
+    chats: Mapping[Mode, ChatTab],
+    tab_blocks: Mapping[str, gr.Tab],
+) -> None:
     sbs, direct = chats["side_by_side"], chats["direct"]
     (direct_model,) = direct.dropdowns
-    drawn = StatusOutputs(seen=seen, battle=chats["battle"].status, side_by_side=sbs.status, sbs_models=sbs.dropdowns,
-                          direct=direct.status, direct_model=direct_model)
+    drawn = StatusOutputs(
+        seen=seen,
+        battle=chats["battle"].status,
+        side_by_side=sbs.status,
+        sbs_models=sbs.dropdowns,
+        direct=direct.status,
+        direct_model=direct_model,
+    )
     status_outputs = drawn.components()
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
     states, modes = [c.state for c in chats.values()], list(chats)
@@ -106,26 +127,50 @@ def _wire_status(services: Services, handlers: Handlers, blocks: gr.Blocks, tabs
         """Opens the tab named in ?tab=, and creates each tab's session (owned by this page's
         session hash) in the same response that sets the dropdowns: their change events, which
         arrive together, then share one session instead of racing to create one each."""
-        current_sessions, chosen = values[:len(states)], values[len(states):]
+        current_sessions, chosen = values[: len(states)], values[len(states) :]
         owner = owner_of(request)
         created = [handlers.session_for(s, m, owner) for s, m in zip(current_sessions, modes, strict=True)]
         tab = tab_from_query(getattr(request, "query_params", None))
         return [gr.Tabs(selected=tab), tab, *created, *refresh(tab, last, *chosen)]
 
-    blocks.load(on_load, [seen, *states, *dropdowns], [tabs, current, *states, *status_outputs], api_name="app_load",
-                concurrency_limit=None, **quiet, **INTERNAL)
+    blocks.load(
+        on_load,
+        [seen, *states, *dropdowns],
+        [tabs, current, *states, *status_outputs],
+        api_name="app_load",
+        concurrency_limit=None,
+        **quiet,
+        **INTERNAL,
+    )
     for tab_id, tab in tab_blocks.items():
+
         def on_select(last: Any, *chosen: str | None, tab_id: str = tab_id) -> list[Any]:
             return [tab_id, *refresh(tab_id, last, *chosen)]
-        tab.select(on_select, [seen, *dropdowns], [current, *status_outputs], api_name=f"app_tab_{tab_id}",
-                   concurrency_limit=None, **quiet, **INTERNAL)
+
+        tab.select(
+            on_select,
+            [seen, *dropdowns],
+            [current, *status_outputs],
+            api_name=f"app_tab_{tab_id}",
+            concurrency_limit=None,
+            **quiet,
+            **INTERNAL,
+        )
     timer = gr.Timer(STATUS_EVERY_S)
-    timer.tick(refresh, [current, seen, *dropdowns], status_outputs, api_name="app_status",
-               concurrency_limit=None, **quiet, **INTERNAL)
+    timer.tick(
+        refresh,
+        [current, seen, *dropdowns],
+        status_outputs,
+        api_name="app_status",
+        concurrency_limit=None,
+        **quiet,
+        **INTERNAL,
+    )
 
 
-def status_updates(services: Services, tab: str, last: Any, chosen: Sequence[str | None],
-                   drawn: StatusOutputs) -> dict[Any, Any]:
+def status_updates(
+    services: Services, tab: str, last: Any, chosen: Sequence[str | None], drawn: StatusOutputs
+) -> dict[Any, Any]:
     """{component of `drawn`: update}: only for the tab on show, and only when something changed.
     `chosen` is what the model dropdowns (side by side's, then direct's) showed when the timer
     fired. An empty dropdown gets a ready model (the k-th, or the last when there are fewer); one

@@ -48,5 +48,7 @@ IP_NOTES = {"hash": "only as a keyed hash", "raw": "as is", "none": "not at all"
 def build_about_tab(services: Services) -> None:
     settings = services.settings
     ip_note = IP_NOTES.get(getattr(settings, "ip_logging", "hash"), "as configured by the operator")
-    gr.Markdown(ABOUT.format(ip_note=ip_note, max_chars=settings.max_input_chars, max_turns=settings.max_turns),
-                elem_id="about-text")
+    gr.Markdown(
+        ABOUT.format(ip_note=ip_note, max_chars=settings.max_input_chars, max_turns=settings.max_turns),
+        elem_id="about-text",
+    )

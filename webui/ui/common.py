@@ -57,12 +57,14 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         return gr.Error(UNEXPECTED, print_exception=False)
 
     if inspect.isgeneratorfunction(fn):
+
         @functools.wraps(fn)
         def stream(*args: Any, **kwargs: Any) -> Any:
             try:
                 yield from fn(*args, **kwargs)
             except Exception as exc:  # translated, never shown raw
                 raise translate(exc) from None
+
         return stream
 
     @functools.wraps(fn)
@@ -71,6 +73,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except Exception as exc:  # translated, never shown raw
             raise translate(exc) from None
+
     return call
 
 
@@ -90,9 +93,18 @@ def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
     """HTML in messages is sanitised in the browser (sanitize_html, and no custom tags kept), so a
     prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs."""
     return gr.Chatbot(
-        label=label, elem_id=elem_id, elem_classes=["arena-chat"], height=420, sanitize_html=True,
-        allow_tags=False, render_markdown=True, latex_delimiters=LATEX, buttons=["copy", "copy_all"],
-        feedback_options=None, layout="bubble", placeholder="The reply appears here.",
+        label=label,
+        elem_id=elem_id,
+        elem_classes=["arena-chat"],
+        height=420,
+        sanitize_html=True,
+        allow_tags=False,
+        render_markdown=True,
+        latex_delimiters=LATEX,
+        buttons=["copy", "copy_all"],
+        feedback_options=None,
+        layout="bubble",
+        placeholder="The reply appears here.",
     )
 
 
@@ -189,26 +201,62 @@ def param_controls(title: str, *, anonymous: bool, elem_prefix: str, sink: gr.Co
     with gr.Accordion(f"Parameters · {title}", open=False, elem_id=f"{elem_prefix}-params"):
         own = None
         if anonymous:
-            own = gr.Checkbox(True, label="Use the model's own settings (hidden until the vote)",
-                              elem_id=f"{elem_prefix}-own")
+            own = gr.Checkbox(
+                True, label="Use the model's own settings (hidden until the vote)", elem_id=f"{elem_prefix}-own"
+            )
         editable = not anonymous
         ids = {name: f"{elem_prefix}-{name.replace('_', '-')}" for name in PaneSettings.FIELDS}
         fields: list[Field] = [
-            gr.Slider(0.0, 2.0, value=d.temperature, step=0.05, label="temperature (0 = greedy)", interactive=editable,
-                      elem_id=ids["temperature"]),
+            gr.Slider(
+                0.0,
+                2.0,
+                value=d.temperature,
+                step=0.05,
+                label="temperature (0 = greedy)",
+                interactive=editable,
+                elem_id=ids["temperature"],
+            ),
             gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable, elem_id=ids["top_p"]),
-            gr.Slider(0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable, elem_id=ids["top_k"]),
-            gr.Slider(1, 4096, value=d.max_new_tokens, step=1, label="max_new_tokens", interactive=editable,
-                      elem_id=ids["max_new_tokens"]),
-            gr.Slider(0.5, 2.0, value=d.repetition_penalty, step=0.05, label="repetition_penalty",
-                      interactive=editable, elem_id=ids["repetition_penalty"]),
+            gr.Slider(
+                0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable, elem_id=ids["top_k"]
+            ),
+            gr.Slider(
+                1,
+                4096,
+                value=d.max_new_tokens,
+                step=1,
+                label="max_new_tokens",
+                interactive=editable,
+                elem_id=ids["max_new_tokens"],
+            ),
+            gr.Slider(
+                0.5,
+                2.0,
+                value=d.repetition_penalty,
+                step=0.05,
+                label="repetition_penalty",
+                interactive=editable,
+                elem_id=ids["repetition_penalty"],
+            ),
             gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable, elem_id=ids["seed"]),
-            gr.Textbox(value="", lines=2, label="system prompt", placeholder="(the model's own)",
-                       interactive=editable, elem_id=ids["system_prompt"]),
+            gr.Textbox(
+                value="",
+                lines=2,
+                label="system prompt",
+                placeholder="(the model's own)",
+                interactive=editable,
+                elem_id=ids["system_prompt"],
+            ),
         ]
     if own is not None:
-        own.change(lambda mine: [gr.update(interactive=not mine)] * len(fields), own, fields,
-                   api_name=f"{elem_prefix.replace('-', '_')}_own_settings", **progress_on(sink), **INTERNAL)
+        own.change(
+            lambda mine: [gr.update(interactive=not mine)] * len(fields),
+            own,
+            fields,
+            api_name=f"{elem_prefix.replace('-', '_')}_own_settings",
+            **progress_on(sink),
+            **INTERNAL,
+        )
     return Controls(own, fields)
 
 
@@ -218,7 +266,7 @@ def split_settings(values: Sequence[Any], controls: Sequence[Controls]) -> list[
     for c in controls:
         own = bool(values[at]) if c.own is not None else False
         at += 1 if c.own is not None else 0
-        out.append(PaneSettings.from_values(list(values[at:at + len(c.fields)]), own_defaults=own))
+        out.append(PaneSettings.from_values(list(values[at : at + len(c.fields)]), own_defaults=own))
         at += len(c.fields)
     return out
 
@@ -246,6 +294,13 @@ def wire_mirror(same: gr.Checkbox, a: Controls, others: Sequence[Controls], api_
         return out
 
     own_others = [c.own for c in others if c.own is not None]
-    gr.on([same.change] + [c.change for c in a.inputs], run, [same, *a.inputs, *own_others],
-          [c for other in others for c in other.inputs], api_name=api_name, trigger_mode="always_last",
-          **progress_on(sink), **INTERNAL)
+    gr.on(
+        [same.change] + [c.change for c in a.inputs],
+        run,
+        [same, *a.inputs, *own_others],
+        [c for other in others for c in other.inputs],
+        api_name=api_name,
+        trigger_mode="always_last",
+        **progress_on(sink),
+        **INTERNAL,
+    )

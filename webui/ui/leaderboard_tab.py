@@ -53,36 +53,68 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
-DATABASE_AWAY = ("Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
-                 "cannot be shown. Please try again in a moment.")
+DATABASE_AWAY = (
+    "Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
+    "cannot be shown. Please try again in a moment."
+)
 MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = ["Rank", "Model", "Fingerprint", "Rating", "95% CI", "P(above next)", "More battles (next)", "Rank (style)",
-                   "Rating (style)", "95% CI (style)", "P(above next) (style)", "First token (s)", "Tokens/s", "Elo",
-                   "Battles", "Wins", "Ties", "Losses", "Note"]
+DISPLAY_COLUMNS = [
+    "Rank",
+    "Model",
+    "Fingerprint",
+    "Rating",
+    "95% CI",
+    "P(above next)",
+    "More battles (next)",
+    "Rank (style)",
+    "Rating (style)",
+    "95% CI (style)",
+    "P(above next) (style)",
+    "First token (s)",
+    "Tokens/s",
+    "Elo",
+    "Battles",
+    "Wins",
+    "Ties",
+    "Losses",
+    "Note",
+]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
 EXPORTS = {
     "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
     "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
     "pairs_jsonl": ("preference_pairs.jsonl", "prompt, chosen, rejected"),
 }
-OPERATOR_VIEWS = "The voter check and the downloads (every battle with both conversations, preference pairs, ratings " \
-                 "over time) are for the operator of this server"
-EXPLAIN = ("Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
-           "number of models whose interval lies entirely above. Ties count half. *P(above next)*: the probability "
-           "that a model is rightly above the next ranked one; *More battles (next)*: about how many more battles "
-           "between the two would separate them at 95%. *First token* and *Tokens/s*: medians over the judged "
-           "replies, measured on this server's hardware. **Style control** holds reply "
-           "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
-           "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
-           "left out; *What was left out* above says how many each filter left out.")
+OPERATOR_VIEWS = (
+    "The voter check and the downloads (every battle with both conversations, preference pairs, ratings "
+    "over time) are for the operator of this server"
+)
+EXPLAIN = (
+    "Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
+    "number of models whose interval lies entirely above. Ties count half. *P(above next)*: the probability "
+    "that a model is rightly above the next ranked one; *More battles (next)*: about how many more battles "
+    "between the two would separate them at 95%. *First token* and *Tokens/s*: medians over the judged "
+    "replies, measured on this server's hardware. **Style control** holds reply "
+    "length and markdown (headers, bold, lists) equal. Models with few battles are *preliminary*: "
+    "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
+    "left out; *What was left out* above says how many each filter left out."
+)
 
 
 class LeaderboardView:
     """The board of one log directory, kept current in the background by a `LiveBoard`: every
     call answers at once with the last board built."""
 
-    def __init__(self, log_dir: Path, options: BoardOptions, *, index_path: Path | None = None,
-                 poll_s: float = POLL_S, database: str = "", server: str = "") -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        options: BoardOptions,
+        *,
+        index_path: Path | None = None,
+        poll_s: float = POLL_S,
+        database: str = "",
+        server: str = "",
+    ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
         index = open_index(self.log_dir, index_path, database=database, server=server)
@@ -127,7 +159,7 @@ class LeaderboardView:
         return board, rated, _with_next(summary, rated) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:
-        """"Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
+        """ "Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
         them into LOG_DIR/snapshots); worked out once per board and snapshot."""
         path = latest_snapshot(self.log_dir / FOLDER)
         if path is None or not version:
@@ -143,17 +175,28 @@ class LeaderboardView:
         if published is None:
             return "The leaderboard is being built from the vote logs; it appears here when it is ready. "
         ago = max(0, round(time.time() - published.built_at))
-        trouble = f" (the latest update failed: {self.live.error}; showing the last good board)" \
-            if self.live.error else ""
+        trouble = (
+            f" (the latest update failed: {self.live.error}; showing the last good board)" if self.live.error else ""
+        )
         return f"Updated {ago} s ago{trouble}. "
 
     def outputs(self, category: str = ALL) -> tuple:
         """Everything the tab shows: summary, table, style note, three figures, the drops table,
         the categories table, pair counts, category choices, version."""
         board, rated, summary, version = self.rated(category)
-        return (summary, display_table(rated.table), style_note(rated), ratings_figure(rated.table),
-                win_fraction_figure(rated.win_fraction), history_figure(board.history), board.drops_table(),
-                board.categories, display_pairs(rated.pair_counts), category_choices(board), version)
+        return (
+            summary,
+            display_table(rated.table),
+            style_note(rated),
+            ratings_figure(rated.table),
+            win_fraction_figure(rated.win_fraction),
+            history_figure(board.history),
+            board.drops_table(),
+            board.categories,
+            display_pairs(rated.pair_counts),
+            category_choices(board),
+            version,
+        )
 
     def pairing_evidence(self) -> Evidence | None:
         """The last board's ratings and pair counts, for smart pairing (None: no board yet).
@@ -188,8 +231,10 @@ class LeaderboardView:
         moment if a long catch-up holds it) and asked for the session's rows alone, without
         waiting for the board."""
         if not session_key:
-            return ("This server does not keep a session key with votes (ip_logging is none).",
-                    session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
+            return (
+                "This server does not keep a session key with votes (ip_logging is none).",
+                session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])),
+            )
         index = self.live.index
         try:
             index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
@@ -249,8 +294,9 @@ def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", s
         return VoteIndex(log_dir, path)
     except (OSError, sqlite3.Error) as exc:
         fallback = Path(tempfile.mkdtemp(prefix="arena-index-")) / INDEX_NAME
-        log.warning("the vote index cannot be kept at %s (%s); using %s", path or Path(log_dir) / INDEX_NAME, exc,
-                    fallback)
+        log.warning(
+            "the vote index cannot be kept at %s (%s); using %s", path or Path(log_dir) / INDEX_NAME, exc, fallback
+        )
         return VoteIndex(log_dir, fallback)
 
 
@@ -280,37 +326,44 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=DISPLAY_COLUMNS)
     styled = "style_rating" in table
     blank = [""] * len(table)
-    return pd.DataFrame({
-        "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
-        "Model": table["model"],
-        # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
-        "Fingerprint": table.get("fingerprint", blank),
-        "Rating": table["rating"].round().astype(int),
-        "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
-        "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
-        "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
-        "95% CI (style)": [_interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)]
-        if styled else blank,
-        "P(above next) (style)": [_fixed(p, 2) for p in table["style_p_above_next"]] if styled else blank,
-        "Elo": table["elo"].round().astype(int),
-        "Battles": table["battles"].astype(int),
-        "Wins": table["wins"].astype(int),
-        "Ties": table["ties"].astype(int),
-        "Losses": table["losses"].astype(int),
-        "P(above next)": [_fixed(p, 2) for p in table["p_above_next"]],
-        "More battles (next)": [_battles(n) for n in table["more_battles_next"]],
-        "First token (s)": [_fixed(v, 2) for v in table["ttft_s"]] if "ttft_s" in table else blank,
-        "Tokens/s": [_fixed(v, 1) for v in table["tokens_per_s"]] if "tokens_per_s" in table else blank,
-        "Note": ["preliminary" if p else "" for p in table["preliminary"]],
-    })[DISPLAY_COLUMNS]
+    return pd.DataFrame(
+        {
+            "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
+            "Model": table["model"],
+            # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
+            "Fingerprint": table.get("fingerprint", blank),
+            "Rating": table["rating"].round().astype(int),
+            "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
+            "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
+            "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
+            "95% CI (style)": [
+                _interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)
+            ]
+            if styled
+            else blank,
+            "P(above next) (style)": [_fixed(p, 2) for p in table["style_p_above_next"]] if styled else blank,
+            "Elo": table["elo"].round().astype(int),
+            "Battles": table["battles"].astype(int),
+            "Wins": table["wins"].astype(int),
+            "Ties": table["ties"].astype(int),
+            "Losses": table["losses"].astype(int),
+            "P(above next)": [_fixed(p, 2) for p in table["p_above_next"]],
+            "More battles (next)": [_battles(n) for n in table["more_battles_next"]],
+            "First token (s)": [_fixed(v, 2) for v in table["ttft_s"]] if "ttft_s" in table else blank,
+            "Tokens/s": [_fixed(v, 1) for v in table["tokens_per_s"]] if "tokens_per_s" in table else blank,
+            "Note": ["preliminary" if p else "" for p in table["preliminary"]],
+        }
+    )[DISPLAY_COLUMNS]
 
 
 def style_note(rated: Rated) -> str:
     if rated.style_coefficients.empty:
         return ""
     parts = ", ".join(f"{k} {v:+.2f}" for k, v in rated.style_coefficients.items())
-    return ("Style control: how much each style difference moves the odds of winning (log-odds per standard "
-            f"deviation of the A−B difference): {parts}.")
+    return (
+        "Style control: how much each style difference moves the odds of winning (log-odds per standard "
+        f"deviation of the A−B difference): {parts}."
+    )
 
 
 def display_pairs(counts: pd.DataFrame) -> pd.DataFrame:
@@ -323,15 +376,22 @@ def category_choices(board: Board) -> list[tuple[str, str]]:
     """(label with its battle count, category) for the dropdown: every fixed category, and the
     languages that have battles."""
     rows = board.categories
-    return [(f"{c} ({n:,} battles)", c) for c, n in zip(rows["category"], rows["battles"], strict=True)
-            if n or not c.startswith(LANGUAGE_PREFIX)]
+    return [
+        (f"{c} ({n:,} battles)", c)
+        for c, n in zip(rows["category"], rows["battles"], strict=True)
+        if n or not c.startswith(LANGUAGE_PREFIX)
+    ]
 
 
 def leaderboard_view(services: Services) -> LeaderboardView:
     """The server's live board, nudged by every vote the recorder writes."""
     settings = services.settings
-    view = LeaderboardView(settings.log_dir, BoardOptions.from_settings(settings, services.registry.names()),
-                           database=settings.database, server=settings.server_name)
+    view = LeaderboardView(
+        settings.log_dir,
+        BoardOptions.from_settings(settings, services.registry.names()),
+        database=settings.database,
+        server=settings.server_name,
+    )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}
     listeners = getattr(services.recorder, "vote_listeners", None)
@@ -350,8 +410,14 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
     with gr.Row():
         category = gr.Dropdown(choices=first[9], value=ALL, label="Category", scale=3)
         refresh = gr.Button("Refresh", size="sm", scale=0)
-    table_df = gr.Dataframe(value=first[1], label="Leaderboard (anonymous battles)", interactive=False, wrap=True,
-                            elem_id="leaderboard-table", elem_classes=BOARD_TABLE)
+    table_df = gr.Dataframe(
+        value=first[1],
+        label="Leaderboard (anonymous battles)",
+        interactive=False,
+        wrap=True,
+        elem_id="leaderboard-table",
+        elem_classes=BOARD_TABLE,
+    )
     style_md = gr.Markdown(first[2])
     with gr.Row():
         rating_fig = gr.Plot(value=first[3], label="Ratings")
@@ -364,8 +430,19 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
         pairs_df = gr.Dataframe(value=first[8], interactive=False, elem_classes=BOARD_TABLE)
     gr.Markdown(EXPLAIN)
     shown = gr.State(first[10])
-    outputs = [summary_md, table_df, style_md, rating_fig, heat_fig, history_fig, drops_df, categories_df, pairs_df,
-               category, shown]
+    outputs = [
+        summary_md,
+        table_df,
+        style_md,
+        rating_fig,
+        heat_fig,
+        history_fig,
+        drops_df,
+        categories_df,
+        pairs_df,
+        category,
+        shown,
+    ]
     _wire_refresh(view, refresh, category, shown, outputs)
     _my_votes_section(services, view)
     _operator_section(services, view)
@@ -377,8 +454,9 @@ def _with_choices(values: tuple) -> list:
     return out
 
 
-def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdown, shown: gr.State,
-                  outputs: list) -> None:
+def _wire_refresh(
+    view: LeaderboardView, refresh: gr.Button, category: gr.Dropdown, shown: gr.State, outputs: list
+) -> None:
     def on_refresh(chosen: str | None = ALL) -> list:
         return _with_choices(view.outputs(chosen or ALL))
 
@@ -389,16 +467,24 @@ def _wire_refresh(view: LeaderboardView, refresh: gr.Button, category: gr.Dropdo
 
     # Cheap unless the logs changed, so these need no generation slot: concurrency_limit=None.
     refresh.click(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
-    category.input(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category",
-                   concurrency_limit=None)
+    category.input(
+        on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category", concurrency_limit=None
+    )
     # Background refreshes keep their loading status off the tables and plots (webui.ui.common.progress_on).
     quiet = progress_on(gr.HTML(visible=False))
-    gr.Timer(REFRESH_EVERY_S).tick(on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private",
-                                   concurrency_limit=None, **quiet)
+    gr.Timer(REFRESH_EVERY_S).tick(
+        on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private", concurrency_limit=None, **quiet
+    )
     parent = Context.block
     if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
-        parent.select(on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private",
-                      concurrency_limit=None, **quiet)
+        parent.select(
+            on_tick,
+            inputs=[shown, category],
+            outputs=outputs,
+            api_visibility="private",
+            concurrency_limit=None,
+            **quiet,
+        )
 
 
 def _my_votes_section(services: Services, view: LeaderboardView) -> None:
@@ -431,33 +517,53 @@ def _operator_section(services: Services, view: LeaderboardView) -> None:
         if not services.operator.enabled:
             gr.Markdown(operator_off_note(services.settings))
             return
-        gr.Markdown("For the operator of this server: each button here needs the operator key "
-                    "(`ARENA_OPERATOR_KEY` or `--operator-key-file`); a wrong one is refused.")
+        gr.Markdown(
+            "For the operator of this server: each button here needs the operator key "
+            "(`ARENA_OPERATOR_KEY` or `--operator-key-file`); a wrong one is refused."
+        )
         key = gr.Textbox(label="Operator key", type="password", max_lines=1, elem_id="operator-key")
-        gr.Markdown("Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
-                    "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out.")
+        gr.Markdown(
+            "Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
+            "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out."
+        )
         check = gr.Button("Check voters", size="sm")
         voters_df = gr.Dataframe(interactive=False, elem_classes=BOARD_TABLE)
-        gr.Markdown("Downloads: battles (every battle vote with both conversations, and the reason it was left out, "
-                    "if it was), preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time.")
+        gr.Markdown(
+            "Downloads: battles (every battle vote with both conversations, and the reason it was left out, "
+            "if it was), preference pairs for DPO-style training (prompt, chosen, rejected), ratings over time."
+        )
         with gr.Row():
-            buttons = {kind: gr.Button(f"{name}", size="sm") for kind, (name, _) in EXPORTS.items()
-                       if parquet_available() or not name.endswith(".parquet")}
+            buttons = {
+                kind: gr.Button(f"{name}", size="sm")
+                for kind, (name, _) in EXPORTS.items()
+                if parquet_available() or not name.endswith(".parquet")
+            }
             history = gr.Button("ratings_over_time.csv", size="sm")
         download = gr.File(label="Download", interactive=False)
-    check.click(_operator_only(services, view.voters), inputs=key, outputs=voters_df, api_name="leaderboard_voters",
-                concurrency_limit=None)
+    check.click(
+        _operator_only(services, view.voters),
+        inputs=key,
+        outputs=voters_df,
+        api_name="leaderboard_voters",
+        concurrency_limit=None,
+    )
     for kind, button in buttons.items():
-        button.click(_operator_only(services, functools.partial(view.export, kind)), inputs=key, outputs=download,
-                     api_name=f"export_{kind}")
-    history.click(_operator_only(services, view.history_csv), inputs=key, outputs=download,
-                  api_name="export_history_csv")
+        button.click(
+            _operator_only(services, functools.partial(view.export, kind)),
+            inputs=key,
+            outputs=download,
+            api_name=f"export_{kind}",
+        )
+    history.click(
+        _operator_only(services, view.history_csv), inputs=key, outputs=download, api_name="export_history_csv"
+    )
 
 
 def _operator_only(services: Services, produce: Callable[[], Any]) -> Callable[..., Any]:
     """An event handler that runs `produce` only for a request carrying the operator key: the key
     is the event's input, so the page and a REST call (no cookie, a session of its own) prove it
     the same way. Nothing is computed, and no file written, before the key is admitted."""
+
     def handler(key: str | None, request: gr.Request) -> Any:
         try:
             services.operator.admit(key, client_of(request, services.settings))

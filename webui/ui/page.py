@@ -93,15 +93,21 @@ if (!window.__arenaPage) {
 
 
 def page_script(stop_ids: Sequence[str], vote_keys: Mapping[str, Sequence[str]], input_ids: Sequence[str]) -> str:
-    config = {"css": CSS, "stop": list(stop_ids), "votes": {k: list(v) for k, v in vote_keys.items()},
-              "inputs": list(input_ids), "narrow": NARROW}
+    config = {
+        "css": CSS,
+        "stop": list(stop_ids),
+        "votes": {k: list(v) for k, v in vote_keys.items()},
+        "inputs": list(input_ids),
+        "narrow": NARROW,
+    }
     return _JS.replace("ARENA_CONFIG", json.dumps(config))
 
 
 def install(stop_ids: Sequence[str], vote_keys: Mapping[str, Sequence[str]], input_ids: Sequence[str]) -> gr.HTML:
     """The invisible component whose `js_on_load` installs the stylesheet and the keys."""
-    return gr.HTML("", elem_id="arena-page", container=False, padding=False,
-                   js_on_load=page_script(stop_ids, vote_keys, input_ids))
+    return gr.HTML(
+        "", elem_id="arena-page", container=False, padding=False, js_on_load=page_script(stop_ids, vote_keys, input_ids)
+    )
 
 
 def send_script(prefix: str) -> str:

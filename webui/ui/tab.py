@@ -71,12 +71,22 @@ class Kind:
 
 
 KINDS = {
-    "battle": Kind("battle", "battle", "Ask anything: two anonymous models answer side by side. Vote for the better "
-                   "answer to see who they are. Conversations and votes are recorded (see About).",
-                   PAIR_VOTES, ("🎲 New round", "new_round")),
-    "side_by_side": Kind("side_by_side", "sbs", "Pick two to four models; each pane has its own parameters and "
-                         "shows the exact prompt. With two panes you can vote.", PAIR_VOTES,
-                         ("🗑 Clear", "clear")),
+    "battle": Kind(
+        "battle",
+        "battle",
+        "Ask anything: two anonymous models answer side by side. Vote for the better "
+        "answer to see who they are. Conversations and votes are recorded (see About).",
+        PAIR_VOTES,
+        ("🎲 New round", "new_round"),
+    ),
+    "side_by_side": Kind(
+        "side_by_side",
+        "sbs",
+        "Pick two to four models; each pane has its own parameters and "
+        "shows the exact prompt. With two panes you can vote.",
+        PAIR_VOTES,
+        ("🗑 Clear", "clear"),
+    ),
     "direct": Kind("direct", "direct", "Chat with one model.", SINGLE_VOTES, ("🗑 Clear", "clear")),
 }
 
@@ -115,11 +125,24 @@ class ChatTab:
         self.chats = [p.chat for p in self.panes]
         self.prompts = [p.prompt for p in self.panes if p.prompt is not None]
         self.pane_regens = [p.regen for p in self.panes if p.regen is not None]
-        self.outputs = [self.state, *self.chats, *self.prompts, *([self.reveal] if self.reveal else []), self.notice,
-                        *self.votes, self.text, self.send, self.stop, self.regen, *self.pane_regens]
+        self.outputs = [
+            self.state,
+            *self.chats,
+            *self.prompts,
+            *([self.reveal] if self.reveal else []),
+            self.notice,
+            *self.votes,
+            self.text,
+            self.send,
+            self.stop,
+            self.regen,
+            *self.pane_regens,
+        ]
         # Sent as bare values in every streamed update (webui.ui.common.Delta): all but the session,
         # and the notice and the message box, which the page changes itself.
-        self.bare = [i for i, c in enumerate(self.outputs) if all(c is not x for x in (self.state, self.notice, self.text))]
+        self.bare = [
+            i for i, c in enumerate(self.outputs) if all(c is not x for x in (self.state, self.notice, self.text))
+        ]
         running = self._wire_generation()
         self._wire_the_rest(running)
         if self.dropdowns:
@@ -142,34 +165,56 @@ class ChatTab:
         self.sink = gr.HTML(visible=False)  # where progress and error states go (none is shown)
         self.count = None
         if len(self.kind.counts) > 1:
-            self.count = gr.Radio([(f"{n} panes", n) for n in self.kind.counts], value=self.kind.counts[0],
-                                  label="Panes", elem_id=f"{p}-panes-count")
+            self.count = gr.Radio(
+                [(f"{n} panes", n) for n in self.kind.counts],
+                value=self.kind.counts[0],
+                label="Panes",
+                elem_id=f"{p}-panes-count",
+            )
         with gr.Row(elem_id=f"{p}-panes", elem_classes=["arena-panes"]):
             tops = [self._pane_column(i) for i in range(self.kind.max_panes)]
         self.reveal = gr.Markdown(elem_id=f"{p}-reveal") if self.kind.anonymous else None
         self.notice = gr.Markdown(elem_id=f"{p}-notice", elem_classes=["arena-notice"])
         with gr.Row(elem_id=f"{p}-votes", elem_classes=["arena-votes"]) as self.vote_row:
-            self.votes = [gr.Button(vote.button, interactive=False, elem_id=f"{p}-vote-{vote.api_name}", size="md")
-                          for vote in self.kind.votes]
+            self.votes = [
+                gr.Button(vote.button, interactive=False, elem_id=f"{p}-vote-{vote.api_name}", size="md")
+                for vote in self.kind.votes
+            ]
         with gr.Row(equal_height=True, elem_classes=["arena-send"]):
-            self.text = gr.Textbox(label="Message", show_label=False, placeholder="Type a message and press Enter", scale=8, lines=1,
-                                   elem_id=f"{p}-input", elem_classes=["arena-input"])
+            self.text = gr.Textbox(
+                label="Message",
+                show_label=False,
+                placeholder="Type a message and press Enter",
+                scale=8,
+                lines=1,
+                elem_id=f"{p}-input",
+                elem_classes=["arena-input"],
+            )
             self.send = gr.Button("Send", variant="primary", scale=1, elem_id=f"{p}-send")
         with gr.Row(elem_classes=["arena-controls"]):
             self.stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id=f"{p}-stop")
             self.regen = gr.Button("🔄 Regenerate", interactive=False, elem_id=f"{p}-regen")
-            self.restart = gr.Button(self.kind.restart[0], elem_id="battle-new" if self.kind.anonymous else f"{p}-clear")
+            self.restart = gr.Button(
+                self.kind.restart[0], elem_id="battle-new" if self.kind.anonymous else f"{p}-clear"
+            )
         keys = " · ".join(f"**{vote.key}** {vote.button.split(' ', 1)[1]}" for vote in self.kind.votes)
-        gr.Markdown(f"Keys: **Enter** sends · **Esc** stops the replies (or leaves the box) · {keys}",
-                    elem_classes=["arena-keys"])
+        gr.Markdown(
+            f"Keys: **Enter** sends · **Esc** stops the replies (or leaves the box) · {keys}",
+            elem_classes=["arena-keys"],
+        )
         self.same = None
         if self.kind.max_panes > 1:
             self.same = gr.Checkbox(False, label="Use Model A's parameters for every pane", elem_id=f"{p}-same")
         with gr.Row(elem_classes=["arena-panes", "arena-settings"]):
             self.panes = [self._pane_settings(i, top) for i, top in enumerate(tops)]
         if self.same is not None:
-            wire_mirror(self.same, self.panes[0].controls, [c.controls for c in self.panes[1:]],
-                        api_name=f"{p}_same_params", sink=self.sink)
+            wire_mirror(
+                self.same,
+                self.panes[0].controls,
+                [c.controls for c in self.panes[1:]],
+                api_name=f"{p}_same_params",
+                sink=self.sink,
+            )
 
     def _pane_column(self, i: int) -> PaneTop:
         suffix, label = self._suffix(i), self._label(i)
@@ -179,28 +224,51 @@ class ChatTab:
             if not self.kind.anonymous:
                 # Choices come from the status timer, never from the page config; custom values are
                 # allowed so that the handler (not Gradio) answers for a name that is not ready.
-                dropdown = gr.Dropdown(choices=[], value=None, label=label if self.kind.max_panes > 1 else "Model",
-                                       allow_custom_value=True, elem_id=f"{self.prefix}-model{suffix}")
+                dropdown = gr.Dropdown(
+                    choices=[],
+                    value=None,
+                    label=label if self.kind.max_panes > 1 else "Model",
+                    allow_custom_value=True,
+                    elem_id=f"{self.prefix}-model{suffix}",
+                )
             chat = chat_pane(label, f"{self.prefix}-chat{suffix}")
             regen = None
             if self.kind.max_panes > 1:
-                regen = gr.Button(f"🔄 Regenerate {label.split()[-1]}", interactive=False, size="sm",
-                                  elem_id=f"{self.prefix}-regen{suffix}", elem_classes=["arena-controls"])
+                regen = gr.Button(
+                    f"🔄 Regenerate {label.split()[-1]}",
+                    interactive=False,
+                    size="sm",
+                    elem_id=f"{self.prefix}-regen{suffix}",
+                    elem_classes=["arena-controls"],
+                )
         return PaneTop(column=column, chat=chat, dropdown=dropdown, regen=regen)
 
     def _pane_settings(self, i: int, top: PaneTop) -> PaneUI:
         suffix, label = self._suffix(i), self._label(i)
         with gr.Column(visible=i < self.kind.counts[0], min_width=220, elem_classes=["arena-pane"]) as column:
-            controls = param_controls(label, anonymous=self.kind.anonymous, elem_prefix=f"{self.prefix}{suffix}",
-                                      sink=self.sink)
+            controls = param_controls(
+                label, anonymous=self.kind.anonymous, elem_prefix=f"{self.prefix}{suffix}", sink=self.sink
+            )
             prompt = None
             if not self.kind.anonymous:
                 with gr.Accordion(f"Show prompt · {label}", open=False):
-                    prompt = gr.Code(value="", language=None, interactive=False, wrap_lines=True,
-                                     label="The exact prompt the template produced",
-                                     elem_id=f"{self.prefix}-prompt{suffix}")
-        return PaneUI(column=top.column, chat=top.chat, dropdown=top.dropdown, regen=top.regen, settings=column,
-                      controls=controls, prompt=prompt)
+                    prompt = gr.Code(
+                        value="",
+                        language=None,
+                        interactive=False,
+                        wrap_lines=True,
+                        label="The exact prompt the template produced",
+                        elem_id=f"{self.prefix}-prompt{suffix}",
+                    )
+        return PaneUI(
+            column=top.column,
+            chat=top.chat,
+            dropdown=top.dropdown,
+            regen=top.regen,
+            settings=column,
+            controls=controls,
+            prompt=prompt,
+        )
 
     # ---- what the outputs show ------------------------------------------------------------------
     def view(self, session: Session | None, clear_text: bool = False) -> list[Any]:
@@ -210,18 +278,26 @@ class ChatTab:
     def _shown(self, session: Session | None, clear_text: bool = False) -> dict[Any, Any]:
         busy = session is not None and session.busy
         revealed = session is not None and session.revealed
-        box: dict[str, Any] = {"interactive": not revealed, "placeholder": "Press “New round” to start another battle"
-                               if revealed else "Type a message and press Enter"}
+        box: dict[str, Any] = {
+            "interactive": not revealed,
+            "placeholder": "Press “New round” to start another battle"
+            if revealed
+            else "Type a message and press Enter",
+        }
         if clear_text:
             box["value"] = ""
         shown: dict[Any, Any] = {
             self.state: session,
-            self.notice: views.vote_note(session, drop_stopped=self.settings.leaderboard_drop_stopped,
-                                         counts_named=self.settings.leaderboard_include_named),
+            self.notice: views.vote_note(
+                session,
+                drop_stopped=self.settings.leaderboard_drop_stopped,
+                counts_named=self.settings.leaderboard_include_named,
+            ),
             self.text: gr.update(**box),
             self.send: _button(self.send, not busy and not revealed),
             self.stop: _button(self.stop, busy),
-            **self._vote_updates(session), **self._regens(session),
+            **self._vote_updates(session),
+            **self._regens(session),
         }
         shown.update((pane.chat, self._chat(session, i)) for i, pane in enumerate(self.panes))
         shown.update((pane.prompt, self._prompt(session, i)) for i, pane in enumerate(self.panes) if pane.prompt)
@@ -230,23 +306,29 @@ class ChatTab:
         return shown
 
     def _vote_updates(self, session: Session | None) -> dict[gr.Button, Any]:
-        return {button: _button(button, arena.can_vote(session, vote.kind))
-                for button, vote in zip(self.votes, self.kind.votes, strict=True)}
+        return {
+            button: _button(button, arena.can_vote(session, vote.kind))
+            for button, vote in zip(self.votes, self.kind.votes, strict=True)
+        }
 
     def _regens(self, session: Session | None) -> dict[gr.Button, Any]:
         """Regenerate (every pane on show) and each pane's own: after a reply, not while busy, not
         after a battle's vote."""
         idle = session is not None and not session.busy and not session.revealed
-        started = [bool(idle and i < len(session.panes) and session.panes[i].turns)  # type: ignore[union-attr]
-                   for i in range(len(self.panes))]
+        started = [
+            bool(idle and i < len(session.panes) and session.panes[i].turns)  # type: ignore[union-attr]
+            for i in range(len(self.panes))
+        ]
         own = {pane.regen: _button(pane.regen, started[i]) for i, pane in enumerate(self.panes) if pane.regen}
         return {self.regen: _button(self.regen, any(started)), **own}
 
     def _chat(self, session: Session | None, i: int) -> dict[str, Any]:
         pane = session.panes[i] if session is not None and i < len(session.panes) else None
         anonymous = session is not None and session.anonymous
-        return gr.update(value=views.chat_messages(pane, anonymous=anonymous) if pane else [],
-                         label=views.pane_label(session, i, self.mode))
+        return gr.update(
+            value=views.chat_messages(pane, anonymous=anonymous) if pane else [],
+            label=views.pane_label(session, i, self.mode),
+        )
 
     def _prompt(self, session: Session | None, i: int) -> str:
         return views.last_prompt(session.panes[i]) if session is not None and i < len(session.panes) else ""
@@ -275,6 +357,7 @@ class ChatTab:
         """The send (or regenerate) event's inputs, named: the message, panes A and B (models, then
         'same parameters', then controls), then for side by side the pane count and panes C and D.
         Two-pane callers that pass positional arguments keep working as before four panes."""
+
         def models(panes: range) -> list[tuple[str, Any]]:
             named = ((self._names(i)[0], self.panes[i].dropdown) for i in panes)
             return [(name, dropdown) for name, dropdown in named if send and name and dropdown]
@@ -301,7 +384,9 @@ class ChatTab:
         settings, models = [], []
         for i in range(len(self.panes)):
             model, own, fields = self._names(i)
-            settings.append(arena.PaneSettings.from_values([got[f] for f in fields], own_defaults=bool(own and got.get(own))))
+            settings.append(
+                arena.PaneSettings.from_values([got[f] for f in fields], own_defaults=bool(own and got.get(own)))
+            )
             models += [got.get(model)] if model else []
         return bool(got.get("same_params", False)), settings, models
 
@@ -315,20 +400,38 @@ class ChatTab:
         def on_send(request: gr.Request, session: Session | None, *values: Any) -> Iterator[list[Any]]:
             got = dict(zip(send_names, values, strict=True))
             same, pane_settings, models = self._parse(send_names, values)
-            stream = handlers.send(session, mode, got["message"], pane_settings, owner_of(request),
-                                   client_of(request, settings), models=models, same_settings=same,
-                                   pane_count=got.get("panes"))
+            stream = handlers.send(
+                session,
+                mode,
+                got["message"],
+                pane_settings,
+                owner_of(request),
+                client_of(request, settings),
+                models=models,
+                same_settings=same,
+                pane_count=got.get("panes"),
+            )
             yield from self._stream(stream, clear_first=True)
 
         def regenerate(pane: int | None) -> Callable[..., Iterator[list[Any]]]:
             """Regenerate one pane, or (None) every pane on show."""
+
             @guarded
             def on_regenerate(request: gr.Request, session: Session | None, *values: Any) -> Iterator[list[Any]]:
                 same, pane_settings, _ = self._parse(regen_names, values)
                 shown = len(session.panes) if session is not None else 1
                 panes = tuple(range(shown)) if pane is None else (pane,)
-                yield from self._stream(handlers.regenerate(session, panes, pane_settings, owner_of(request),
-                                                            client_of(request, settings), same_settings=same))
+                yield from self._stream(
+                    handlers.regenerate(
+                        session,
+                        panes,
+                        pane_settings,
+                        owner_of(request),
+                        client_of(request, settings),
+                        same_settings=same,
+                    )
+                )
+
             _name_parameters(on_regenerate, regen_names)
             return on_regenerate
 
@@ -336,13 +439,35 @@ class ChatTab:
         regen_inputs = [self.state, *(c for _, c in regen_named)]
         triggers = [self.send.click, self.text.submit]
         gr.on(triggers, None, None, [self.notice], js=send_script(self.prefix))
-        running = [gr.on(triggers, on_send, [self.state, *(c for _, c in send_named)], self.outputs,
-                         api_name=f"{self.prefix}_send", **self._events(**STREAMING))]
-        running.append(self.regen.click(regenerate(None), regen_inputs, self.outputs,
-                                        api_name=f"{self.prefix}_regenerate", **self._events(**STREAMING)))
+        running = [
+            gr.on(
+                triggers,
+                on_send,
+                [self.state, *(c for _, c in send_named)],
+                self.outputs,
+                api_name=f"{self.prefix}_send",
+                **self._events(**STREAMING),
+            )
+        ]
+        running.append(
+            self.regen.click(
+                regenerate(None),
+                regen_inputs,
+                self.outputs,
+                api_name=f"{self.prefix}_regenerate",
+                **self._events(**STREAMING),
+            )
+        )
         for i, button in enumerate(self.pane_regens):
-            running.append(button.click(regenerate(i), regen_inputs, self.outputs,
-                                        api_name=f"{self.prefix}_regenerate_{'abcd'[i]}", **self._events(**STREAMING)))
+            running.append(
+                button.click(
+                    regenerate(i),
+                    regen_inputs,
+                    self.outputs,
+                    api_name=f"{self.prefix}_regenerate_{'abcd'[i]}",
+                    **self._events(**STREAMING),
+                )
+            )
         return running
 
     def _stream(self, stream: Any, *, clear_first: bool = False) -> Any:
@@ -368,18 +493,32 @@ class ChatTab:
             return self.view(handlers.stop(session, owner_of(request)))
 
         # Not queued: Stop must work even when a busy server's queue is full of waiting messages.
-        self.stop.click(on_stop, [self.state], self.outputs, api_name=f"{self.prefix}_stop", cancels=running,
-                        queue=False, **self._events())
+        self.stop.click(
+            on_stop,
+            [self.state],
+            self.outputs,
+            api_name=f"{self.prefix}_stop",
+            cancels=running,
+            queue=False,
+            **self._events(),
+        )
 
         def voter(kind: str) -> Callable[..., list[Any]]:
             @guarded
             def on_vote(session: Session | None, request: gr.Request) -> list[Any]:
                 return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
+
             return on_vote
 
         for button, vote in zip(self.votes, self.kind.votes, strict=True):
-            button.click(voter(vote.kind), [self.state], self.outputs, api_name=f"{self.prefix}_vote_{vote.api_name}",
-                         concurrency_limit=None, **self._events())
+            button.click(
+                voter(vote.kind),
+                [self.state],
+                self.outputs,
+                api_name=f"{self.prefix}_vote_{vote.api_name}",
+                concurrency_limit=None,
+                **self._events(),
+            )
 
         @guarded
         def on_restart(session: Session | None, request: gr.Request) -> list[Any]:
@@ -387,18 +526,39 @@ class ChatTab:
 
         # The chat panes' own trash icon means the same (else only the browser's copy would be
         # cleared, and the next reply would bring the old conversation back).
-        gr.on([self.restart.click, *(chat.clear for chat in self.chats)], on_restart, [self.state], self.outputs,
-              api_name=f"{self.prefix}_{self.kind.restart[1]}", cancels=running, concurrency_limit=None,
-              **self._events())
+        gr.on(
+            [self.restart.click, *(chat.clear for chat in self.chats)],
+            on_restart,
+            [self.state],
+            self.outputs,
+            api_name=f"{self.prefix}_{self.kind.restart[1]}",
+            cancels=running,
+            concurrency_limit=None,
+            **self._events(),
+        )
 
     def _wire_dropdowns(self) -> None:
         for i, dropdown in enumerate(self.dropdowns):
             name = f"{self.prefix}_model" + (f"_{'abcd'[i]}" if len(self.dropdowns) > 1 else "")
             pane = self.panes[i]
-            outputs = [self.state, pane.chat, *([pane.prompt] if pane.prompt else []), *self.votes, self.regen,
-                       *([pane.regen] if pane.regen else []), dropdown, *pane.controls.fields]
-            dropdown.change(self._chooser(i, outputs), [self.state, dropdown], outputs, api_name=name,
-                            concurrency_limit=None, **self._events())
+            outputs = [
+                self.state,
+                pane.chat,
+                *([pane.prompt] if pane.prompt else []),
+                *self.votes,
+                self.regen,
+                *([pane.regen] if pane.regen else []),
+                dropdown,
+                *pane.controls.fields,
+            ]
+            dropdown.change(
+                self._chooser(i, outputs),
+                [self.state, dropdown],
+                outputs,
+                api_name=name,
+                concurrency_limit=None,
+                **self._events(),
+            )
 
     def _pane_view(self, session: Session | None, i: int) -> dict[Any, Any]:
         """The chooser's outputs: this pane only (another pane's chooser, answering at the same
@@ -419,8 +579,14 @@ class ChatTab:
         keep = [gr.skip()] * len(arena.PaneSettings.FIELDS)
 
         def answer(session: Session | None, dropdown: Any, controls: list[Any]) -> list[Any]:
-            return in_order(outputs, {**self._pane_view(session, index), pane.dropdown: dropdown,
-                                      **dict(zip(pane.controls.fields, controls, strict=True))})
+            return in_order(
+                outputs,
+                {
+                    **self._pane_view(session, index),
+                    pane.dropdown: dropdown,
+                    **dict(zip(pane.controls.fields, controls, strict=True)),
+                },
+            )
 
         @guarded
         def on_choose(session: Session | None, model: str | None, request: gr.Request) -> list[Any]:
@@ -458,8 +624,14 @@ class ChatTab:
             return in_order(outputs, {**self._layout_view(len(session.panes)), **self._shown(session)})
 
         outputs = [*layout, *self.outputs]
-        self.count.change(on_count, [self.state, self.count, *self.dropdowns], outputs,
-                          api_name=f"{self.prefix}_panes", concurrency_limit=None, **self._events(**INTERNAL))
+        self.count.change(
+            on_count,
+            [self.state, self.count, *self.dropdowns],
+            outputs,
+            api_name=f"{self.prefix}_panes",
+            concurrency_limit=None,
+            **self._events(**INTERNAL),
+        )
 
 
 def _button(button: gr.Button, interactive: bool) -> dict[str, Any]:

@@ -24,8 +24,10 @@ REASONS = {
     FinishReason.CANCELLED: "⏹ stopped",
     FinishReason.ERROR: "error",
 }
-STOPPED_NOT_COUNTED = ("A reply was stopped before it ended: you can still vote, but the leaderboard leaves "
-                       "out battles with a stopped reply.")
+STOPPED_NOT_COUNTED = (
+    "A reply was stopped before it ended: you can still vote, but the leaderboard leaves "
+    "out battles with a stopped reply."
+)
 MORE_THAN_TWO = "Votes compare two models: show two panes to vote."
 
 
@@ -96,8 +98,10 @@ def reveal_markdown(session: Session | None) -> str:
     if session is None or session.mode != "battle" or not session.revealed:
         return ""
     a, b = (p.model for p in session.panes)
-    return (f"### Model A was **{a}** and Model B was **{b}**.\n"
-            f"{settings_table(session)}\n\nPress **New round** to battle two more.")
+    return (
+        f"### Model A was **{a}** and Model B was **{b}**.\n"
+        f"{settings_table(session)}\n\nPress **New round** to battle two more."
+    )
 
 
 def settings_table(session: Session) -> str:
@@ -150,8 +154,13 @@ def status_markdown(statuses: Sequence[ModelStatus]) -> str:
     """Every model with its state (named modes)."""
     if not statuses:
         return "No models are configured."
-    icons = {ModelState.READY: "🟢", ModelState.LOADING: "⏳", ModelState.QUEUED: "⏳",
-             ModelState.FAILED: "🔴", ModelState.UNLOADED: "⚪"}
+    icons = {
+        ModelState.READY: "🟢",
+        ModelState.LOADING: "⏳",
+        ModelState.QUEUED: "⏳",
+        ModelState.FAILED: "🔴",
+        ModelState.UNLOADED: "⚪",
+    }
     return "  \n".join(f"{icons[s.state]} **{s.name}**: {s.describe()}" for s in statuses)
 
 
@@ -172,7 +181,11 @@ def anonymous_status(statuses: Sequence[ModelStatus]) -> str:
 def model_choices(statuses: Sequence[ModelStatus]) -> list[tuple[str, str]]:
     """Dropdown entries: every model with its state; only ready ones can be chosen (the handler
     refuses the others)."""
+
     def label(s: ModelStatus) -> str:
         state = s.describe()
-        return s.name if s.state is ModelState.READY else f"{s.name} ({state if len(state) <= 60 else state[:57] + '...'})"
+        return (
+            s.name if s.state is ModelState.READY else f"{s.name} ({state if len(state) <= 60 else state[:57] + '...'})"
+        )
+
     return [(label(s), s.name) for s in statuses]
