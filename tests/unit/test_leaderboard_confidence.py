@@ -127,6 +127,11 @@ def test_the_next_comparison_is_the_unsure_pair_a_battle_helps_most():
     sure = ratings.leaderboard(counts(("A", "B", 90, 10)), rounds=200)
     assert next_comparison(sure).startswith("Every neighbouring pair of ranked models is in a sure order")
 
+    # B's old and new weights (two fingerprints, two rows) cannot be paired: the next pair down can
+    split = table.assign(model=["B @ 1a2b3c", "B @ 9f8e7d", "C"])
+    split.loc[0, ["p_above_next", "gain_next"]] = [0.6, 1.0]  # else the most useful pair
+    assert next_comparison(split).startswith("Most useful next comparison: B @ 9f8e7d vs C")
+
 
 def test_style_confidence_from_the_sandwich_agrees_with_the_bootstraps_without_a_style_effect():
     """Two ways to the same numbers: with no style differences the style fit is plain Bradley-Terry,

@@ -34,6 +34,8 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard.fingerprints import SEPARATOR
+
 LEVEL = 0.95
 Z = NormalDist().inv_cdf((1.0 + LEVEL) / 2.0)
 SURE = (1.0 + LEVEL) / 2.0  # P(order right) at which the difference is significant at LEVEL
@@ -150,6 +152,11 @@ def next_comparison(table: pd.DataFrame) -> str:
     unsure = known[known["p_above_next"] < SURE]
     if unsure.empty:
         return f"Every neighbouring pair of ranked models is in a sure order (P(order right) ≥ {SURE}, 95%)."
+    # Two rows of one model (the fingerprints of its old and new weights) never meet in a battle.
+    served = rows["model"].map(lambda row: str(row).rpartition(SEPARATOR)[0] or str(row))
+    unsure = unsure[[served[i] != served[i + 1] for i in unsure.index]]
+    if unsure.empty:
+        return ""
     best = unsure.sort_values(["gain_next", "p_above_next"], ascending=[False, True], kind="stable").index[0]
     upper, lower = rows.at[best, "model"], rows.at[best + 1, "model"]  # neighbours: the next row down
     more = rows.at[best, "more_battles_next"]
