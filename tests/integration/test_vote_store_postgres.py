@@ -99,7 +99,7 @@ def test_a_database_restart_loses_no_vote_and_counts_none_twice(
         assert after is not None and live.error is None
         assert after.votes == live.index.count() == 8
         assert all(p.name.endswith("-web1-conv.json") for p in log_files(logs))
-        assert list(after.board.battles["winner"].value_counts().sort_index().items()) == [
+        assert list(after.board.all_counted()["winner"].value_counts().sort_index().items()) == [
             ("model_a", 4),
             ("model_b", 3),
             ("tie", 1),
