@@ -14,7 +14,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port
 
 USER = "arena"  # the database's superuser (trust authentication: a throwaway server on 127.0.0.1)
 
@@ -35,12 +36,6 @@ def server_binaries() -> Path:
             "run scripts/install-postgres.sh (make test does)"
         )
     return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -94,7 +89,7 @@ def start_server() -> PostgresServer:
                 "postgresql package creates: run scripts/install-postgres.sh"
             ) from None
         os.chown(folder, owner.pw_uid, owner.pw_gid)
-    server = PostgresServer(binaries, folder, _free_port())
+    server = PostgresServer(binaries, folder, free_port())
     server._run("initdb", "-D", str(folder / "data"), "-A", "trust", "-U", USER, "--no-sync")
     server.start()
     return server

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -18,14 +17,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.servers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 NGINX = "/usr/sbin/nginx"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def render(listen: str, servers: list[str]) -> str:

@@ -18,6 +18,13 @@ import uvicorn
 from webui.services import Services
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (for a server started in another process)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @dataclass
 class RunningServer:
     url: str  # http://127.0.0.1:PORT

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.servers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "pairwise-arena"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize(
@@ -37,7 +32,7 @@ def test_each_entry_point_serves_and_stops_cleanly(
     command: list[str], stop: signal.Signals, tiny_models_file: Path, tmp_path: Path
 ) -> None:
     assert Path(command[0]).exists(), f"{command[0]} is not installed (pip install -e .)"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
@@ -105,7 +100,7 @@ def test_a_broken_models_file_is_a_one_line_error_and_exit_status_2(
             "-m",
             "webui",
             "--port",
-            str(_free_port()),
+            str(free_port()),
             "--models",
             str(models),
             "--log-dir",

@@ -9,7 +9,6 @@ every filter the app installed on it.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import wait_for
+from tests.servers import free_port, wait_for
 from webui.config import Settings
 from webui.server.app import build_server, create_app
 from webui.services import build_services
@@ -35,12 +34,6 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_path: Path) -> Iterator[list[str]]:
     settings = Settings(
@@ -48,7 +41,7 @@ def access_lines(request: pytest.FixtureRequest, tiny_models_file: Path, tmp_pat
         log_dir=tmp_path / "logs",
         cache_dir=tmp_path / "cache",
         host="127.0.0.1",
-        port=_free_port(),
+        port=free_port(),
         ip_logging=request.param,
         ip_hash_secret="k" * 32,
     )

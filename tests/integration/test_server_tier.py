@@ -23,7 +23,8 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
-from tests.proxy import Proxy, free_port, start_proxy
+from tests.proxy import Proxy, start_proxy
+from tests.servers import free_port
 from tests.tiny import tiny_models_yaml
 from webui.leaderboard.index import VoteIndex
 from webui.records.storage import log_files

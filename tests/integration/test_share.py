@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import wait_for
+from tests.servers import free_port, wait_for
 from webui.server.share import ShareError, local_target, open_share_link, share_when_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,22 +95,16 @@ def test_share_waits_for_the_server_before_opening(caplog) -> None:
     assert opened and "public share link: https://x.gradio.live" in caplog.text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_app_py_share_without_internet_keeps_serving(tiny_models_file: Path, tmp_path: Path) -> None:
     """`python app.py --share` end to end. The share service address is a closed local port and
     HF_HOME is empty (no cached tunnel client), so this fails the same way with or without a network."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "GRADIO_ANALYTICS_ENABLED": "False",
         "HF_HOME": str(tmp_path / "hf"),
-        "GRADIO_SHARE_SERVER_ADDRESS": f"127.0.0.1:{_free_port()}",
+        "GRADIO_SHARE_SERVER_ADDRESS": f"127.0.0.1:{free_port()}",
         "PYTHONUNBUFFERED": "1",
     }
     log = tmp_path / "app.log"

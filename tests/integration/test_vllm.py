@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import wait_for
+from tests.servers import free_port, wait_for
 from webui.config import PACKAGE_DIR, Settings
 from webui.engine import collect
 from webui.engine.registry import ModelState, Registry
@@ -200,9 +200,7 @@ def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
 
 
 def _app(models: Path, vllm_python: str, tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
-    from tests.integration.test_entrypoints import _free_port
-
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "app.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "ARENA_VLLM_PYTHON": vllm_python}
     proc = subprocess.Popen(
