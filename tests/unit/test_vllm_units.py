@@ -16,9 +16,10 @@ import pytest
 from tests.servers import wait_for
 from webui.config import Settings
 from webui.engine import collect
+from webui.engine.process import EngineServer, EngineStartError, summarize_log
 from webui.engine.registry import ModelState, Registry
 from webui.engine.vllm import VllmInstall, why_not
-from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer, summarize_log
+from webui.engine.vllm_server import ServerConfig
 from webui.models.specs import parse_specs, place
 from webui.types import Message, SamplingParams
 
@@ -225,8 +226,8 @@ def _alive_in_group(pgid: int) -> list[int]:
 
 def test_the_server_process_starts_is_watched_and_stops_with_its_workers(tmp_path: Path, fake_vllm: Path) -> None:
     config = _config(tmp_path, fake_vllm, "--delay", "0.5")
-    assert config.environment()["VLLM_CPU_KVCACHE_SPACE"] == "1" and "--enforce-eager" in config.command(1)
-    server = VllmServer(config)
+    assert config.environment()["VLLM_CPU_KVCACHE_SPACE"] == "1" and "--enforce-eager" in config.server_command(1)
+    server = EngineServer(config)
     server.start(timeout_s=60)
     pgid = server.process.pid
     wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the supervisor, the server and its worker share a group")
@@ -252,7 +253,7 @@ def _children(pid: int) -> list[int]:
 def test_a_server_that_dies_reports_why_and_takes_its_workers_along(tmp_path: Path, fake_vllm: Path) -> None:
     """vLLM's server killed outright (the OOM killer's way): its engine processes must not live on."""
     leftover = Path(f"/dev/shm/psm_fake{os.getpid()}")
-    server = VllmServer(_config(tmp_path, fake_vllm, "--shm", leftover.name))
+    server = EngineServer(_config(tmp_path, fake_vllm, "--shm", leftover.name))
     server.start(timeout_s=60)
     pgid = server.process.pid
     assert leftover.exists()
@@ -268,9 +269,10 @@ def test_a_server_that_dies_reports_why_and_takes_its_workers_along(tmp_path: Pa
 _APP = """
 import sys, time
 from pathlib import Path
-from webui.engine.vllm_server import ServerConfig, VllmServer
+from webui.engine.process import EngineServer
+from webui.engine.vllm_server import ServerConfig
 tmp, fake = Path(sys.argv[1]), sys.argv[2]
-server = VllmServer(ServerConfig(python=sys.executable, model_dir=tmp, served_name="fake", max_model_len=256,
+server = EngineServer(ServerConfig(python=sys.executable, model_dir=tmp, served_name="fake", max_model_len=256,
                                  log_file=tmp / "app.log", cache_root=tmp / "vc", env={"PYTHONPATH": fake}))
 server.start(timeout_s=60)
 print(server.process.pid, flush=True)
@@ -300,14 +302,14 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
 
 
 def test_a_server_that_cannot_start_gives_its_own_reason(tmp_path: Path, fake_vllm: Path) -> None:
-    server = VllmServer(_config(tmp_path, fake_vllm, "--fail", "Gemma3 is not supported on this CPU"))
+    server = EngineServer(_config(tmp_path, fake_vllm, "--fail", "Gemma3 is not supported on this CPU"))
     # The server's own reason, not "not ready after 60 s": the exit was seen, not the deadline.
     with pytest.raises(EngineStartError, match=r"exited during start-up .*ValueError: Gemma3 is not supported"):
         server.start(timeout_s=60)
 
 
 def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, fake_vllm: Path) -> None:
-    server = VllmServer(_config(tmp_path, fake_vllm, "--delay", "60"))
+    server = EngineServer(_config(tmp_path, fake_vllm, "--delay", "60"))
     with pytest.raises(EngineStartError, match="not ready after 2 s"):
         server.start(timeout_s=2)
     wait_for(lambda: not _alive_in_group(server.process.pid), 10, "a server that timed out was left running")
@@ -324,10 +326,10 @@ def test_an_engine_that_dies_fails_its_model_at_once(
     from webui.errors import ModelNotReady
 
     monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
-    servers: list[VllmServer] = []
+    servers: list[EngineServer] = []
 
     def engine(spec, settings_):
-        server = VllmServer(_config(tmp_path, fake_vllm))
+        server = EngineServer(_config(tmp_path, fake_vllm))
         server.start(timeout_s=60)
         servers.append(server)
         return vllm._weights(

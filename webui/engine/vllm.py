@@ -32,8 +32,9 @@ import httpx
 from webui.config import Settings
 from webui.engine.base import ENGINE_EXITED, Slots, Weights
 from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
+from webui.engine.process import EngineServer, EngineStartError
 from webui.engine.templates import PromptBuilder, Rendered
-from webui.engine.vllm_server import EngineStartError, ServerConfig, VllmServer
+from webui.engine.vllm_server import ServerConfig
 from webui.errors import ConfigError, ModelNotReady
 from webui.models.fingerprint import source_components
 from webui.models.specs import ModelSpec
@@ -174,7 +175,7 @@ class VllmBackend(RemoteBackend):
         client: httpx.Client,
         slots: Slots,
         health: Health,
-        server: VllmServer | RunningServer,
+        server: EngineServer | RunningServer,
         prompts: PromptBuilder,
         *,
         queue_timeout_s: float,
@@ -355,7 +356,7 @@ def _folder(spec: ModelSpec, settings: Settings) -> Path:
 def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Path) -> Weights:
     context = spec.context_length or _model_context(folder) or 2048
     options = spec.vllm
-    server = VllmServer(
+    server = EngineServer(
         ServerConfig(
             python=install.python,
             model_dir=folder,
@@ -423,7 +424,7 @@ def _tokenizer(folder: Path) -> Any:
 
 def _weights(
     name: str,
-    server: VllmServer | RunningServer,
+    server: EngineServer | RunningServer,
     tokenizer: Any,
     context: int,
     settings: Settings,

@@ -1,13 +1,14 @@
-"""Runs vLLM's OpenAI server as its child and makes sure no part of it outlives the app.
+"""Runs an engine's server (vLLM's or llama.cpp's) as its child; no part of it outlives the app.
 
-The app (webui.engine.vllm_server) starts this file with vLLM's own interpreter, as the leader of a
-new process group; vLLM's server, engine core and workers join that group. Killing vLLM's server
-alone would orphan its engine processes (they hold gigabytes and keep running), so this small
-process stands between: when the app stops the model, or dies in any way (the kernel tells us with
-a signal, PR_SET_PDEATHSIG), or when the server exits on its own, it ends the whole group: SIGTERM,
-a grace period for vLLM to free its shared memory, then SIGKILL for whatever is left.
+`python supervisor.py COMMAND ARGS...`: the app (webui.engine.process) starts this file as the leader
+of a new process group; the server and whatever it starts (vLLM's engine core and workers) join that
+group. Killing the server alone would orphan its engine processes (they hold gigabytes and keep
+running), so this small process stands between: when the app stops the model, or dies in any way
+(the kernel tells us with a signal, PR_SET_PDEATHSIG), or when the server exits on its own, it ends
+the whole group: SIGTERM, a grace period for vLLM to free its shared memory, then SIGKILL for
+whatever is left.
 
-Standard library only: it runs in vLLM's environment, not the app's.
+Standard library only: it runs in vLLM's environment as well as the app's.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import time
 from pathlib import Path
 
 GRACE_S = 15.0
-SERVER = "vllm.entrypoints.openai.api_server"
 SHM = "/dev/shm"
 # Printed the moment the server exits on its own, before the group's grace period: the app reads
 # our output and fails the model at once instead of when the last process of the group is gone.
-EXITED = "[arena-supervisor] the vLLM server exited with code"
+EXITED = "[arena-supervisor] the server exited with code"
 
 
 def main(argv: list[str]) -> int:
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: stop.append(number))
     shared_before = _shared_memory()
-    server = subprocess.Popen([sys.executable, "-m", SERVER, *argv])
+    server = subprocess.Popen(argv)
     while server.poll() is None and not stop:
         time.sleep(0.2)
     if not stop:
