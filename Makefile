@@ -22,12 +22,12 @@ test: $(VENV)/.installed-test
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/install.sh scripts/install-vllm.sh
+$(VENV)/.installed: pyproject.toml scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) bash scripts/install.sh
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml scripts/install.sh scripts/install-vllm.sh
+$(VENV)/.installed-test: pyproject.toml scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) EXTRAS=test bash scripts/install.sh
 	touch $(VENV)/.installed $@
@@ -42,4 +42,4 @@ lint: $(VENV)/.installed-test
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .venv-vllm .venv-arena-rank
+	rm -rf $(VENV) .venv-vllm .venv-arena-rank .llama.cpp

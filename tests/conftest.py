@@ -10,9 +10,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Every test serves its models with transformers unless it asks for vLLM itself (tests/integration/test_vllm.py):
-# `backend: auto` entries then fall back at once instead of starting a vLLM server per test.
+# Every test serves its models with transformers unless it asks for vLLM or llama.cpp itself
+# (tests/integration/test_vllm.py, test_llamacpp.py): `backend: auto` entries then fall back at once
+# instead of starting an engine server per test.
 os.environ.setdefault("ARENA_VLLM_PYTHON", "none")
+os.environ.setdefault("ARENA_LLAMA_SERVER", "none")
 
 import pytest
 

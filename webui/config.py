@@ -79,7 +79,9 @@ class Settings:
     # off), how long a server may take to start, and the generations one vLLM model runs at once by default
     vllm_python: str = field(default_factory=lambda: os.environ.get("ARENA_VLLM_PYTHON", ""))
     vllm_start_timeout_s: float = 600.0
-    vllm_concurrency: int = 8
+    vllm_concurrency: int = 8  # llama.cpp's slots too: both batch the generations of one model
+    # llama.cpp's llama-server (docs/models.md): "" finds the installer's .llama.cpp/bin or PATH's; "none" turns it off
+    llama_server: str = field(default_factory=lambda: os.environ.get("ARENA_LLAMA_SERVER", ""))
     # Keys the HTTP API (/v1) accepts as `Authorization: Bearer KEY`; empty means no key needed.
     # Environment only (ARENA_API_KEYS=key1,key2): a command-line key would show in `ps`.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -324,7 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--vllm-concurrency",
         dest="vllm_concurrency",
         type=int,
-        help="simultaneous generations per model served by vLLM (it batches them); default 8",
+        help="simultaneous generations per model served by vLLM or llama.cpp (they batch them); default 8",
+    )
+    add(
+        "--llama-server",
+        dest="llama_server",
+        help="llama.cpp's llama-server binary; default: .llama.cpp/bin/llama-server beside the app (the installer "
+        "builds it) or one on PATH; 'none' keeps `auto` GGUF models off llama.cpp",
     )
     add(
         "--queue-per-slot",

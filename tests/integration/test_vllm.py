@@ -21,8 +21,9 @@ import pytest
 from tests.servers import free_port, wait_for
 from webui.config import PACKAGE_DIR, Settings
 from webui.engine import collect
+from webui.engine.own_server import ServerBackend
 from webui.engine.registry import ModelState, Registry
-from webui.engine.vllm import VllmBackend, find_vllm_python
+from webui.engine.vllm import find_vllm_python
 from webui.errors import ModelNotReady
 from webui.models.specs import parse_specs
 from webui.types import FinishReason, Message, SamplingParams, TextDelta
@@ -69,7 +70,7 @@ def smol(vllm_python: str, tmp_path_factory: pytest.TempPathFactory):
     registry.close()
 
 
-def _metric(backend: VllmBackend, name: str) -> float:
+def _metric(backend: ServerBackend, name: str) -> float:
     text = httpx.get(f"{backend.server.base_url}/metrics", timeout=5).text
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"vllm:{name}{{")]
     assert values, f"vllm:{name} is not in the metrics"
@@ -80,7 +81,7 @@ def test_the_model_streams_our_prompt_on_vllm(smol: Registry) -> None:
     status = smol.status("smol-vllm")
     assert "vLLM" in status.engine and "vLLM" in status.describe()
     backend = smol.get("smol-vllm")
-    assert isinstance(backend, VllmBackend)
+    assert isinstance(backend, ServerBackend)
     events = list(backend.stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=24)))
     assert all(isinstance(e, TextDelta) for e in events[:-1]) and len(events) > 2
     final = events[-1]
@@ -152,7 +153,7 @@ def test_the_bench_attaches_to_a_running_server_without_starting_another(smol: R
     )
     try:
         backend = attached.load("smol-vllm")
-        assert isinstance(backend, VllmBackend) and backend.server.base_url == owner.server.base_url
+        assert isinstance(backend, ServerBackend) and backend.server.base_url == owner.server.base_url
         assert "the app's own server" in attached.status("smol-vllm").engine
         greedy = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
         text, final = collect(backend.stream(QUESTION, greedy))

@@ -136,7 +136,7 @@ def test_gpu_memory_is_shared_among_the_models_that_may_run_on_vllm() -> None:
             ]
         }
     )
-    shares = {s.name: s.vllm.get("gpu_memory_utilization") for s in place(specs, cores=1)}
+    shares = {s.name: s.engine_options.get("gpu_memory_utilization") for s in place(specs, cores=1)}
     assert shares == {"a": 0.3, "a-terse": 0.3, "b": 0.3, "c": 0.3, "t": None}
 
 
@@ -153,7 +153,7 @@ def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
             ]
         }
     )
-    cores = {n: {s.name: s.vllm.get("cpu_cores") for s in place(specs, n)} for n in (2, 16)}
+    cores = {n: {s.name: s.engine_options.get("cpu_cores") for s in place(specs, n)} for n in (2, 16)}
     assert cores[2] == {"a": "0", "a2": "0", "b": "1", "t": None, "p": "5"}
     assert cores[16] == {"a": "0-6", "a2": "0-6", "b": "7-13", "t": None, "p": "5"}
     (alone,) = parse_specs({"models": [{"name": "x", "source": "/x"}]})
@@ -323,6 +323,7 @@ def test_an_engine_that_dies_fails_its_model_at_once(
     from webui.api.errors import from_finished
     from webui.engine import registry as registry_module
     from webui.engine import vllm
+    from webui.engine.own_server import server_weights
     from webui.errors import ModelNotReady
 
     monkeypatch.setattr(registry_module, "WATCH_EVERY_S", 3600.0)
@@ -332,9 +333,8 @@ def test_an_engine_that_dies_fails_its_model_at_once(
         server = EngineServer(_config(tmp_path, fake_vllm))
         server.start(timeout_s=60)
         servers.append(server)
-        return vllm._weights(
-            spec.name, server, vllm._tokenizer(tiny_model_dir), 256, settings_, engine="fake", device="cpu"
-        )
+        tokenizer = vllm._tokenizer(tiny_model_dir)
+        return server_weights(spec.name, server, tokenizer, 256, settings_, vllm.VLLM, engine="fake", device="cpu")
 
     registry = Registry(
         parse_specs({"models": [{"name": "e", "source": "/e"}]}), settings, loaders={"auto": engine}, retry_first_s=3600

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from webui.errors import Overloaded, ParamError
+from webui.errors import ConfigError, Overloaded, ParamError
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
@@ -33,6 +33,17 @@ class EngineFailure(RuntimeError):
     def __init__(self, message: str, public: str) -> None:
         super().__init__(message)
         self.public = public
+
+
+class EngineUnavailable(ConfigError):
+    """An engine cannot serve this entry on this machine; the message says why (shown with the
+    fallback, or as the failure of an entry that insists on the engine, which is not retried: the
+    machine will not change). `public`, what every visitor reads in the status, is the message itself
+    unless it names a path."""
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or message
 
 
 class Backend(ABC):

@@ -2,60 +2,42 @@
 
 `backend: vllm` runs the entry on a vLLM server that the app starts and owns
 (webui.engine.vllm_server); `backend: auto`, the default for local sources, does the same when vLLM
-is installed and supports the model on this machine, and otherwise loads it with transformers, saying
-why in the model's status ("transformers: vLLM does not support Gemma3ForCausalLM on cpu").
+is installed and supports the model on this machine and llama.cpp is not the better choice
+(webui.engine.auto), saying why in the model's status.
 
-The engine contract does not change with the engine. Our template renders the prompt and our
-tokenizer turns it into token ids, which vLLM receives as they are (`/v1/completions` with a list of
-ids), so the prompt shown under "Show prompt" is exactly what the model saw; the context is fitted
-the same way; stop strings (ours and the template's), the per-request seed, repetition penalty and
-ignore_eos go with each request. Stop, a closed tab or a dropped API client close the HTTP stream,
-which makes vLLM abort the request at once.
+The engine contract does not change with the engine (webui.engine.own_server): our template, our
+token ids, every sampling setting with each request, and Stop aborts the request inside vLLM.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from webui.config import Settings
-from webui.engine.base import ENGINE_EXITED, Slots, Weights
-from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
-from webui.engine.process import EngineServer, EngineStartError
-from webui.engine.templates import PromptBuilder, Rendered
+from webui.engine.base import EngineUnavailable, Weights
+from webui.engine.own_server import Dialect, RunningServer, file_name, server_weights, trained_context
+from webui.engine.process import EngineServer
 from webui.engine.vllm_server import ServerConfig
-from webui.errors import ConfigError, ModelNotReady
 from webui.models.fingerprint import source_components
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 180.0
 DEFAULT_CPU_KV_CACHE_GB = 1  # 46k tokens of KV cache for SmolLM2-135M, 55k for Gemma 3 270M
-GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide among themselves
 _NOT_USABLE = "vLLM does not start on this machine"
+VLLM = Dialect("vllm", lambda _params, _context: {"skip_special_tokens": True})
 _VLLM_DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-class VllmUnavailable(ConfigError):
-    """vLLM cannot serve this entry on this machine; the message says why (shown with the fallback,
-    or as the failure of a `backend: vllm` entry, which is not retried: the machine will not change).
-    `public`, what every visitor reads in the status, is the message itself unless it names a path."""
-
-    def __init__(self, message: str, public: str | None = None) -> None:
-        super().__init__(message)
-        self.public = public or message
+class VllmUnavailable(EngineUnavailable):
+    """vLLM cannot serve this entry on this machine."""
 
 
 @dataclass(frozen=True)
@@ -165,92 +147,6 @@ def _architecture(folder: Path) -> str:
     return str(archs[0]) if archs else f"a config without 'architectures' ({config.get('model_type', '?')})"
 
 
-# ---- the backend ----------------------------------------------------------------------------------
-class VllmBackend(RemoteBackend):
-    """A variant of a model on our own vLLM server: our prompt, as token ids, over HTTP."""
-
-    def __init__(
-        self,
-        spec: ModelSpec,
-        client: httpx.Client,
-        slots: Slots,
-        health: Health,
-        server: EngineServer | RunningServer,
-        prompts: PromptBuilder,
-        *,
-        queue_timeout_s: float,
-    ) -> None:
-        super().__init__(spec, client, slots, health, queue_timeout_s=queue_timeout_s)
-        self.server = server
-        self.prompts = prompts
-        self.tokenizer = prompts.tokenizer
-
-    @property
-    def context_length(self) -> int:
-        return self.prompts.context_length
-
-    def health(self) -> str | None:
-        return ENGINE_EXITED if self.server.failure() else super().health()
-
-    def render_prompt(self, messages: Sequence[Message]) -> str:
-        return self.prompts.render(messages)
-
-    def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
-        return self.prompts.count(prompt)
-
-    def template_source(self) -> str:
-        return self.prompts.template.source
-
-    def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
-    ) -> Iterator[StreamEvent]:
-        rendered = self.prompts.prepare(messages, params)
-        params = params.replace(stop=(*params.stop, *self.prompts.template.stop))
-        return self._send(rendered, params, cancel, self.prompts.template.name)
-
-    def complete(
-        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
-    ) -> Iterator[StreamEvent]:
-        return self._send(self.prompts.raw(prompt, params), params, cancel, "raw")
-
-    def _send(
-        self, rendered: Rendered, params: SamplingParams, cancel: threading.Event | None, template: str
-    ) -> Iterator[StreamEvent]:
-        if self.server.failure() is not None or self.client.is_closed:  # died (and failed or about to be)
-            raise ModelNotReady(f"{self.name} is not ready ({ENGINE_EXITED})")
-
-        def finish(final: Finished) -> Finished:
-            extra: dict[str, Any] = {
-                "dropped_messages": rendered.dropped_messages,
-                "template": template,
-                "engine": "vllm",
-            }
-            lost = (final.extra or {}).get("upstream_failure") in (UNREACHABLE, CONNECTION_LOST)
-            if final.reason is FinishReason.ERROR and (lost or self.server.failure() is not None):
-                extra["engine_down"] = True  # our own engine died under the request: it comes back
-            return Finished(
-                final.reason,
-                prompt_tokens=len(rendered.token_ids),
-                completion_tokens=final.completion_tokens,
-                ttft_s=final.ttft_s,
-                tokens_per_s=final.tokens_per_s,
-                error=final.error,
-                prompt=rendered.text,
-                extra=extra,
-            )
-
-        payload = {"prompt": rendered.token_ids, "skip_special_tokens": True}
-        return self._start(
-            "completions",
-            payload,
-            params,
-            cancel,
-            finish=finish,
-            prompt_tokens=len(rendered.token_ids),
-            prompt=rendered.text,
-        )
-
-
 # ---- loaders ----------------------------------------------------------------------------------------
 def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     """Registry loader for `backend: vllm`: a server of our own for these weights."""
@@ -262,29 +158,6 @@ def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     return _serve(spec, settings, install, folder)
 
 
-def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
-    """Registry loader for `backend: auto`: vLLM where it can serve the entry, else transformers,
-    with the reason in the status."""
-    from webui.engine.transformers import load_transformers
-
-    try:
-        install = _install(settings)
-        folder = _folder(spec, settings)
-        reason = why_not(spec, folder, install)
-        if reason is None:
-            return _serve(spec, settings, install, folder)
-    except (VllmUnavailable, EngineStartError) as exc:
-        # the status shows the public reason: the whole one may name paths and ports
-        log.warning("%s: serving with transformers: %s", spec.name, exc)
-        reason = exc.public
-    else:
-        log.warning("%s: serving with transformers: %s", spec.name, reason)
-    weights = load_transformers(spec, settings)
-    weights.engine = f"transformers: {reason}"
-    weights.concurrency = settings.max_concurrency  # the registry sized the slots for vLLM's batching
-    return weights
-
-
 def default_concurrency(settings: Settings) -> int:
     """Generations at once for an entry that may run on vLLM: vLLM's batch where it is installed
     (an `auto` entry it cannot serve is resized to transformers' when it falls back)."""
@@ -292,49 +165,6 @@ def default_concurrency(settings: Settings) -> int:
 
     installed = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
     return settings.vllm_concurrency if installed else settings.max_concurrency
-
-
-def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
-    """The entries that may run on vLLM, each set of weights with its part of the GPU and its cores."""
-    return share_cpu_cores(share_gpu_memory(specs), cores)
-
-
-def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """Entries (that may run on vLLM) that do not set gpu_memory_utilization get an equal part of
-    what the others leave of GPU_MEMORY_BUDGET, so that several models fit on one GPU together,
-    or the one that does not fit fails with vLLM's own reason (not an out-of-memory later on).
-    Variants share one server, so a set of weights counts once."""
-    candidates = list(specs)
-    fixed = {s.weights_key: s.vllm["gpu_memory_utilization"] for s in candidates if "gpu_memory_utilization" in s.vllm}
-    shared = {s.weights_key for s in candidates} - set(fixed)
-    if not shared:
-        return list(specs)
-    part = round(max(0.05, GPU_MEMORY_BUDGET - sum(fixed.values())) / len(shared), 3)
-    return [
-        dataclasses.replace(s, vllm={**s.vllm, "gpu_memory_utilization": part}) if s.weights_key in shared else s
-        for s in specs
-    ]
-
-
-def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
-    """On the CPU each vLLM server runs its model on its own OpenMP threads, pinned to cores; left to
-    itself every server pins to the same first cores, and two models in a battle then take turns on
-    one core while the others idle. So entries that may run on vLLM and do not set `cpu_cores` get
-    cores of their own: with one such model vLLM chooses (it keeps a core for its HTTP side); with
-    several, the cores are divided among them (keeping one for the app when there are enough)."""
-    keys = list(dict.fromkeys(s.weights_key for s in specs if "cpu_cores" not in s.vllm))
-    if len(keys) < 2 or cores < 2:
-        return list(specs)
-    usable = cores - 1 if cores > len(keys) else cores
-    each = max(1, usable // len(keys))
-    ranges = {}
-    for i, key in enumerate(keys):
-        first = (i * each) % usable
-        ranges[key] = str(first) if each == 1 else f"{first}-{first + each - 1}"
-    return [
-        dataclasses.replace(s, vllm={**s.vllm, "cpu_cores": ranges[s.weights_key]}) if s.weights_key in ranges else s
-        for s in specs
-    ]
 
 
 def _install(settings: Settings) -> VllmInstall:
@@ -355,14 +185,14 @@ def _folder(spec: ModelSpec, settings: Settings) -> Path:
 
 def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Path) -> Weights:
     context = spec.context_length or _model_context(folder) or 2048
-    options = spec.vllm
+    options = spec.engine_options
     server = EngineServer(
         ServerConfig(
             python=install.python,
             model_dir=folder,
             served_name=spec.name,
             max_model_len=context,
-            log_file=Path(settings.cache_dir) / "vllm" / "logs" / f"{_file_name(spec.name)}.log",
+            log_file=Path(settings.cache_dir) / "vllm" / "logs" / f"{file_name(spec.name)}.log",
             cache_root=Path(settings.cache_dir) / "vllm",
             dtype=_VLLM_DTYPES[spec.dtype],
             enforce_eager=options.get("enforce_eager", True),
@@ -381,27 +211,11 @@ def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Pa
         server.stop()
         raise
     server.wait_ready(settings.vllm_start_timeout_s)
-    weights = _weights(
-        spec.name, server, tokenizer, context, settings, engine=f"vLLM {install.version}", device=install.device
+    weights = server_weights(
+        spec.name, server, tokenizer, context, settings, VLLM, engine=f"vLLM {install.version}", device=install.device
     )
     weights.identity = source_components(spec.source, _VLLM_DTYPES[spec.dtype], f"vllm {install.version}")
     return weights
-
-
-class RunningServer:
-    """A vLLM server that another process started and will stop: `attach` talks to it."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url.rstrip("/")
-
-    def failure(self) -> str | None:
-        return None
-
-    def on_exit(self, listener: Callable[[], None]) -> None:
-        pass  # not ours to watch
-
-    def stop(self) -> None:
-        pass
 
 
 def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vLLM") -> Weights:
@@ -410,7 +224,9 @@ def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vL
     copy of every model beside them): the same prompt, token ids and settings as `_serve`'s."""
     folder = _folder(spec, settings)
     context = spec.context_length or _model_context(folder) or 2048
-    return _weights(spec.name, RunningServer(base_url), _tokenizer(folder), context, settings, engine=engine, device="")
+    return server_weights(
+        spec.name, RunningServer(base_url), _tokenizer(folder), context, settings, VLLM, engine=engine, device=""
+    )
 
 
 def _tokenizer(folder: Path) -> Any:
@@ -422,58 +238,9 @@ def _tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _weights(
-    name: str,
-    server: EngineServer | RunningServer,
-    tokenizer: Any,
-    context: int,
-    settings: Settings,
-    *,
-    engine: str,
-    device: str,
-) -> Weights:
-    client = httpx.Client(
-        base_url=server.base_url,
-        timeout=httpx.Timeout(None, connect=5.0),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-    )
-    health = Health(name)
-
-    def make_backend(variant: ModelSpec, slots: Slots) -> VllmBackend:
-        prompts = PromptBuilder(variant, tokenizer, context)
-        return VllmBackend(
-            _as_remote(variant, server.base_url),
-            client,
-            slots,
-            health,
-            server,
-            prompts,
-            queue_timeout_s=settings.queue_timeout_s,
-        )
-
-    def close() -> None:
-        client.close()
-        server.stop()
-
-    return Weights(
-        make_backend, device=device, engine=engine, close=close, failure=server.failure, on_failure=server.on_exit
-    )
-
-
-def _as_remote(spec: ModelSpec, base_url: str) -> ModelSpec:
-    """The entry as the HTTP client sees it: our server, the model under its own name."""
-    return dataclasses.replace(spec, base_url=f"{base_url}/v1", remote_model=spec.name)
-
-
 def _model_context(folder: Path) -> int | None:
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
-    value = text.get("max_position_embeddings") if isinstance(text, Mapping) else None
-    return value if isinstance(value, int) and 16 <= value <= 10_000_000 else None
-
-
-def _file_name(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return trained_context(config)

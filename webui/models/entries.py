@@ -156,8 +156,27 @@ class VllmEntry(LocalEntry):
     vllm: VllmOptions = VllmOptions()
 
 
+class LlamaCppOptions(_Strict):
+    """How the app starts the entry's llama.cpp server (docs/models.md, "llama.cpp")."""
+
+    cpu_cores: StrictStr | None = Field(
+        None,
+        pattern=r"^\d+(-\d+)?$",
+        description="CPU cores for the model's threads, e.g. '0' or '0-3'; default: shared out among the models",
+    )
+    extra_args: list[StrictStr] = Field(default_factory=list, description="more llama-server arguments, as is")
+
+
+class LlamaCppEntry(LocalEntry):
+    """A GGUF file on llama.cpp's own server (scripts/install-llamacpp.sh builds it)."""
+
+    backend: Literal["llamacpp"]
+    llamacpp: LlamaCppOptions = LlamaCppOptions()
+
+
 class AutoEntry(LocalEntry):
-    """vLLM where it is installed and supports the model here, otherwise transformers."""
+    """The best engine here: llama.cpp for a GGUF file on a machine without an NVIDIA GPU, else vLLM
+    where it is installed and supports the model, else transformers (webui/engine/auto.py)."""
 
     backend: Literal["auto"] = "auto"
     vllm: VllmOptions = VllmOptions()
@@ -214,15 +233,21 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     "auto": Backend(
         AutoEntry,
-        "webui.engine.vllm:load_auto",
-        concurrency="webui.engine.vllm:default_concurrency",
-        place="webui.engine.vllm:place",
+        "webui.engine.auto:load_auto",
+        concurrency="webui.engine.auto:default_concurrency",
+        place="webui.engine.placement:place",
     ),
     "vllm": Backend(
         VllmEntry,
         "webui.engine.vllm:load_vllm",
         concurrency="webui.engine.vllm:default_concurrency",
-        place="webui.engine.vllm:place",
+        place="webui.engine.placement:place",
+    ),
+    "llamacpp": Backend(
+        LlamaCppEntry,
+        "webui.engine.llamacpp:load_llamacpp",
+        concurrency="webui.engine.llamacpp:default_concurrency",
+        place="webui.engine.placement:place",
     ),
     "transformers": Backend(TransformersEntry, "webui.engine.transformers:load_transformers"),
     "openai": Backend(OpenAIEntry, "webui.engine.openai_remote:load_openai", own_weights=True),

@@ -21,6 +21,7 @@ from webui.models.entries import (
     DEFAULT_BACKEND,
     AutoEntry,
     Entry,
+    LlamaCppEntry,
     LocalEntry,
     MaxMemory,
     OpenAIEntry,
@@ -68,7 +69,8 @@ class ModelSpec:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
-    vllm: Mapping[str, Any] = field(default_factory=dict)  # VllmOptions as given (backend vllm or auto)
+    # the engine's own options as given (`vllm:` or `llamacpp:`), with what `place` shares out added
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = ""  # "file: models[i] (name)", for messages
     entry: Entry | None = field(default=None, compare=False, repr=False)  # as checked: a backend's own keys
 
@@ -77,7 +79,7 @@ class ModelSpec:
         """Entries with the same key share one copy of the weights (variants)."""
         if BACKENDS[self.backend].own_weights:
             return (self.backend, self.name)
-        options = ",".join(f"{k}={v}" for k, v in sorted(self.vllm.items()))
+        options = ",".join(f"{k}={v}" for k, v in sorted(self.engine_options.items()))
         return (self.backend, self.source, self.dtype, self.device.key(), options)
 
 
@@ -213,7 +215,9 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
             template=_template(entry.template, base_dir),
         )
     if isinstance(entry, (VllmEntry, AutoEntry)):
-        common["vllm"] = entry.vllm.model_dump(exclude_defaults=True)
+        common["engine_options"] = entry.vllm.model_dump(exclude_defaults=True)
+    if isinstance(entry, LlamaCppEntry):
+        common["engine_options"] = entry.llamacpp.model_dump(exclude_defaults=True)
     if isinstance(entry, OpenAIEntry):
         first = entry.base_url if isinstance(entry.base_url, str) else entry.base_url[0]
         common.update(
