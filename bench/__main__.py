@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from bench import browser, coldstart, memory, overhead, panes, ttft, users
+from bench import browser, coldstart, engines, memory, overhead, panes, ttft, users
 from bench.config import RUN_ORDER, SECTIONS, BenchConfig
 from bench.report import ROOT, describe_meta, load_average, machine_info, to_markdown
 
@@ -37,6 +37,7 @@ MODULES = {
     "coldstart": coldstart,
     "memory": memory,
     "browser": browser,
+    "engines": engines,
 }
 log = logging.getLogger("bench")
 

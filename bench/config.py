@@ -12,9 +12,9 @@ from pathlib import Path
 
 from webui.config import DEFAULT_MODELS_FILE
 
-SECTIONS = ("overhead", "ttft", "panes", "users", "coldstart", "memory", "browser")
+SECTIONS = ("overhead", "ttft", "panes", "users", "coldstart", "memory", "browser", "engines")
 # Run order: the subprocess sections first, while nothing else holds the cores or the memory.
-RUN_ORDER = ("memory", "coldstart", "overhead", "ttft", "panes", "users", "browser")
+RUN_ORDER = ("memory", "coldstart", "engines", "overhead", "ttft", "panes", "users", "browser")
 PATHS = ("raw", "engine", "gradio", "api")
 # Long enough an answer that greedy decoding does not end before the token budget; the Gradio path
 # cannot ignore end-of-sequence, so this matters there.

@@ -1,0 +1,160 @@
+"""8. Engines on the CPU: the demo models on llama.cpp and on vLLM, one engine after the other in one
+run, through the app's own engine path (our template, our token ids, the models file's sampling).
+
+For each engine that is installed: both models start with `backend: <engine>` (warm caches; start
+to ready is timed), then one battle (both replies, the same prompt, at once: until both finished),
+8 battles at once (aggregate tokens/s), the engine servers' resident memory, and finally SmolLM2
+alone with the whole machine (one chat). Every reply is `tokens` long (end-of-sequence ignored), with
+the models file's own sampling (repetition penalty, top_p) and a fixed seed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import models
+from bench.context import BenchContext
+from bench.memory import engine_rss
+from bench.report import Column, Table, mib, number, seconds, text
+
+ENGINES = ("llamacpp", "vllm")
+SMOL = "SmolLM2-135M-Instruct"
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    from webui.config import Settings
+    from webui.engine.llamacpp import find_llama_server
+    from webui.engine.vllm import find_vllm_python
+
+    entries = models.local_entries(ctx.entries)
+    if len(entries) < 2:
+        return {"skipped": "needs two local models (a battle)"}
+    settings = Settings(log_dir=ctx.workdir / "engine-logs", queue_timeout_s=600)
+    root = Path(__file__).resolve().parent.parent
+    installed = {"llamacpp": find_llama_server("", root) is not None, "vllm": find_vllm_python("", root) is not None}
+    cfg = ctx.config
+    result: dict[str, Any] = {"tokens": cfg.users_tokens, "engines": {}}
+    for engine in ENGINES:
+        if not installed[engine]:
+            result["engines"][engine] = {"skipped": "not installed"}
+            continue
+        result["engines"][engine] = _measure(engine, entries[:2], settings, cfg.users_tokens, cfg.overhead_repeats)
+    return result
+
+
+def _measure(engine: str, entries: list[dict], settings: Any, tokens: int, repeats: int) -> dict[str, Any]:
+    names = [e["name"] for e in entries]
+    registry, ready_s = _start(engine, entries, settings)
+    try:
+        backends = {name: registry.get(name) for name in names}
+        out: dict[str, Any] = {"ready_s": ready_s, "engine": {n: registry.status(n).engine for n in names}}
+        _battle(backends, tokens, 0)  # warm-up: the first request of a server pays for its buffers
+        battles = [_battle(backends, tokens, seed) for seed in range(1, repeats + 1)]
+        out["battle_s"] = statistics.median(b["wall_s"] for b in battles)
+        out["battle_s_range"] = [min(b["wall_s"] for b in battles), max(b["wall_s"] for b in battles)]
+        many = _at_once(backends, tokens, battles=8)
+        out["battles_8_tok_s"] = many["tokens"] / many["wall_s"]
+        out["memory_bytes"] = sum(engine_rss(b) or 0 for b in backends.values())
+    finally:
+        registry.close()
+    smol = next((e for e in entries if e["name"] == SMOL), entries[0])
+    registry, _ = _start(engine, [smol], settings)
+    try:
+        backend = registry.get(smol["name"])
+        _chat(backend, tokens, 0)
+        chats = [_chat(backend, 128, seed) for seed in range(1, repeats + 1)]
+        out["one_chat_tok_s"] = statistics.median(c["tok_s"] for c in chats)
+    finally:
+        registry.close()
+    return out
+
+
+def _start(engine: str, entries: list[dict], settings: Any) -> tuple[Any, float]:
+    from webui.engine.registry import ModelState, Registry
+    from webui.models.specs import parse_specs
+
+    forced = [{**e, "backend": engine} for e in entries]
+    started = time.perf_counter()
+    registry = Registry(parse_specs({"models": forced}), settings)
+    registry.start()
+    if not registry.wait_idle(900):
+        raise RuntimeError(f"{engine}: models not ready after 900 s")
+    for entry in forced:
+        status = registry.status(entry["name"])
+        if status.state is not ModelState.READY:
+            registry.close()
+            raise RuntimeError(f"{engine}: {entry['name']} {status.describe()}")
+    return registry, time.perf_counter() - started
+
+
+def _params(backend: Any, tokens: int, seed: int) -> Any:
+    return backend.spec.sampling.replace(max_new_tokens=tokens, ignore_eos=True, seed=seed)
+
+
+def _reply(backend: Any, tokens: int, seed: int, prompt: str) -> dict[str, Any]:
+    from webui.types import Finished, Message
+
+    started = time.perf_counter()
+    final = None
+    for event in backend.stream([Message("user", prompt)], _params(backend, tokens, seed)):
+        if isinstance(event, Finished):
+            final = event
+    wall = time.perf_counter() - started
+    completion = final.completion_tokens if final is not None else 0
+    return {"wall_s": wall, "tokens": completion, "tok_s": completion / wall if wall else 0.0}
+
+
+def _battle(backends: dict[str, Any], tokens: int, seed: int) -> dict[str, Any]:
+    """Both models answer at once; the battle lasts until the slower reply is done."""
+    return _at_once(backends, tokens, battles=1, seed=seed)
+
+
+def _at_once(backends: dict[str, Any], tokens: int, *, battles: int, seed: int = 0) -> dict[str, Any]:
+    from bench.config import PROMPT
+
+    replies: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def one(backend: Any, index: int) -> None:
+        reply = _reply(backend, tokens, seed + index, PROMPT)
+        with lock:
+            replies.append(reply)
+
+    threads = [threading.Thread(target=one, args=(backend, i)) for i in range(battles) for backend in backends.values()]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"wall_s": time.perf_counter() - started, "tokens": sum(r["tokens"] for r in replies)}
+
+
+def _chat(backend: Any, tokens: int, seed: int) -> dict[str, Any]:
+    from bench.config import PROMPT
+
+    return _reply(backend, tokens, seed, PROMPT)
+
+
+def tables(section: dict[str, Any]) -> list[Table]:
+    if "skipped" in section:
+        return [Table("Engines on the CPU", [Column("skipped", "skipped", text)], [section])]
+    rows = []
+    for engine, found in section["engines"].items():
+        rows.append(
+            {"engine": engine, **found} if "skipped" not in found else {"engine": engine, "note": found["skipped"]}
+        )
+    columns = [
+        Column("engine", "engine", text),
+        Column("battle_s", "one battle (both replies)", seconds),
+        Column("battles_8_tok_s", "8 battles at once, tok/s", number(0)),
+        Column("one_chat_tok_s", "one chat, SmolLM2 alone, tok/s", number(0)),
+        Column("memory_bytes", "memory, both models", mib),
+        Column("ready_s", "start to ready (both)", seconds),
+    ]
+    table = Table(f"Engines on the CPU ({section['tokens']} tokens a reply; one chat 128)", columns, rows)
+    table.notes.append("Each engine in turn, the same models, prompt, sampling and seeds; caches warm.")
+    return [table]
