@@ -58,7 +58,8 @@ if [ ! -x "$binary" ]; then
   if ! {
     cmake -S "$source_dir" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF \
-      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF ${flags[@]+"${flags[@]}"} &&
+      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_COMMIT="pypi-$VERSION" \
+      ${flags[@]+"${flags[@]}"} &&
       cmake --build "$work/build" --target llama-server -j "$jobs"
   } >"$work/build.log" 2>&1; then
     tail -n 30 "$work/build.log" >&2

@@ -70,7 +70,7 @@ def server_version(binary: str) -> str:
             f"llama-server at {binary} does not run ({type(exc).__name__})", _NOT_USABLE
         ) from None
     text = done.stdout + done.stderr
-    found = re.search(r"commit ([0-9a-f]+)", text) or re.search(r"version: (\S+)", text)
+    found = re.search(r"commit (?!unknown)([\w.-]+)", text) or re.search(r"version: (\S+)", text)
     if done.returncode != 0 or not found:
         raise LlamaCppUnavailable(
             f"llama-server at {binary} does not run: {text.strip()[-200:] or 'no output'}", _NOT_USABLE
