@@ -23,6 +23,8 @@ PANE_LETTERS = "abcd"
 
 @dataclass(frozen=True)
 class Kind:
+    """What sets one chat tab apart: its mode, names, intro, votes and restart button."""
+
     mode: Mode
     prefix: str  # elem_id and api_name prefix
     intro: str
