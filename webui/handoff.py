@@ -11,16 +11,19 @@ place instead of in a hand-made queue per module:
 * the consumer may wait in slices (`get(timeout=...)`) to look at a Stop button or a cancel event
   between items.
 
-One consumer per hand-off; any number of producers, each of which calls `close()` once.
+One consumer per hand-off; any number of producers, each of which calls `close()` once. The
+consumer is a thread (`Handoff`) or a coroutine on an event loop (`AsyncHandoff`: an HTTP handler
+reading a model's stream); producers use both the same way, and `run_in_thread` serves both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -37,28 +40,60 @@ class _Failure:
 _CLOSED = object()
 
 
-class Handoff(Generic[T]):
-    def __init__(self, producers: int = 1) -> None:
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+class Producers(Protocol):
+    """What a producer may do with either hand-off (all that `run_in_thread` needs)."""
+
+    def fail(self, exc: BaseException) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Channel(Generic[T]):
+    """The producer side, the same for both consumers: items, a failure, the end."""
+
+    def __init__(self, producers: int) -> None:
         self._open = producers  # read and written by the consumer only
-        self._held: BaseException | None = None  # a failure met by `ready` after some items
+
+    def _send(self, message: object) -> None:
+        raise NotImplementedError
 
     # ---- producer side (any thread) -----------------------------------------------------------
     def put(self, item: T) -> None:
-        self._queue.put(item)
+        self._send(item)
 
     def fail(self, exc: BaseException) -> None:
         """The consumer's next `get` (after the items put before) raises `exc`."""
-        self._queue.put(_Failure(exc))
+        self._send(_Failure(exc))
 
     def close(self) -> None:
         """One producer is done."""
-        self._queue.put(_CLOSED)
+        self._send(_CLOSED)
 
-    # ---- consumer side (one thread) -----------------------------------------------------------
+    # ---- consumer side ------------------------------------------------------------------------
     @property
     def ended(self) -> bool:
         return self._open <= 0
+
+    def _opened(self, message: object) -> bool:
+        """Whether `message` is an item: a close is counted, a failure raised."""
+        if message is _CLOSED:
+            self._open -= 1
+            return False
+        if isinstance(message, _Failure):
+            raise message.exc
+        return True
+
+
+class Handoff(_Channel[T]):
+    """A consumer thread."""
+
+    def __init__(self, producers: int = 1) -> None:
+        super().__init__(producers)
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._held: BaseException | None = None  # a failure met by `ready` after some items
+
+    def _send(self, message: object) -> None:
+        self._queue.put(message)
 
     def get(self, timeout: float | None = None) -> T:
         """The next item. Raises `queue.Empty` when `timeout` seconds pass without one, `Ended`
@@ -74,12 +109,8 @@ class Handoff(Generic[T]):
                 item = self._queue.get()
             else:
                 item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            if item is _CLOSED:
-                self._open -= 1
-                continue
-            if isinstance(item, _Failure):
-                raise item.exc
-            return item  # type: ignore[return-value]
+            if self._opened(item):
+                return item  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[T]:
         """Every item until the end (blocking); a producer's failure is raised."""
@@ -116,7 +147,35 @@ class Handoff(Generic[T]):
                 return items
 
 
-def run_in_thread(work: Callable[[], None], handoff: Handoff, name: str) -> threading.Thread:
+class AsyncHandoff(_Channel[T]):
+    """A consumer coroutine: made on its event loop's thread, read there with `await get()`.
+    Once the loop has closed (a server shutting down), whatever producers send is dropped and
+    `on_lost` is called, so that the producer can stop work nobody will read."""
+
+    def __init__(self, producers: int = 1, on_lost: Callable[[], None] = lambda: None) -> None:
+        super().__init__(producers)
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._on_lost = on_lost
+
+    def _send(self, message: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, message)
+        except RuntimeError:  # the loop is closed
+            self._on_lost()
+
+    async def get(self) -> T:
+        """The next item; raises `Ended` once every producer has closed, or the exception a
+        producer failed with."""
+        while True:
+            if self._open <= 0:
+                raise Ended
+            item = await self._queue.get()
+            if self._opened(item):
+                return item  # type: ignore[return-value]
+
+
+def run_in_thread(work: Callable[[], None], handoff: Producers, name: str) -> threading.Thread:
     """Start `work` in a daemon thread that reports any exception to `handoff` and always closes it."""
 
     def run() -> None:

@@ -1,6 +1,6 @@
 """Real vLLM (the CPU build the installer puts in .venv-vllm) serving the demo model SmolLM2:
-start, stream, Stop aborting inside the engine, seeds, an engine that dies and comes back, and no
-engine process left behind when the app exits (SIGTERM, Ctrl-C or SIGKILL)."""
+start, stream, Stop and a closed tab aborting inside the engine, seeds, an engine that dies and
+comes back, and no engine process left behind when the app exits (SIGTERM, Ctrl-C or SIGKILL)."""
 
 from __future__ import annotations
 
@@ -301,6 +301,50 @@ def _the_pages_stop_aborts_the_reply_in_vllm(port: int, groups: list[int]) -> No
         client.close()
 
 
+def _a_closed_tab_aborts_the_reply_in_vllm(port: int, groups: list[int], logs: Path) -> None:
+    """Direct chat's reply started as the page starts it (Gradio's queue protocol: join, then the
+    session's event stream), then the tab closes mid-reply: its event stream and connections go
+    away. The handler ends the reply as stopped and vLLM's count of running requests is back to 0."""
+    from bench.ui_client import UIClient
+
+    running = _running_in(groups, "SmolLM2-135M-Instruct")
+    message = "Write every number from 1 to 3000, separated by commas, then close the tab."
+    # What the page sends: every control's own value, but for these (by elem_id).
+    chosen = {
+        "direct-input": message,
+        "direct-model": "SmolLM2-135M-Instruct",
+        "direct-temperature": 0,
+        "direct-repetition-penalty": 1.0,
+        "direct-max-new-tokens": 4000,
+    }
+    tab = UIClient(f"http://127.0.0.1:{port}/", timeout_s=120)
+    try:
+        session = tab.new_session(prepare="/direct_clear")
+        send = tab.events["/direct_send"]
+        data = [chosen.get(c["props"].get("elem_id"), c["props"].get("value")) for c in send.inputs]
+        data[0] = None  # the session (gr.State): the server holds it
+        updates = tab.stream(send, data, session)
+        try:
+            # Polled per update: the reply must still be running in vLLM when the tab closes.
+            assert any(running() == 1 for _ in updates), "the reply ended before vLLM counted it as running"
+        finally:
+            updates.close()  # the tab closes: its event stream's connection goes away
+    finally:
+        tab.close()
+    wait_for(lambda: running() == 0, 10, "vLLM still generates the reply of a closed tab")
+    wait_for(lambda: _chat_finish(logs, message) == ["cancelled"], 30, "the closed tab's reply is not kept as stopped")
+
+
+def _chat_finish(logs: Path, message: str) -> list[str] | None:
+    """The finish reasons of the chat record whose conversation holds `message` (None: none yet)."""
+    for path in logs.glob("*-conv.json"):
+        for line in path.read_text().split("\n")[:-1]:  # whole lines only: one may be being written
+            record = json.loads(line)
+            if record.get("type") == "chat" and any(text == message for _, text in record["state"]["messages"]):
+                return record["state"]["finish_reasons"]
+    return None
+
+
 def _a_dropped_api_client_is_aborted_in_vllm(port: int, groups: list[int]) -> None:
     """A client of our API that goes away mid-stream: vLLM's own count of running requests is back
     to 0 (the app closed its stream to vLLM, which aborted the request)."""
@@ -356,6 +400,7 @@ def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(
         ).json()
         assert "Paris" in reply["choices"][0]["message"]["content"]
         _a_dropped_api_client_is_aborted_in_vllm(port, groups)
+        _a_closed_tab_aborts_the_reply_in_vllm(port, groups, tmp_path / "logs")
         _the_pages_stop_aborts_the_reply_in_vllm(port, groups)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log.read_text()[-3000:]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 
 import pytest
 
-from webui.handoff import Ended, Handoff, run_in_thread
+from webui.handoff import AsyncHandoff, Ended, Handoff, run_in_thread
 
 
 def test_items_arrive_in_order_then_the_end() -> None:
@@ -64,3 +65,36 @@ def test_ready_returns_what_is_there_and_keeps_a_failure_for_the_next_call() -> 
     with pytest.raises(RuntimeError, match="late"):
         box.ready()
     assert box.ready() == []
+
+
+def test_a_coroutine_reads_items_then_the_failure_then_the_end() -> None:
+    async def consume() -> list[object]:
+        box: AsyncHandoff[int] = AsyncHandoff()
+
+        def work() -> None:
+            box.put(1)
+            box.put(2)
+            raise ValueError("boom")
+
+        thread = run_in_thread(work, box, "producer")
+        seen: list[object] = [await box.get(), await box.get()]
+        with pytest.raises(ValueError, match="boom"):
+            await box.get()
+        with pytest.raises(Ended):
+            await box.get()
+        thread.join(5)
+        return [*seen, box.ended]
+
+    assert asyncio.run(consume()) == [1, 2, True]
+
+
+def test_a_producer_outliving_its_loop_is_told_and_does_not_crash() -> None:
+    lost = threading.Event()
+
+    async def make() -> AsyncHandoff[int]:
+        return AsyncHandoff(on_lost=lost.set)
+
+    box = asyncio.run(make())  # asyncio.run closes the loop on the way out
+    box.put(1)  # would raise RuntimeError (loop closed) into the producer's thread
+    box.close()
+    assert lost.is_set()

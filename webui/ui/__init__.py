@@ -4,8 +4,9 @@
 statuses are never part of the page config: a timer fills them in, and only for the tab on show —
 the Battle tab gets counts alone, so its page never names a model before the vote.
 
-The three chat tabs are one class (webui/ui/tab.py) with different modes and pane counts; the page's
-stylesheet and keys come from webui/ui/page.py.
+The three chat tabs are one layout (webui/ui/chat_layout.py), one set of named inputs
+(webui/ui/chat_inputs.py) and one wiring (webui/ui/tab.py), with different modes and pane counts;
+the page's stylesheet and keys come from webui/ui/page.py.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def _install_page(chats: Sequence[ChatTab]) -> None:
     """The stylesheet and the keys: Esc presses the Stop of the tab on show, 1-4 its votes."""
     keys: dict[str, list[str]] = {}
     for chat in chats:
-        for button, vote in zip(chat.votes, chat.kind.votes, strict=True):
+        for button, vote in zip(chat.ui.votes, chat.kind.votes, strict=True):
             keys.setdefault(vote.key, []).append(button.elem_id or "")
-    page.install([c.stop.elem_id or "" for c in chats], keys, [c.text.elem_id or "" for c in chats])
+    page.install([c.ui.stop.elem_id or "" for c in chats], keys, [c.ui.text.elem_id or "" for c in chats])
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,11 @@ def _wire_status(
     chats: Mapping[Mode, ChatTab],
     tab_blocks: Mapping[str, gr.Tab],
 ) -> None:
-    sbs, direct = chats["side_by_side"], chats["direct"]
+    sbs, direct = chats["side_by_side"].ui, chats["direct"].ui
     (direct_model,) = direct.dropdowns
     drawn = StatusOutputs(
         seen=seen,
-        battle=chats["battle"].status,
+        battle=chats["battle"].ui.status,
         side_by_side=sbs.status,
         sbs_models=sbs.dropdowns,
         direct=direct.status,
@@ -117,7 +118,7 @@ def _wire_status(
     )
     status_outputs = drawn.components()
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
-    states, modes = [c.state for c in chats.values()], list(chats)
+    states, modes = [c.ui.state for c in chats.values()], list(chats)
     quiet = progress_on(gr.HTML(visible=False))
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
