@@ -51,7 +51,7 @@ def _measure(engine: str, entries: list[dict], settings: Any, tokens: int, repea
     registry, ready_s = _start(engine, entries, settings)
     try:
         backends = {name: registry.get(name) for name in names}
-        out: dict[str, Any] = {"ready_s": ready_s, "engine": {n: registry.status(n).engine for n in names}}
+        out: dict[str, Any] = {"ready_s": ready_s, "served_as": {n: registry.status(n).engine for n in names}}
         _battle(backends, tokens, 0)  # warm-up: the first request of a server pays for its buffers
         battles = [_battle(backends, tokens, seed) for seed in range(1, repeats + 1)]
         out["battle_s"] = statistics.median(b["wall_s"] for b in battles)

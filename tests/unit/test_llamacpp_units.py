@@ -29,6 +29,7 @@ def _config(**keys) -> LlamaServerConfig:
         "served_name": "m",
         "context": 2048,
         "slots": 8,
+        "kv_cache_tokens": 16384,
         "log_file": Path("/tmp/m.log"),
         "cache_root": Path("/tmp"),
     }
@@ -39,9 +40,11 @@ def _option(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
 
 
-def test_the_server_gets_a_context_per_slot_and_threads_pinned_to_its_cores() -> None:
+def test_the_slots_share_one_kv_pool_and_threads_are_pinned_to_the_cores() -> None:
     args = _config(cpu_cores="2-5").server_command(9000)
-    assert _option(args, "--ctx-size") == str(2048 * 8) and _option(args, "--parallel") == "8"
+    assert "--kv-unified" in args and _option(args, "--ctx-size") == "16384" and _option(args, "--parallel") == "8"
+    assert _option(args, "--kv-unified-per-slot") == "2048"  # one request: the entry's context
+    assert _option(_config(context=32768).server_command(9000), "--ctx-size") == "32768"  # one whole request fits
     assert _option(args, "--threads") == "4" and _option(args, "--cpu-range") == "2-5"
     assert _option(args, "--cpu-strict") == "1" and _option(args, "--port") == "9000"
     assert _option(args, "--host") == "127.0.0.1" and _option(args, "--alias") == "m"

@@ -38,7 +38,10 @@ from webui.types import SamplingParams
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0  # loading a GGUF takes seconds; this is for a slow disk
-DEFAULT_CONTEXT = 4096  # tokens per slot unless the entry says: every slot's KV cache is allocated up front
+DEFAULT_CONTEXT = 4096  # tokens one request may use unless the entry says
+# The KV cache every slot of a server draws from (as vLLM's pool): allocated up front, so not
+# slots x context (8 x 8192 tokens of SmolLM2 would be 1.5 GB)
+DEFAULT_KV_CACHE_TOKENS = 16384
 _OFF = ("none", "off", "no", "false")
 _NOT_USABLE = "llama.cpp does not start on this machine"
 
@@ -109,8 +112,9 @@ class LlamaServerConfig:
     binary: str
     model_file: Path
     served_name: str
-    context: int  # tokens per slot
+    context: int  # tokens one request may use
     slots: int
+    kv_cache_tokens: int  # the pool all slots share
     log_file: Path
     cache_root: Path
     cpu_cores: str | None = None  # "0" or "0-3": the server's threads, pinned there
@@ -142,8 +146,11 @@ class LlamaServerConfig:
             str(port),
             "--parallel",
             str(self.slots),
+            "--kv-unified",
             "--ctx-size",
-            str(self.context * self.slots),  # each slot gets `context`
+            str(max(self.kv_cache_tokens, self.context)),
+            "--kv-unified-per-slot",
+            str(self.context),
             "--cont-batching",
             "--threads",
             str(self.threads),
@@ -194,16 +201,18 @@ def installed_server(settings: Settings) -> str:
 
 def serve(spec: ModelSpec, settings: Settings, binary: str, source: ResolvedSource) -> Weights:
     options = spec.engine_options
+    own = options if spec.backend == "llamacpp" else {}  # an `auto` entry's options are vLLM's; the cores are ours
     config = LlamaServerConfig(
         binary=binary,
         model_file=source.path,
         served_name=spec.name,
         context=spec.context_length or DEFAULT_CONTEXT,
         slots=spec.max_concurrency or settings.vllm_concurrency,
+        kv_cache_tokens=own.get("kv_cache_tokens", DEFAULT_KV_CACHE_TOKENS),
         log_file=Path(settings.cache_dir) / "llamacpp" / "logs" / f"{file_name(spec.name)}.log",
         cache_root=Path(settings.cache_dir) / "llamacpp",
         cpu_cores=options.get("cpu_cores"),
-        extra_args=tuple(options.get("extra_args", ())),
+        extra_args=tuple(own.get("extra_args", ())),
     )
     server = EngineServer(config)
     server.launch()

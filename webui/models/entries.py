@@ -164,6 +164,9 @@ class LlamaCppOptions(_Strict):
         pattern=r"^\d+(-\d+)?$",
         description="CPU cores for the model's threads, e.g. '0' or '0-3'; default: shared out among the models",
     )
+    kv_cache_tokens: Whole | None = Field(
+        None, ge=256, description="the KV cache all requests share, in tokens (allocated up front); default 16384"
+    )
     extra_args: list[StrictStr] = Field(default_factory=list, description="more llama-server arguments, as is")
 
 
