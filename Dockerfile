@@ -11,6 +11,8 @@ ARG TORCH_SPEC=torch==2.13.0+cpu
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 # 1 adds vLLM's CPU build in /app/.venv-vllm (about 3.5 GB more; serves several users at once much faster)
 ARG VLLM=0
+# 1 builds llama.cpp's server for the GGUF demo models (needs cmake and g++ in the image: not in slim)
+ARG LLAMACPP=0
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -25,7 +27,7 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY . /app
 
-RUN TORCH_SPEC="$TORCH_SPEC" PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL" VLLM="$VLLM" bash scripts/install.sh \
+RUN TORCH_SPEC="$TORCH_SPEC" PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL" VLLM="$VLLM" LLAMACPP="$LLAMACPP" bash scripts/install.sh \
  && APP_USER=arena APP_UID=1000 DATA_DIR=/data bash scripts/docker-setup.sh
 
 USER arena

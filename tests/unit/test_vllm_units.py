@@ -157,7 +157,7 @@ def test_cpu_cores_are_divided_among_the_models_that_may_run_on_vllm() -> None:
     assert cores[2] == {"a": "0", "a2": "0", "b": "1", "t": None, "p": "5"}
     assert cores[16] == {"a": "0-6", "a2": "0-6", "b": "7-13", "t": None, "p": "5"}
     (alone,) = parse_specs({"models": [{"name": "x", "source": "/x"}]})
-    assert place([alone], 2)[0].vllm.get("cpu_cores") is None  # one model: vLLM's own choice
+    assert place([alone], 2)[0].engine_options.get("cpu_cores") is None  # one model: vLLM's own choice
 
 
 def test_the_log_summary_keeps_vllms_own_words_not_the_traceback() -> None:

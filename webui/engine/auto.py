@@ -41,8 +41,10 @@ def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
                 weights.engine = f"{weights.engine} ({passed_over})"
             return weights
     except (EngineUnavailable, EngineStartError) as exc:
-        log.warning("%s: not on vLLM: %s", spec.name, exc)  # the status gets the public reason only
+        log.warning("%s: serving with transformers: %s", spec.name, exc)  # the status gets the public reason only
         reason = exc.public
+    else:
+        log.warning("%s: serving with transformers: %s", spec.name, reason)
     from webui.engine.transformers import load_transformers
 
     weights = load_transformers(spec, settings)
