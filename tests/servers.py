@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -65,6 +66,20 @@ def wait_for(condition: Callable[[], object], timeout_s: float, message: str, ev
         if time.monotonic() > deadline:
             raise AssertionError(message)
         time.sleep(every_s)
+
+
+def process_group(pgid: int) -> list[int]:
+    """Live processes whose process group is `pgid` (an engine's supervisor leads one); zombies are gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
 
 
 def alive_threads(prefix: str) -> list[threading.Thread]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port, wait_for
+from tests.servers import free_port, process_group, wait_for
 from webui.config import PACKAGE_DIR, Settings
 from webui.engine import collect
 from webui.engine.llamacpp import find_llama_server
@@ -151,7 +151,7 @@ def test_a_killed_server_is_reported_and_restarted(smol: Registry) -> None:
     name = SMOL["name"]
     backend = _backend(smol)
     supervisor = backend.server.process.pid  # leader of the server's process group
-    (server,) = [pid for pid in _group(supervisor) if pid != supervisor]
+    (server,) = [pid for pid in process_group(supervisor) if pid != supervisor]
     os.kill(server, signal.SIGKILL)  # what the OOM killer would do
     wait_for(lambda: smol.status(name).state is ModelState.FAILED, 60, "the death was not noticed")
     status = smol.status(name)
@@ -159,7 +159,7 @@ def test_a_killed_server_is_reported_and_restarted(smol: Registry) -> None:
     assert "the llama.cpp engine exited (code" in status.detail and "127.0.0.1" not in status.describe()
     with pytest.raises(ModelNotReady, match="engine exited"):
         smol.get(name)
-    wait_for(lambda: not _group(supervisor), 30, "the dead server's supervisor is still running")
+    wait_for(lambda: not process_group(supervisor), 30, "the dead server's supervisor is still running")
     wait_for(lambda: smol.status(name).state is ModelState.READY, START_S, "not restarted")
     text, final = collect(smol.get(name).stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=16)))
     assert "Paris" in text and final.reason is not FinishReason.ERROR
@@ -248,16 +248,3 @@ def _servers_of(app_pid: int) -> list[int]:
                 if command.endswith(b"llama-server"):
                     found.append(int(entry.name))
     return found
-
-
-def _group(pgid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                pids.append(int(entry.name))
-    return pids

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port, wait_for
+from tests.servers import free_port, process_group, wait_for
 from webui.config import PACKAGE_DIR, Settings
 from webui.engine import collect
 from webui.engine.own_server import ServerBackend
@@ -164,20 +164,6 @@ def test_the_bench_attaches_to_a_running_server_without_starting_another(smol: R
     assert owner.server.failure() is None and collect(owner.stream(QUESTION, SamplingParams(max_new_tokens=4)))[0]
 
 
-def _group(pgid: int) -> list[int]:
-    """Processes whose process group is `pgid` (the vLLM server starts one of its own)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
-
-
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
@@ -185,8 +171,8 @@ def _parent(pid: int) -> int:
 def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
     backend = smol.get("smol-vllm")
     old = backend.server.process.pid  # the supervisor, leader of the engine's process group
-    assert len(_group(old)) >= 3, "vLLM's server, engine core and worker run in a group of their own"
-    (vllm_server,) = [pid for pid in _group(old) if _parent(pid) == old]
+    assert len(process_group(old)) >= 3, "vLLM's server, engine core and worker run in a group of their own"
+    (vllm_server,) = [pid for pid in process_group(old) if _parent(pid) == old]
     os.kill(vllm_server, signal.SIGKILL)  # what the OOM killer would do
     wait_for(lambda: smol.status("smol-vllm").state is ModelState.FAILED, 60, "the death was not noticed")
     status = smol.status("smol-vllm")
@@ -194,7 +180,7 @@ def test_a_killed_engine_is_reported_and_restarted(smol: Registry) -> None:
     assert "the vLLM engine exited (code" in status.detail and "127.0.0.1" not in status.describe()
     with pytest.raises(ModelNotReady, match="engine exited"):  # the API's 503 with Retry-After
         smol.get("smol-vllm")
-    wait_for(lambda: not _group(old), 30, "the dead server's workers are still running")
+    wait_for(lambda: not process_group(old), 30, "the dead server's workers are still running")
     wait_for(lambda: smol.status("smol-vllm").state is ModelState.READY, START_S, "not restarted")
     text, final = collect(smol.get("smol-vllm").stream(QUESTION, SamplingParams(temperature=0, max_new_tokens=16)))
     assert "Paris" in text and final.reason is not FinishReason.ERROR
@@ -255,7 +241,7 @@ def _wait_ready(proc: subprocess.Popen, port: int, log: Path, names: set[str]) -
 def _engine_port(groups: list[int], served_name: str) -> int:
     """The port of the vLLM server serving `served_name`, from its command line."""
     for group in groups:
-        for pid in _group(group):
+        for pid in process_group(group):
             args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if b"--served-model-name" in args and args[args.index(b"--served-model-name") + 1].decode() == served_name:
                 return int(args[args.index(b"--port") + 1])
@@ -404,7 +390,7 @@ def test_make_run_serves_both_demo_models_on_vllm_and_sigterm_leaves_no_engine(
         _the_pages_stop_aborts_the_reply_in_vllm(port, groups)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
-        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived the app")
+        wait_for(lambda: not any(process_group(g) for g in groups), 30, "engine processes outlived the app")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -420,7 +406,7 @@ def test_an_app_killed_outright_takes_its_engine_along(vllm_python: str, tmp_pat
         assert groups
         proc.send_signal(signal.SIGINT)  # Ctrl-C first: a clean exit
         assert proc.wait(60) in (0, 130), log.read_text()[-3000:]
-        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived Ctrl-C")
+        wait_for(lambda: not any(process_group(g) for g in groups), 30, "engine processes outlived Ctrl-C")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -431,7 +417,7 @@ def test_an_app_killed_outright_takes_its_engine_along(vllm_python: str, tmp_pat
         assert groups, "no vLLM server process found"
         proc.kill()  # SIGKILL: no Python code of ours runs
         proc.wait(10)
-        wait_for(lambda: not any(_group(g) for g in groups), 30, "engine processes outlived a killed app")
+        wait_for(lambda: not any(process_group(g) for g in groups), 30, "engine processes outlived a killed app")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import wait_for
+from tests.servers import process_group, wait_for
 from webui.config import Settings
 from webui.engine import collect
 from webui.engine.process import EngineServer, EngineStartError, summarize_log
@@ -211,29 +211,16 @@ def _config(tmp_path: Path, fake: Path, *args: str) -> ServerConfig:
     )
 
 
-def _alive_in_group(pgid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                pids.append(int(entry.name))
-    return pids
-
-
 def test_the_server_process_starts_is_watched_and_stops_with_its_workers(tmp_path: Path, fake_vllm: Path) -> None:
     config = _config(tmp_path, fake_vllm, "--delay", "0.5")
     assert config.environment()["VLLM_CPU_KVCACHE_SPACE"] == "1" and "--enforce-eager" in config.server_command(1)
     server = EngineServer(config)
     server.start(timeout_s=60)
     pgid = server.process.pid
-    wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the supervisor, the server and its worker share a group")
+    wait_for(lambda: len(process_group(pgid)) == 3, 10, "the supervisor, the server and its worker share a group")
     assert server.failure() is None
     server.stop()
-    wait_for(lambda: not _alive_in_group(pgid), 10, "processes left after stop()")
+    wait_for(lambda: not process_group(pgid), 10, "processes left after stop()")
     assert server.failure() is None  # a deliberate stop is not a failure
     assert "starting the fake engine" in config.log_file.read_text()
 
@@ -261,7 +248,7 @@ def test_a_server_that_dies_reports_why_and_takes_its_workers_along(tmp_path: Pa
     os.kill(vllm_server, signal.SIGKILL)
     wait_for(lambda: server.failure() is not None, 30, "the death was not noticed")
     assert server.failure().startswith("the vLLM engine exited (code 137)"), server.failure()
-    wait_for(lambda: not _alive_in_group(pgid), 30, "the worker outlived its dead server")
+    wait_for(lambda: not process_group(pgid), 30, "the worker outlived its dead server")
     server.stop()
     assert not leftover.exists(), "the shared memory of a killed engine stays in RAM until removed"
 
@@ -292,10 +279,10 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
     )
     try:
         pgid = int(app.stdout.readline())
-        wait_for(lambda: len(_alive_in_group(pgid)) == 3, 10, "the engine did not start")
+        wait_for(lambda: len(process_group(pgid)) == 3, 10, "the engine did not start")
         app.kill()
         app.wait(10)
-        wait_for(lambda: not _alive_in_group(pgid), 30, "engine processes outlived the app")
+        wait_for(lambda: not process_group(pgid), 30, "engine processes outlived the app")
     finally:
         if app.poll() is None:
             app.kill()
@@ -312,7 +299,7 @@ def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, 
     server = EngineServer(_config(tmp_path, fake_vllm, "--delay", "60"))
     with pytest.raises(EngineStartError, match="not ready after 2 s"):
         server.start(timeout_s=2)
-    wait_for(lambda: not _alive_in_group(server.process.pid), 10, "a server that timed out was left running")
+    wait_for(lambda: not process_group(server.process.pid), 10, "a server that timed out was left running")
 
 
 def test_an_engine_that_dies_fails_its_model_at_once(
