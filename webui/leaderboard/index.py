@@ -336,9 +336,8 @@ class VoteIndex:
         current = self._word_set_id(words)
         mine = "file IN (SELECT name FROM files WHERE server = ?)"
         stale = sorted(self._in_use() - {current})
-        others = [
-            self._db.execute("SELECT id, words FROM word_sets WHERE id = ?", (old_id,)).fetchone() for old_id in stale
-        ]
+        found = [self._db.execute("SELECT id, words FROM word_sets WHERE id = ?", (i,)).fetchone() for i in stale]
+        others = [row for row in found if row is not None]  # None: rebuilt by another process meanwhile
         rechecked = 0
         for old_id, old_words in others:
             old = set(json.loads(old_words))
