@@ -190,6 +190,42 @@ def test_identity_checks_follow_the_growing_word_list(tmp_path: Path):
     assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 4  # and back again
 
 
+def vm_steps(index: VoteIndex) -> list[int]:
+    """A counter of the SQLite virtual machine's steps on `index`'s writing connection: how many
+    rows a catch-up reads, without timing it."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0  # go on
+
+    index._db._db.set_progress_handler(count, 1)  # type: ignore[attr-defined]
+    return steps
+
+
+def test_a_catch_up_with_nothing_new_reads_no_rows(tmp_path: Path):
+    """Whether an older word list is still in use is kept, not found by reading every row: with
+    nothing new, a catch-up at start and one later cost the same at 300 votes as at 1,200."""
+    logs = tmp_path / "logs"
+    record_votes(logs, 100, replies=("I am zeta-9", "hello"))
+    record_votes(logs, 200, models=("zeta-9", "alpha"))  # grows the word list: rows are checked again
+    costs = []
+    for more in (0, 900):
+        record_votes(logs, more)
+        VoteIndex(logs).catch_up()
+        started = VoteIndex(logs)
+        steps = vm_steps(started)
+        assert started.catch_up().rechecked == 0
+        later = steps[0]
+        assert started.catch_up().rechecked == 0
+        costs.append((later, steps[0] - later))
+    assert costs[1] == costs[0], costs
+    # An index from before the word lists in use were kept finds them once, by reading the rows.
+    started._db.execute("DELETE FROM meta WHERE key LIKE 'word_sets_in_use:%'")
+    assert started.catch_up(extra_words="hello").rechecked == 1100  # all but the 100 that leak already
+    same_board(started, logs, BoardOptions(rounds=0, extra_identity_words="hello"))
+
+
 def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from webui.leaderboard import index as index_module
     from webui.leaderboard import ingest

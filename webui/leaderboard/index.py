@@ -40,6 +40,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,10 @@ _INSERT_VOTE = (
     f"VALUES ({', '.join('?' * (4 + len(ROW_COLUMNS)))})"
 )
 _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+# The meta key (one per server) of the word lists this server's rows may carry, so that a catch-up
+# learns whether any row needs checking again without reading every row. Absent: not known (an
+# index written before it was kept), and found once by reading them.
+_IN_USE = "word_sets_in_use:"
 
 
 @dataclass
@@ -215,6 +220,12 @@ class VoteIndex:
         self._db.execute(
             "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,)
         )
+        # No file of this server yet: none of its rows carries a word list.
+        self._db.execute(
+            "INSERT INTO meta (key, value) SELECT ?, '[]' WHERE NOT EXISTS (SELECT 1 FROM files WHERE server = ?) "
+            "ON CONFLICT (key) DO NOTHING",
+            (_IN_USE + self.server, self.server),
+        )
 
     def _catch_up_file(
         self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str, pool: Executor | None
@@ -275,6 +286,8 @@ class VoteIndex:
             for offset, length, checked, *values in chunk.rows
         ]
         self._db.executemany(_INSERT_VOTE, _typed(rows) if self._db.strict_types else rows)
+        if any(row[3] is not None for row in rows):
+            self._note_in_use(add={word_set})
         self._db.execute(
             'UPDATE files SET "offset" = ?, bad = ?, torn = ? WHERE name = ?',
             (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name),
@@ -318,12 +331,13 @@ class VoteIndex:
 
     def _recheck(self, words: Sequence[str]) -> int:
         """Check again, against `words`, every row of this server's files checked with another word
-        list (another server's rows are its own to check: only it has their lines)."""
+        list (another server's rows are its own to check: only it has their lines). Which lists
+        are in use comes from meta, so that with nothing to check no row is read."""
         current = self._word_set_id(words)
         mine = "file IN (SELECT name FROM files WHERE server = ?)"
-        others = self._db.execute(
-            "SELECT id, words FROM word_sets WHERE id != ? AND id IN (SELECT DISTINCT word_set FROM votes)", (current,)
-        ).fetchall()
+        stale = sorted(self._in_use() - {current})
+        found = [self._db.execute("SELECT id, words FROM word_sets WHERE id = ?", (i,)).fetchone() for i in stale]
+        others = [row for row in found if row is not None]  # None: rebuilt by another process meanwhile
         rechecked = 0
         for old_id, old_words in others:
             old = set(json.loads(old_words))
@@ -344,10 +358,45 @@ class VoteIndex:
                     f"UPDATE votes SET word_set = ? WHERE word_set = ? AND {mine} AND id <= ?",
                     (current, old_id, self.server, newest),
                 )
+                # Rows another process added meanwhile with the old list keep it in use.
+                later = self._db.execute(
+                    "SELECT DISTINCT file FROM votes WHERE id > ? AND word_set = ?", (newest, old_id)
+                ).fetchall()
+                self._note_in_use(add={current}, remove=set() if {f for (f,) in later} & self._my_files() else {old_id})
                 if changed:
                     self._bump_generation()
             rechecked += len(targets)
         return rechecked
+
+    def _my_files(self) -> set[str]:
+        return {n for (n,) in self._db.execute("SELECT name FROM files WHERE server = ?", (self.server,))}
+
+    def _in_use(self) -> set[int]:
+        """The word lists this server's rows may carry (a few more after rows went: never fewer)."""
+        stored = self._meta(_IN_USE + self.server)
+        if stored is not None:
+            return set(json.loads(stored))
+        with self._transaction():  # once for an index from before the list was kept: read every row
+            found = {
+                int(w)
+                for (w,) in self._db.execute(
+                    "SELECT DISTINCT word_set FROM votes WHERE word_set IS NOT NULL "
+                    "AND file IN (SELECT name FROM files WHERE server = ?)",
+                    (self.server,),
+                )
+            }
+            self._db.execute(_SET_META, (_IN_USE + self.server, json.dumps(sorted(found))))
+        return found
+
+    def _note_in_use(self, add: AbstractSet[int], remove: AbstractSet[int] = frozenset()) -> None:
+        """Inside a write transaction: keep meta's word lists in use up to date (if it is kept)."""
+        stored = self._meta(_IN_USE + self.server)
+        if stored is None:
+            return  # not known yet: the next recheck reads every row
+        before = set(json.loads(stored))
+        after = (before | add) - remove
+        if after != before:
+            self._db.execute(_SET_META, (_IN_USE + self.server, json.dumps(sorted(after))))
 
     def _leaks(self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
         """(row id, leaks?) for rows re-read from their lines. A line whose bytes hold none of the
