@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the f
 from tests.proxy import Proxy, start_proxy
 from tests.servers import free_port
 from tests.tiny import tiny_models_yaml
+from webui.leaderboard.categories import ALL
 from webui.leaderboard.index import VoteIndex
 from webui.records.storage import log_files
 
@@ -177,12 +179,27 @@ def indexed_votes(tier: Tier) -> dict[str, int]:
     return {server: int(count) for server, count in rows}
 
 
+def board_summary(client: Client, votes: int, timeout_s: float = 60.0) -> str:
+    """The Leaderboard tab's sentence on this client's server, once its board has read `votes`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        summary = str(client.predict(ALL, api_name="/leaderboard_refresh")[0])
+        if f"({votes} battle votes read)" in summary or time.monotonic() > deadline:
+            return summary
+        time.sleep(0.5)
+
+
 def test_visitors_on_two_servers_vote_into_one_board(tier: Tier):
     clients = clients_on_each_server(tier)
     try:
         for name, client in clients.items():
             battle_and_vote(client, f"hello from a visitor of {name}")
             assert served_by(tier, client) == name, "the proxy kept the visitor on one server"
+        # One server builds the board; both show that board, each visitor's vote counted.
+        summaries = {name: board_summary(client, votes=2) for name, client in clients.items()}
+        builders = {re.search(r"by server (\S+)\.", text) for text in summaries.values()}
+        assert all("(2 battle votes read)" in text for text in summaries.values()), summaries
+        assert len({m.group(1) for m in builders if m}) == 1 and None not in builders, summaries
     finally:
         for client in clients.values():
             client.close()
