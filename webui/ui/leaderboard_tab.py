@@ -43,7 +43,7 @@ from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
-from webui.leaderboard.shared import SharedBoard
+from webui.leaderboard.shared import LEASE_S, SharedBoard
 from webui.leaderboard.snapshot import FOLDER, latest_snapshot
 from webui.leaderboard.store import StoreError, open_store
 from webui.ui.common import client_of, owner_of, progress_on
@@ -115,12 +115,13 @@ class LeaderboardView:
         poll_s: float = POLL_S,
         database: str = "",
         server: str = "",
+        lease_s: float = LEASE_S,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
         index = open_index(self.log_dir, index_path, database=database, server=server)
         # Several servers share the database: one builds the board, the others show it.
-        shared = SharedBoard(open_store(database), server) if database else None
+        shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
         self.live = LiveBoard(index, options, poll_s=poll_s, shared=shared).start()
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
@@ -395,6 +396,7 @@ def leaderboard_view(services: Services) -> LeaderboardView:
         BoardOptions.from_settings(settings, services.registry.names()),
         database=settings.database,
         server=settings.server_name,
+        lease_s=settings.board_lease_s,
     )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}
