@@ -104,6 +104,7 @@ class Settings:
     # file beside the logs, and this server's name, which its log file names carry (needed with a database).
     database: str = field(default="", repr=False)  # the URL may hold a password
     server_name: str = ""
+    board_lease_s: float = 30.0  # with a database: a board builder silent this long is replaced by another server
     # What every server of one arena shares, so that any of them accepts a session another issued and
     # hashes an address alike (the logs, the shared rate limits): ARENA_SECRET (environment only: `ps` shows
     # arguments) or the file --secret-file names. None: a key per process, and one kept beside the logs.
@@ -232,7 +233,14 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
         "0 (off / automatic) or more",
     ),
     (
-        ("queue_timeout_s", "max_request_mb", "hub_every_min", "vllm_start_timeout_s", "session_idle_min"),
+        (
+            "queue_timeout_s",
+            "max_request_mb",
+            "hub_every_min",
+            "vllm_start_timeout_s",
+            "session_idle_min",
+            "board_lease_s",
+        ),
         lambda v: v > 0,
         "> 0",
     ),
@@ -441,6 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--server-name",
         dest="server_name",
         help="this server's name among those sharing --database; its log files are named YYYY-MM-DD-NAME-conv.json",
+    )
+    add(
+        "--board-lease-s",
+        dest="board_lease_s",
+        type=float,
+        help="with --database, one server builds the board; when it falls silent this long (it died), another "
+        "takes over. Keep it above the longest board build; default 30",
     )
     add(
         "--secret-file",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,11 +27,13 @@ from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the f
 from tests.proxy import Proxy, start_proxy
 from tests.servers import free_port
 from tests.tiny import tiny_models_yaml
+from webui.leaderboard.categories import ALL
 from webui.leaderboard.index import VoteIndex
 from webui.records.storage import log_files
 
 NAMES = ("web1", "web2")
 MESSAGES_PER_MINUTE = 8  # the battles of every test come from 127.0.0.1: fewer than this
+BOARD_LEASE_S = 3  # short, so that the board's builder killed below is replaced within the test
 HELLO = {"model": "tiny-a", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
 
 
@@ -82,6 +85,8 @@ def start_server(name: str, folder: Path, models: Path, database: str, secret: P
                 "1",
                 "--rate-messages",
                 str(MESSAGES_PER_MINUTE),
+                "--board-lease-s",
+                str(BOARD_LEASE_S),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -177,12 +182,39 @@ def indexed_votes(tier: Tier) -> dict[str, int]:
     return {server: int(count) for server, count in rows}
 
 
+def board_summary(client: Client, votes: int, timeout_s: float = 60.0) -> str:
+    """The Leaderboard tab's sentence on this client's server, once its board has read `votes`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        summary = str(client.predict(ALL, api_name="/leaderboard_refresh")[0])
+        if f"({votes} battle votes read)" in summary or time.monotonic() > deadline:
+            return summary
+        time.sleep(0.5)
+
+
+def builder(client: Client, timeout_s: float = 60.0) -> str:
+    """The server that built the board this client's server shows (its first board may be under way)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        summary = str(client.predict(ALL, api_name="/leaderboard_refresh")[0])
+        found = re.search(r"by server (\S+)\.", summary)
+        if found:
+            return found.group(1)
+        assert time.monotonic() < deadline, f"no board names its builder: {summary}"
+        time.sleep(0.5)
+
+
 def test_visitors_on_two_servers_vote_into_one_board(tier: Tier):
     clients = clients_on_each_server(tier)
     try:
         for name, client in clients.items():
             battle_and_vote(client, f"hello from a visitor of {name}")
             assert served_by(tier, client) == name, "the proxy kept the visitor on one server"
+        # One server builds the board; both show that board, each visitor's vote counted.
+        summaries = {name: board_summary(client, votes=2) for name, client in clients.items()}
+        builders = {re.search(r"by server (\S+)\.", text) for text in summaries.values()}
+        assert all("(2 battle votes read)" in text for text in summaries.values()), summaries
+        assert len({m.group(1) for m in builders if m}) == 1 and None not in builders, summaries
     finally:
         for client in clients.values():
             client.close()
@@ -209,24 +241,34 @@ def test_a_client_over_its_limit_on_one_server_is_refused_on_the_other(tier: Tie
 
 
 def test_a_server_killed_mid_battle_loses_no_acknowledged_vote(tier: Tier):
+    """The server killed is the board's builder, so that the other must take the board over."""
     clients = clients_on_each_server(tier)
-    doomed, survivor = clients["web1"], clients["web2"]
+    dead = builder(clients["web1"])
+    alive = next(name for name in NAMES if name != dead)
+    doomed, survivor = clients[dead], clients[alive]
     before = {name: len(logged_votes(s)) for name, s in tier.servers.items()}
     try:
         battle_and_vote(doomed, "a vote before the crash")  # acknowledged
         battle_and_vote(survivor, "a vote before the crash")
         doomed.predict(api_name="/battle_new_round")
         doomed.predict("a battle cut short", api_name="/battle_send")  # replied to, not yet voted on
-        tier.servers["web1"].process.send_signal(signal.SIGKILL)
-        tier.servers["web1"].process.wait()
+        tier.servers[dead].process.send_signal(signal.SIGKILL)
+        tier.servers[dead].process.wait()
         battle_and_vote(survivor, "a battle on the other server goes on")
-        with pytest.raises(AppError):  # its battle died with web1: the proxy moved it to web2, which never saw it
+        with pytest.raises(AppError):  # its battle died with its server: the proxy moved it to one that never saw it
             doomed.predict(api_name="/battle_vote_a")
-        assert served_by(tier, doomed) == "web2"
-        battle_and_vote(doomed, "a new round on the other server")  # which accepts web1's cookie: one secret
+        assert served_by(tier, doomed) == alive
+        battle_and_vote(doomed, "a new round on the other server")  # which accepts the dead one's cookie: one secret
     finally:
         for client in clients.values():
             client.close()
     logged = {name: len(logged_votes(s)) for name, s in tier.servers.items()}
-    assert logged == {"web1": before["web1"] + 1, "web2": before["web2"] + 3}
+    assert logged == {dead: before[dead] + 1, alive: before[alive] + 3}
     assert indexed_votes(tier) == logged
+    # The dead builder's lease expires and the survivor builds the board, every vote counted.
+    client = Client(tier.proxy.url, verbose=False, download_files=False)
+    try:
+        summary = board_summary(client, votes=sum(logged.values()))
+    finally:
+        client.close()
+    assert f"({sum(logged.values())} battle votes read)" in summary and f"by server {alive}." in summary, summary

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -16,11 +18,13 @@ import pytest
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.records import battle, vote
 from webui.leaderboard.__main__ import main as leaderboard_cli
-from webui.leaderboard.board import BoardOptions, board_from_index
+from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
 from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.live import LiveBoard
 from webui.leaderboard.schema import LATEST, MIGRATIONS
+from webui.leaderboard.shared import SharedBoard
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.store import StoreError
+from webui.leaderboard.store import StoreError, open_store
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
 from webui.ui.leaderboard_tab import DATABASE_AWAY, LeaderboardView
@@ -178,3 +182,76 @@ def test_writers_at_once_count_every_vote_once(tmp_path: Path, database: str):
     finally:
         for index in indexes:
             index.close()
+
+
+def test_one_server_builds_the_board_and_the_other_reads_it(tmp_path: Path, database: str):
+    """Two servers' live boards on one database elect one builder; the other shows the board it
+    stored, its own server's votes counted; a builder that falls silent (killed) is taken over
+    after its lease, one that closes at once. The lease runs on an injected clock."""
+    now = [1000.0]
+    folders = {name: tmp_path / name for name in ("web1", "web2")}
+    builds = dict.fromkeys(folders, 0)
+
+    def counted(name: str) -> Callable[[pd.DataFrame, BoardOptions, int], Board]:
+        def build(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
+            builds[name] += 1
+            return board_from_rows(rows, options, skipped)
+
+        return build
+
+    boards = {
+        name: LiveBoard(
+            VoteIndex(folder, database=database, server=name),
+            OPTIONS,
+            poll_s=3600.0,  # turned by sync() alone
+            build=counted(name),
+            shared=SharedBoard(open_store(database), name, lease_s=30.0, clock=lambda: now[0]),
+        ).start()
+        for name, folder in folders.items()
+    }
+    web1, web2 = boards["web1"], boards["web2"]
+    try:
+        record(folders["web1"], "web1", ("alpha", "beta"), ("hello", "hi"))
+        first = web1.sync()
+        assert first is not None and web1.is_builder() and first.votes == 1
+        record(folders["web2"], "web2", ("beta", "gamma"), ("hello", "hi"))
+        seen = web2.sync()  # indexes web2's vote, builds nothing, shows web1's board
+        assert not web2.is_builder()
+        assert seen is not None and (seen.version, seen.built_by, seen.votes) == (first.version, "web1", 1)
+        pd.testing.assert_frame_equal(seen.board.table, first.board.table)
+        built = web1.sync()
+        assert built is not None and built.votes == 2 and built.version == first.version + 1
+        seen = web2.sync()
+        assert seen is not None and (seen.version, seen.votes) == (built.version, 2)
+        assert set(seen.board.table["model"]) == {"alpha", "beta", "gamma"}
+        assert builds["web2"] == 0  # a reader builds nothing, not even to throw it away
+
+        # web1 falls silent, as a killed server does: within the lease nothing changes, then web2 builds
+        now[0] += 29.0
+        assert web2.sync() is seen and not web2.is_builder()
+        now[0] += 1.0
+        record(folders["web2"], "web2", ("alpha", "gamma"), ("hello", "hi"))
+        taken = web2.sync()
+        assert web2.is_builder() and taken is not None
+        assert (taken.built_by, taken.votes, taken.version) == ("web2", 3, built.version + 1)
+        assert web1.sync() is not None and not web1.is_builder()  # back: it reads
+        assert web1.latest().version == taken.version
+
+        web2.close()  # hands the lease over at once: no waiting for it to expire
+        record(folders["web1"], "web1", ("gamma", "beta"), ("hello", "hi"))
+        last = web1.sync()
+        assert web1.is_builder() and last is not None and (last.built_by, last.votes) == ("web1", 4)
+    finally:
+        for board in boards.values():
+            board.close()
+
+
+def test_the_lease_runs_on_the_databases_clock(tmp_path: Path, database: str):
+    VoteIndex(tmp_path, database=database, server="web1").close()  # the tables
+    web1, web2 = (SharedBoard(open_store(database), name) for name in ("web1", "web2"))
+    try:
+        assert web1.hold() and not web2.hold()
+        assert web1.holds() and abs(web1.clock() - time.time()) < 3600  # seconds since the epoch, as time.time
+    finally:
+        web1.close()
+        web2.close()

@@ -3,6 +3,8 @@ UI's streamed chat updates. The measurements themselves live in bench/ and are n
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench import gradio_path, models
@@ -140,3 +142,15 @@ def test_the_cold_start_section_reads_the_registrys_own_log_line(settings, caplo
         registry.load("Some Model (v2)")
     log = "\n".join(f"2026-11-23 12:00:00,000 INFO {r.name}: {r.getMessage()}" for r in caplog.records)
     assert set(load_times(log)) == {"Some Model (v2)"}
+
+
+def test_the_relay_upstream_streams_what_the_client_counts() -> None:
+    """bench.relay's fake upstream answers `tokens` content events, then the end, usage and
+    [DONE]; the client's count finds exactly `tokens` of them (no server, no timing)."""
+    from bench.relay import CONTENT, reply_body
+
+    body = reply_body("m", 5)
+    events = [e for e in body.split(b"\n\n") if e]
+    assert len(events) == 5 + 3 and events[-1] == b"data: [DONE]"
+    assert body.count(CONTENT) == 5
+    assert json.loads(events[-2][len(b"data: ") :])["usage"]["completion_tokens"] == 5

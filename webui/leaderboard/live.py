@@ -16,6 +16,12 @@ publication, once `full_every_votes` votes or `full_every_s` seconds have been a
 whenever the tally cannot add a vote exactly (an older vote, a new model) or indexed rows changed:
 it brings the parts a tally keeps from the last full build (style control, the voter check,
 history, categories, speeds) up to date.
+
+With a `shared` board (servers sharing a PostgreSQL store: webui.leaderboard.shared), each turn
+first asks for the builder's lease. The builder works as above and writes each board it publishes
+into the store; the others only catch the index up with their own logs and publish the stored
+board when a newer one is there. A server that loses the lease forgets its own builds, so that it
+starts from a full build if it is elected again.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import pandas as pd
 from webui.leaderboard.board import Board, BoardOptions, board_from_rows
 from webui.leaderboard.incremental import Tally
 from webui.leaderboard.index import VoteIndex, append_rows
+from webui.leaderboard.shared import LeaseLost, SharedBoard
+from webui.leaderboard.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,7 @@ class Published:
     built_at: float  # wall clock (time.time) when the build finished
     build_s: float  # how long catching up and building took
     votes: int  # battle votes in the index when it was built
+    built_by: str = ""  # the server that built it, when several share the board
 
 
 class LiveBoard:
@@ -64,8 +73,11 @@ class LiveBoard:
         build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows,
         full_every_votes: int = FULL_EVERY_VOTES,
         full_every_s: float = FULL_EVERY_S,
+        shared: SharedBoard | None = None,
     ) -> None:
-        """`full_every_votes` 0: every change is a full build (no tally)."""
+        """`full_every_votes` 0: every change is a full build (no tally). `shared`: build only
+        while holding its lease, else show the board stored there (several servers)."""
+        self.shared = shared
         self.index = index
         self.options = options
         self.poll_s = poll_s
@@ -82,6 +94,7 @@ class LiveBoard:
         self._rows: pd.DataFrame | None = None
         self._state = (-1, 0)  # (index generation, last row id) of `_rows`
         self._built: tuple[int, int, int] | None = None  # and the skipped lines, of the published board
+        self._building = False
         self._thread = threading.Thread(target=self._run, name="live-board", daemon=True)
 
     def start(self) -> LiveBoard:
@@ -93,6 +106,12 @@ class LiveBoard:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(30)
+        if self.shared is not None:
+            try:
+                self.shared.release()  # the next server takes over at its next poll, not after the lease
+            except StoreError as exc:
+                log.warning("the board's lease was not released: %s", exc)
+            self.shared.close()
         self.index.close()
 
     def nudge(self) -> None:
@@ -120,7 +139,7 @@ class LiveBoard:
                 wanted = self._requested
             built_s = 0.0
             try:
-                built_s = self._step()
+                built_s = self._turn()
                 self.error = None
             except Exception as exc:  # keep serving the last board; say why
                 log.exception("the leaderboard could not be rebuilt")
@@ -131,6 +150,33 @@ class LiveBoard:
             # Rest as long as the build took (at most MAX_REST_S): under a stream of votes the board
             # takes at most half a core, and a vote still shows within two builds and a rest.
             self._stop.wait(min(built_s * REST_PER_BUILD, MAX_REST_S))
+
+    def is_builder(self) -> bool:
+        """Whether this server builds the board (always, without a shared board)."""
+        return self.shared is None or self._building
+
+    def _turn(self) -> float:
+        """One turn of the thread: build (`_step`), or, when another server builds, catch the
+        index up with this server's logs and take the stored board if it is newer."""
+        if self.shared is None:
+            return self._step()
+        self._building = self.shared.hold()
+        if self._building:
+            try:
+                return self._step()
+            except LeaseLost as exc:
+                log.info("%s; reading the board from the store", exc)
+                self._building = False
+        self._forget()
+        self.index.catch_up(self.options.model_names, self.options.extra_identity_words)
+        newer = self.shared.read(self._published.version if self._published else None)
+        if newer is not None:
+            self._published = newer
+        return 0.0
+
+    def _forget(self) -> None:
+        """Drop what only a builder keeps, so that a server elected again starts from a full build."""
+        self._tally, self._built, self._rows, self._state = None, None, None, (-1, 0)
 
     def _step(self) -> float:
         """Catch up; add the new votes to the tally or rebuild, if anything changed; how long that
@@ -163,8 +209,11 @@ class LiveBoard:
     def _publish(self, board: Board, state: tuple[int, int], skipped: int, started: float, votes: int) -> float:
         self._built = (*state, skipped)
         version = self._published.version + 1 if self._published else 1
-        self._published = Published(board, version, time.time(), time.perf_counter() - started, votes)
-        return self._published.build_s
+        published = Published(board, version, time.time(), time.perf_counter() - started, votes)
+        if self.shared is not None:
+            published = self.shared.publish(published)  # LeaseLost: another server builds now
+        self._published = published
+        return published.build_s
 
     def _load(self, state: tuple[int, int]) -> pd.DataFrame:
         """All rows when indexed rows changed since the last load, else the last rows and the new."""

@@ -22,7 +22,7 @@ REAL_COLUMNS = ("tstamp", *SPEED_COLUMNS)
 INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
 # Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
-TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations")
+TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations", "boards")
 # Row columns that later migrations add (migration 1 creates the others): append, never reorder.
 ADDED_COLUMNS = FINGERPRINT_COLUMNS
 
@@ -69,6 +69,17 @@ def _fingerprints(d: Dialect) -> tuple[str, ...]:
     return tuple(f'ALTER TABLE votes ADD COLUMN "{c}" {_column_type(d, c)}' for c in FINGERPRINT_COLUMNS)
 
 
+def _shared_board(d: Dialect) -> tuple[str, ...]:
+    # webui/leaderboard/shared.py. The lease is not derived from the logs, so a rebuild keeps it
+    # (IF NOT EXISTS, as for rate_hits); the board is, and a rebuild drops it with the rows.
+    return (
+        f"CREATE TABLE IF NOT EXISTS board_lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires {d.real} NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS boards (name TEXT PRIMARY KEY, version {d.integer} NOT NULL, "
+        f"built_at {d.real} NOT NULL, build_s {d.real} NOT NULL, votes {d.integer} NOT NULL, "
+        f"built_by TEXT NOT NULL, code TEXT NOT NULL, board {d.blob} NOT NULL)",
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -80,6 +91,7 @@ MIGRATIONS = (
     Migration(1, "votes, log files and their offsets, model names, word lists", _first),
     Migration(2, "rate limits shared by several servers", _rate_hits),
     Migration(3, "the fingerprint of what served each side", _fingerprints),
+    Migration(4, "the board one server builds and the others read, and its builder's lease", _shared_board),
 )
 LATEST = MIGRATIONS[-1].version
 

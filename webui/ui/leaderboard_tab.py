@@ -43,8 +43,9 @@ from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.live import POLL_S, LiveBoard, Published
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
+from webui.leaderboard.shared import LEASE_S, SharedBoard
 from webui.leaderboard.snapshot import FOLDER, latest_snapshot
-from webui.leaderboard.store import StoreError
+from webui.leaderboard.store import StoreError, open_store
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
@@ -114,11 +115,14 @@ class LeaderboardView:
         poll_s: float = POLL_S,
         database: str = "",
         server: str = "",
+        lease_s: float = LEASE_S,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
         index = open_index(self.log_dir, index_path, database=database, server=server)
-        self.live = LiveBoard(index, options, poll_s=poll_s).start()
+        # Several servers share the database: one builds the board, the others show it.
+        shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
+        self.live = LiveBoard(index, options, poll_s=poll_s, shared=shared).start()
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
@@ -178,7 +182,8 @@ class LeaderboardView:
         trouble = (
             f" (the latest update failed: {self.live.error}; showing the last good board)" if self.live.error else ""
         )
-        return f"Updated {ago} s ago{trouble}. "
+        by = f" by server {published.built_by}" if published.built_by else ""
+        return f"Updated {ago} s ago{by}{trouble}. "
 
     def outputs(self, category: str = ALL) -> tuple:
         """Everything the tab shows: summary, table, style note, three figures, the drops table,
@@ -391,6 +396,7 @@ def leaderboard_view(services: Services) -> LeaderboardView:
         BoardOptions.from_settings(settings, services.registry.names()),
         database=settings.database,
         server=settings.server_name,
+        lease_s=settings.board_lease_s,
     )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}
