@@ -5,7 +5,7 @@ For each engine that is installed: both models start with `backend: <engine>` (w
 to ready is timed), then one battle (both replies, the same prompt, at once: until both finished),
 8 battles at once (aggregate tokens/s), the engine servers' resident memory, and finally SmolLM2
 alone with the whole machine (one chat). Every reply is `tokens` long (end-of-sequence ignored), with
-the models file's own sampling (repetition penalty, top_p) and a fixed seed.
+the models file's own sampling (repetition penalty, top_p) and no seed, as the app sends them.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def _measure(engine: str, entries: list[dict], settings: Any, tokens: int, repea
     try:
         backends = {name: registry.get(name) for name in names}
         out: dict[str, Any] = {"ready_s": ready_s, "served_as": {n: registry.status(n).engine for n in names}}
-        _battle(backends, tokens, 0)  # warm-up: the first request of a server pays for its buffers
-        battles = [_battle(backends, tokens, seed) for seed in range(1, repeats + 1)]
+        _at_once(backends, tokens, battles=1)  # warm-up: the first request of a server pays for its buffers
+        battles = [_at_once(backends, tokens, battles=1) for _ in range(repeats)]
         out["battle_s"] = statistics.median(b["wall_s"] for b in battles)
         out["battle_s_range"] = [min(b["wall_s"] for b in battles), max(b["wall_s"] for b in battles)]
         many = _at_once(backends, tokens, battles=8)
@@ -65,8 +65,8 @@ def _measure(engine: str, entries: list[dict], settings: Any, tokens: int, repea
     registry, _ = _start(engine, [smol], settings)
     try:
         backend = registry.get(smol["name"])
-        _chat(backend, tokens, 0)
-        chats = [_chat(backend, 128, seed) for seed in range(1, repeats + 1)]
+        _reply(backend, tokens)
+        chats = [_reply(backend, 128) for _ in range(repeats)]
         out["one_chat_tok_s"] = statistics.median(c["tok_s"] for c in chats)
     finally:
         registry.close()
@@ -91,16 +91,18 @@ def _start(engine: str, entries: list[dict], settings: Any) -> tuple[Any, float]
     return registry, time.perf_counter() - started
 
 
-def _params(backend: Any, tokens: int, seed: int) -> Any:
-    return backend.spec.sampling.replace(max_new_tokens=tokens, ignore_eos=True, seed=seed)
+def _params(backend: Any, tokens: int) -> Any:
+    # No seed, as the app's own requests: vLLM samples a seeded request on a slower path of its own.
+    return backend.spec.sampling.replace(max_new_tokens=tokens, ignore_eos=True)
 
 
-def _reply(backend: Any, tokens: int, seed: int, prompt: str) -> dict[str, Any]:
+def _reply(backend: Any, tokens: int) -> dict[str, Any]:
+    from bench.config import PROMPT
     from webui.types import Finished, Message
 
     started = time.perf_counter()
     final = None
-    for event in backend.stream([Message("user", prompt)], _params(backend, tokens, seed)):
+    for event in backend.stream([Message("user", PROMPT)], _params(backend, tokens)):
         if isinstance(event, Finished):
             final = event
     wall = time.perf_counter() - started
@@ -108,35 +110,23 @@ def _reply(backend: Any, tokens: int, seed: int, prompt: str) -> dict[str, Any]:
     return {"wall_s": wall, "tokens": completion, "tok_s": completion / wall if wall else 0.0}
 
 
-def _battle(backends: dict[str, Any], tokens: int, seed: int) -> dict[str, Any]:
-    """Both models answer at once; the battle lasts until the slower reply is done."""
-    return _at_once(backends, tokens, battles=1, seed=seed)
-
-
-def _at_once(backends: dict[str, Any], tokens: int, *, battles: int, seed: int = 0) -> dict[str, Any]:
-    from bench.config import PROMPT
-
+def _at_once(backends: dict[str, Any], tokens: int, *, battles: int) -> dict[str, Any]:
+    """`battles` battles at once: every model answers each; until the slowest reply is done."""
     replies: list[dict[str, Any]] = []
     lock = threading.Lock()
 
-    def one(backend: Any, index: int) -> None:
-        reply = _reply(backend, tokens, seed + index, PROMPT)
+    def one(backend: Any) -> None:
+        reply = _reply(backend, tokens)
         with lock:
             replies.append(reply)
 
-    threads = [threading.Thread(target=one, args=(backend, i)) for i in range(battles) for backend in backends.values()]
+    threads = [threading.Thread(target=one, args=(backend,)) for _ in range(battles) for backend in backends.values()]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return {"wall_s": time.perf_counter() - started, "tokens": sum(r["tokens"] for r in replies)}
-
-
-def _chat(backend: Any, tokens: int, seed: int) -> dict[str, Any]:
-    from bench.config import PROMPT
-
-    return _reply(backend, tokens, seed, PROMPT)
 
 
 def tables(section: dict[str, Any]) -> list[Table]:

@@ -35,6 +35,9 @@ SMOL = {
     "template": "chat_template",
     "context_length": 2048,
     "max_concurrency": 4,
+    # One thread: llama.cpp's threads wait for each other spinning, which crawls when CI's other
+    # processes hold the second core (38 s for three short replies, seen in a loaded run).
+    "llamacpp": {"cpu_cores": "0"},
 }
 QUESTION = [Message("user", "What is the capital of France? Answer briefly.")]
 START_S = 120  # a GGUF loads in about a second; the tokenizer is read once per machine
@@ -169,6 +172,7 @@ def test_auto_without_the_binary_falls_back_and_says_why(tmp_path: Path) -> None
     """The binary hidden (a path where there is none) and vLLM off: `auto` serves the GGUF with
     transformers, and the status says why neither engine serves it."""
     entry = {**SMOL, "name": "smol-auto", "backend": "auto", "max_concurrency": 1}
+    del entry["llamacpp"]
     settings = Settings(llama_server=str(tmp_path / "no-llama-server"), vllm_python="none", log_dir=tmp_path / "logs")
     registry = Registry(parse_specs({"models": [entry]}), settings)
     registry.start()
