@@ -11,9 +11,8 @@ import pytest
 
 from webui.leaderboard.board import BoardOptions, board_from_rows
 from webui.leaderboard.index import LOADED_COLUMNS
-from webui.leaderboard.live import Published
 from webui.leaderboard.schema import migrate
-from webui.leaderboard.shared import Lease, LeaseLost, SharedBoard, next_lease
+from webui.leaderboard.shared import Lease, LeaseLost, Published, SharedBoard, next_lease
 from webui.leaderboard.store import StoreError, open_store
 
 LEASE_S = 30.0

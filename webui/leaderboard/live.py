@@ -30,14 +30,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pandas as pd
 
 from webui.leaderboard.board import Board, BoardOptions, board_from_rows
 from webui.leaderboard.incremental import Tally
 from webui.leaderboard.index import VoteIndex, append_rows
-from webui.leaderboard.shared import LeaseLost, SharedBoard
+from webui.leaderboard.shared import LeaseLost, Published, SharedBoard
 from webui.leaderboard.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -47,18 +46,6 @@ REST_PER_BUILD = 1.0  # seconds of rest after a rebuild, per second it took
 MAX_REST_S = 3.0
 FULL_EVERY_VOTES = 2000  # votes added to the tally before a full build brings everything up to date
 FULL_EVERY_S = 120.0  # or seconds since the last full build, whichever comes first
-
-
-@dataclass(frozen=True)
-class Published:
-    """One finished board and when it was made."""
-
-    board: Board
-    version: int  # 1 for the first board, one more per rebuild
-    built_at: float  # wall clock (time.time) when the build finished
-    build_s: float  # how long catching up and building took
-    votes: int  # battle votes in the index when it was built
-    built_by: str = ""  # the server that built it, when several share the board
 
 
 class LiveBoard:

@@ -37,10 +37,22 @@ import webui
 from webui.leaderboard.store import Store, StoreError
 
 if TYPE_CHECKING:
-    from webui.leaderboard.live import Published
+    from webui.leaderboard.board import Board
 
 LEASE_S = 30.0  # a builder silent this long is taken over; above the longest build, or builders alternate
 NAME = "board"  # the row of the (one) shared board and of its lease
+
+
+@dataclass(frozen=True)
+class Published:
+    """One finished board and when it was made."""
+
+    board: Board
+    version: int  # 1 for the first board, one more per rebuild
+    built_at: float  # wall clock (time.time) when the build finished
+    build_s: float  # how long catching up and building took
+    votes: int  # battle votes in the index when it was built
+    built_by: str = ""  # the server that built it, when several share the board
 
 
 class LeaseLost(Exception):
@@ -128,8 +140,6 @@ class SharedBoard:
 
     def read(self, known: int | None) -> Published | None:
         """The stored board if its version is not `known` (None: no board stored, or the same)."""
-        from webui.leaderboard.live import Published
-
         row = self.store.execute("SELECT version, code FROM boards WHERE name = ?", (NAME,)).fetchone()
         if row is None or int(row[0]) == known:
             return None

@@ -41,9 +41,9 @@ from webui.leaderboard.export import parquet_available, preference_pairs, write_
 from webui.leaderboard.fingerprints import served_rows
 from webui.leaderboard.history import wide
 from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
-from webui.leaderboard.live import POLL_S, LiveBoard, Published
+from webui.leaderboard.live import POLL_S, LiveBoard
 from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
-from webui.leaderboard.shared import LEASE_S, SharedBoard
+from webui.leaderboard.shared import LEASE_S, Published, SharedBoard
 from webui.leaderboard.snapshot import FOLDER, latest_snapshot
 from webui.leaderboard.store import StoreError, open_store
 from webui.ui.common import client_of, owner_of, progress_on
