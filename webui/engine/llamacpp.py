@@ -127,10 +127,18 @@ class LlamaServerConfig:
         return sys.executable
 
     @property
+    def core_range(self) -> tuple[int, int] | None:
+        """The first and last core of `cpu_cores` ("2-5" -> (2, 5), "1" -> (1, 1))."""
+        if not self.cpu_cores:
+            return None
+        first, _, last = self.cpu_cores.partition("-")
+        return int(first), int(last or first)
+
+    @property
     def threads(self) -> int:
-        if self.cpu_cores:
-            first, _, last = self.cpu_cores.partition("-")
-            return int(last or first) - int(first) + 1
+        if self.core_range:
+            first, last = self.core_range
+            return last - first + 1
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def server_command(self, port: int) -> list[str]:
@@ -160,9 +168,9 @@ class LlamaServerConfig:
             "--no-webui",
             "--offline",
         ]
-        if self.cpu_cores:
-            first, _, last = self.cpu_cores.partition("-")
-            args += ["--cpu-range", f"{first}-{last or first}", "--cpu-strict", "1"]
+        if self.core_range:
+            first, last = self.core_range
+            args += ["--cpu-range", f"{first}-{last}", "--cpu-strict", "1"]
         return [*args, *self.extra_args]
 
     def environment(self) -> dict[str, str]:

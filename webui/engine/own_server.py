@@ -45,7 +45,7 @@ class Dialect:
     OpenAI body (llama.cpp's own sampler defaults must be turned off, vLLM's are already neutral)."""
 
     engine: str  # "vllm", "llamacpp": the `engine` of every Finished record
-    request: Callable[[SamplingParams, int], dict[str, Any]] = lambda _params, _context: {}
+    request: Callable[[SamplingParams, int], dict[str, Any]]  # (settings, context) -> extra body fields
 
 
 class ServerBackend(RemoteBackend):
