@@ -1,18 +1,22 @@
 """The builder's lease and the stored board (webui.leaderboard.shared), on an SQLite store and an
 injected clock: one builder at a time, a silent builder taken over after the lease, a closing one
-at once, a stale builder writes nothing, readers load each board once."""
+at once, a stale builder writes nothing, a long build keeps its lease, readers load each board
+once and its battle rows once per full build."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from webui.leaderboard.board import BoardOptions, board_from_rows
-from webui.leaderboard.index import LOADED_COLUMNS
+from webui.leaderboard.incremental import Tally
+from webui.leaderboard.index import LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.schema import migrate
 from webui.leaderboard.shared import Lease, LeaseLost, Published, SharedBoard, next_lease
+from webui.leaderboard.simulate import simulate
 from webui.leaderboard.store import StoreError, open_store
 
 LEASE_S = 30.0
@@ -112,3 +116,85 @@ def test_a_board_of_another_version_is_refused(servers: list[SharedBoard]):
     web1.publish(published())
     with pytest.raises(StoreError, match=r"built by arena 0\.0\.1-older"):
         web2.read(None)
+
+
+@pytest.fixture(scope="module")
+def simulated_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    logs = tmp_path_factory.mktemp("simulated")
+    simulate(logs, 400, days=1)
+    index = VoteIndex(logs)
+    index.catch_up()
+    return index.rows()
+
+
+def writes_to(server: SharedBoard, table: str) -> list[int]:
+    """The ids of `table`'s rows as stored (the rows' id grows by one per write of the rows)."""
+    column = "rows_id" if table == "board_rows" else "version"
+    return [int(v) for (v,) in server.store.execute(f"SELECT {column} FROM {table}").fetchall()]
+
+
+def test_the_rows_are_written_and_read_once_per_full_build(servers: list[SharedBoard], simulated_rows: pd.DataFrame):
+    web1, web2 = servers
+    web1.hold()
+    options = BoardOptions(rounds=5, history_points=0)
+    full = board_from_rows(simulated_rows.iloc[:300], options)
+    tally = Tally.of(full)
+    web1.publish(Published(full, 1, 1.0, 0.1, 300))
+    first = web2.read(None)
+    assert first is not None and len(first.board.battles) == 300
+    for end in (320, 340):  # the tally's boards: new tables, the full build's rows
+        added = tally.add(simulated_rows.iloc[end - 20 : end])
+        assert added is not None
+        web1.publish(Published(added, 1, 2.0, 0.1, end))
+        seen = web2.read(first.version)
+        assert seen is not None and len(seen.board.recent) == end - 300
+        assert seen.board.battles is first.board.battles  # not loaded again
+        pd.testing.assert_frame_equal(seen.board.table, added.table)
+    assert writes_to(web1, "board_rows") == [1] and writes_to(web1, "boards") == [3]
+    rebuilt = board_from_rows(simulated_rows.iloc[:340], options)
+    web1.publish(Published(rebuilt, 1, 3.0, 0.2, 340))
+    newest = web2.read(3)
+    assert writes_to(web1, "board_rows") == [2] and newest is not None and len(newest.board.battles) == 340
+
+
+def test_a_builder_back_after_another_writes_its_rows_again(
+    servers: list[SharedBoard], simulated_rows: pd.DataFrame, clock: Clock
+):
+    web1, web2 = servers
+    options = BoardOptions(rounds=5, history_points=0)
+    ours = board_from_rows(simulated_rows.iloc[:300], options)
+    web1.hold()
+    web1.publish(Published(ours, 1, 1.0, 0.1, 300))
+    clock.now += LEASE_S
+    web2.hold()
+    web2.publish(Published(board_from_rows(simulated_rows.iloc[:100], options), 1, 2.0, 0.1, 100))
+    clock.now += LEASE_S
+    web1.hold()
+    added = Tally.of(ours).add(simulated_rows.iloc[300:310])
+    assert added is not None
+    web1.publish(Published(added, 1, 3.0, 0.1, 310))  # its rows are no longer the stored ones
+    stored = web2.read(None)
+    assert stored is not None and len(stored.board.battles) == 300 and len(stored.board.recent) == 10
+    assert writes_to(web1, "board_rows") == [3]
+
+
+def test_a_long_build_keeps_the_lease(servers: list[SharedBoard], clock: Clock):
+    web1, web2 = servers
+    assert web1.hold()
+
+    def renewed_after(now: float) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            lease = web2._lease()
+            if lease is not None and lease.expires > now + LEASE_S - 1:
+                return True
+            time.sleep(0.01)
+        return False
+
+    with web1.renewing(every_s=0.02):
+        for _ in range(3):  # three times most of a lease: without renewals web2 would take it
+            clock.now += LEASE_S - 1
+            assert renewed_after(clock.now), "the lease was not renewed during the build"
+            assert not web2.hold()
+    clock.now += LEASE_S  # the build is over: no more renewals
+    assert web2.hold()

@@ -18,14 +18,15 @@ it brings the parts a tally keeps from the last full build (style control, the v
 history, categories, speeds) up to date.
 
 With a `shared` board (servers sharing a PostgreSQL store: webui.leaderboard.shared), each turn
-first asks for the builder's lease. The builder works as above and writes each board it publishes
-into the store; the others only catch the index up with their own logs and publish the stored
+first asks for the builder's lease. The builder works as above (renewing the lease during a full
+build) and writes each board it publishes into the store; the others only catch the index up with their own logs and publish the stored
 board when a newer one is there. A server that loses the lease forgets its own builds, so that it
 starts from a full build if it is elected again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -182,8 +183,9 @@ class LiveBoard:
                 if not self._due():
                     return took
                 started = time.perf_counter()
-        rows = self._load(state)
-        board = self._build(rows, self.options, skipped)
+        with self.shared.renewing() if self.shared is not None else contextlib.nullcontext():
+            rows = self._load(state)
+            board = self._build(rows, self.options, skipped)
         self._tally = Tally.of(board) if self.full_every_votes > 0 else None
         self._full_at = time.monotonic()
         return self._publish(board, state, skipped, started, len(rows))

@@ -22,7 +22,7 @@ REAL_COLUMNS = ("tstamp", *SPEED_COLUMNS)
 INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
 # Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
-TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations", "boards")
+TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations", "boards", "board_rows")
 # Row columns that later migrations add (migration 1 creates the others): append, never reorder.
 ADDED_COLUMNS = FINGERPRINT_COLUMNS
 
@@ -80,6 +80,20 @@ def _shared_board(d: Dialect) -> tuple[str, ...]:
     )
 
 
+def _board_in_parts(d: Dialect) -> tuple[str, ...]:
+    # webui/leaderboard/board_data.py: the stored board as data, not pickle, its battle rows apart
+    # (`board_rows`, written once per full build) from the tables that change with every vote
+    # (`boards`, which names the rows it goes with). The old pickled board is a cache: dropped.
+    return (
+        "DROP TABLE IF EXISTS boards",
+        "DROP TABLE IF EXISTS board_rows",
+        f"CREATE TABLE boards (name TEXT PRIMARY KEY, version {d.integer} NOT NULL, "
+        f"built_at {d.real} NOT NULL, build_s {d.real} NOT NULL, votes {d.integer} NOT NULL, "
+        f"built_by TEXT NOT NULL, code TEXT NOT NULL, rows_id {d.integer} NOT NULL, tables {d.blob} NOT NULL)",
+        f"CREATE TABLE board_rows (name TEXT PRIMARY KEY, rows_id {d.integer} NOT NULL, rows {d.blob} NOT NULL)",
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -92,6 +106,7 @@ MIGRATIONS = (
     Migration(2, "rate limits shared by several servers", _rate_hits),
     Migration(3, "the fingerprint of what served each side", _fingerprints),
     Migration(4, "the board one server builds and the others read, and its builder's lease", _shared_board),
+    Migration(5, "the shared board stored as data, its battle rows apart", _board_in_parts),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -13,31 +13,42 @@ Guarantees:
 - **A stale builder writes nothing.** A board is written only while its builder still holds the
   lease (checked in the writing transaction): one whose lease passed on during a long build
   learns it then (`LeaseLost`) and becomes a reader.
-- **Readers load a board once.** A reader looks at the stored board's version every poll and
-  loads the board itself only when it changed.
+- **A long build keeps its lease.** While `renewing()` is open (the live board wraps its full
+  builds in it) a thread renews the lease every third of it, so a build longer than the lease does
+  not hand the board to another server halfway.
+- **Readers load a board once, and its rows once per full build.** A reader looks at the stored
+  board's version every poll and loads the board only when it changed. The board is stored in two
+  parts (webui.leaderboard.board_data): the battle rows, written when a full build made new ones,
+  and the tables, written with every version; a reader loads the rows only when they changed.
 
 The lease is timed by the database's clock (one clock for every server, as the shared rate limits
-are; tests inject `clock`). The board travels pickled: the database is trusted as the
-servers themselves are (whoever can write to it can already forge votes), and a board built by
-another arena version is refused rather than unpickled.
+are; tests inject `clock`). The board is stored as data, not pickle, so a reader decodes tables
+and runs nothing it reads; a board built by another arena version is refused (its columns may
+differ).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-import pickle
 import secrets
+import threading
 import time
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import webui
+from webui.leaderboard import board_data
 from webui.leaderboard.store import Store, StoreError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from webui.leaderboard.board import Board
+
+log = logging.getLogger(__name__)
 
 LEASE_S = 30.0  # a builder silent this long is taken over; above the longest build, or builders alternate
 NAME = "board"  # the row of the (one) shared board and of its lease
@@ -57,6 +68,19 @@ class Published:
 
 class LeaseLost(Exception):
     """The builder's lease passed to another server before its board was written."""
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """The battle rows of the stored board, as this server last wrote or read them."""
+
+    rows_id: int  # numbered by the store: one more per full build stored
+    battles: pd.DataFrame
+    counted: pd.DataFrame
+
+    def are_of(self, board: Board) -> bool:
+        """Whether `board` carries these very rows (the live board's tally keeps a full build's)."""
+        return board.battles is self.battles and board.counted is self.counted
 
 
 @dataclass(frozen=True)
@@ -94,9 +118,15 @@ class SharedBoard:
         self.lease_s = lease_s
         self.clock = clock or self._database_clock
         self.code = code
+        self._rows: StoredRows | None = None
+        self._using_store = threading.Lock()  # the renewing thread and the owner share one connection
 
     def hold(self) -> bool:
         """Take or renew the lease; whether this server is now the builder."""
+        with self._using_store:
+            return self._hold()
+
+    def _hold(self) -> bool:
         now = self.clock()
         with self.store.transaction():
             current = self._lease()
@@ -117,44 +147,104 @@ class SharedBoard:
 
     def release(self) -> None:
         """Give the lease up (a server closing), so that another takes over at its next poll."""
-        with self.store.transaction():
+        with self._using_store, self.store.transaction():
             self.store.execute("DELETE FROM board_lease WHERE name = ? AND holder = ?", (NAME, self.holder))
 
+    @contextlib.contextmanager
+    def renewing(self, every_s: float | None = None) -> Iterator[None]:
+        """Renew the lease every `every_s` (a third of the lease) while the block runs (a long
+        build), from a thread; a renewal that fails is logged, and the next publish says whether
+        the lease was kept."""
+        stop = threading.Event()
+        period = every_s if every_s is not None else self.lease_s / 3
+
+        def renew() -> None:
+            while not stop.wait(period):
+                try:
+                    if not self.hold():
+                        log.info("%s: the board's lease passed to another server during a build", self.server)
+                        return
+                except StoreError as exc:
+                    log.warning("%s: the board's lease was not renewed: %s", self.server, exc)
+
+        thread = threading.Thread(target=renew, name="board-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def publish(self, published: Published) -> Published:
-        """Store `published` as the shared board, numbered after the one stored; as stored. Raises
-        LeaseLost (and writes nothing) if this server no longer holds the lease."""
-        data = zlib.compress(pickle.dumps(published.board, protocol=pickle.HIGHEST_PROTOCOL), 1)
-        with self.store.transaction():
+        """Store `published` as the shared board, numbered after the one stored; as stored. Its
+        battle rows are written only when they are not those stored already. Raises LeaseLost (and
+        writes nothing) if this server no longer holds the lease."""
+        board = published.board
+        known = self._rows if self._rows is not None and self._rows.are_of(board) else None
+        rows_data = None if known is not None else board_data.encode_rows(board)
+        tables = board_data.encode_rest(board)
+        with self._using_store, self.store.transaction():
             if not self.holds():
                 raise LeaseLost(f"{self.server} no longer holds the board's lease")
             row = self.store.execute("SELECT version FROM boards WHERE name = ?", (NAME,)).fetchone()
             stored = replace(published, version=(int(row[0]) if row else 0) + 1, built_by=self.server)
+            rows_row = self.store.execute("SELECT rows_id FROM board_rows WHERE name = ?", (NAME,)).fetchone()
+            rows_id = int(rows_row[0]) if rows_row else 0
+            if known is None or known.rows_id != rows_id:  # new rows, or another builder's since ours
+                rows_id += 1
+                self.store.execute(
+                    "INSERT INTO board_rows (name, rows_id, rows) VALUES (?, ?, ?) ON CONFLICT (name) "
+                    "DO UPDATE SET rows_id = excluded.rows_id, rows = excluded.rows",
+                    (NAME, rows_id, rows_data if rows_data is not None else board_data.encode_rows(board)),
+                )
             self.store.execute(
-                "INSERT INTO boards (name, version, built_at, build_s, votes, built_by, code, board) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
+                "INSERT INTO boards (name, version, built_at, build_s, votes, built_by, code, rows_id, tables) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
                 "built_at = excluded.built_at, build_s = excluded.build_s, votes = excluded.votes, "
-                "built_by = excluded.built_by, code = excluded.code, board = excluded.board",
-                (NAME, stored.version, stored.built_at, stored.build_s, stored.votes, self.server, self.code, data),
+                "built_by = excluded.built_by, code = excluded.code, rows_id = excluded.rows_id, tables = excluded.tables",
+                (
+                    NAME,
+                    stored.version,
+                    stored.built_at,
+                    stored.build_s,
+                    stored.votes,
+                    self.server,
+                    self.code,
+                    rows_id,
+                    tables,
+                ),
             )
+        self._rows = StoredRows(rows_id, board.battles, board.counted)
         return stored
 
     def read(self, known: int | None) -> Published | None:
-        """The stored board if its version is not `known` (None: no board stored, or the same)."""
-        row = self.store.execute("SELECT version, code FROM boards WHERE name = ?", (NAME,)).fetchone()
-        if row is None or int(row[0]) == known:
-            return None
-        if row[1] != self.code:
-            raise StoreError(
-                f"the shared board in {self.store.location} was built by arena {row[1]}, this server runs "
-                f"{self.code}: run one version on every server"
-            )
-        row = self.store.execute(
-            "SELECT version, built_at, build_s, votes, built_by, board FROM boards WHERE name = ?", (NAME,)
-        ).fetchone()
+        """The stored board if its version is not `known` (None: no board stored, or the same).
+        Raises StoreError for a board of another arena version, BoardDataError for damaged bytes."""
+        with self._using_store:
+            row = self.store.execute("SELECT version, code FROM boards WHERE name = ?", (NAME,)).fetchone()
+            if row is None or int(row[0]) == known:
+                return None
+            if row[1] != self.code:
+                raise StoreError(
+                    f"the shared board in {self.store.location} was built by arena {row[1]}, this server runs "
+                    f"{self.code}: run one version on every server"
+                )
+            cached = self._rows.rows_id if self._rows is not None else -1
+            # One statement, so the tables and the rows are of one commit; the rows only if new here.
+            row = self.store.execute(
+                "SELECT b.version, b.built_at, b.build_s, b.votes, b.built_by, b.tables, r.rows_id, "
+                "CASE WHEN r.rows_id = ? THEN NULL ELSE r.rows END "
+                "FROM boards b JOIN board_rows r ON r.name = b.name WHERE b.name = ?",
+                (cached, NAME),
+            ).fetchone()
         if row is None:  # dropped by a rebuild meanwhile
             return None
-        version, built_at, build_s, votes, built_by, data = row
-        board = pickle.loads(zlib.decompress(bytes(data)))
+        version, built_at, build_s, votes, built_by, tables, rows_id, rows_data = row
+        if rows_data is not None:
+            battles, counted = board_data.decode_rows(bytes(rows_data))
+            self._rows = StoredRows(int(rows_id), battles, counted)
+        assert self._rows is not None and self._rows.rows_id == int(rows_id)
+        board = board_data.decode(bytes(tables), (self._rows.battles, self._rows.counted))
         return Published(board, int(version), float(built_at), float(build_s), int(votes), str(built_by))
 
     def close(self) -> None:
