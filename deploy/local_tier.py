@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from render_nginx import render  # a script beside this one (deploy/ is not a package)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "deploy"))
-from render_nginx import render  # noqa: E402  (a script beside this one, not a package)
+NGINX = Path("/usr/sbin/nginx")
 
 ARENAS = ("web1", "web2")
 MODEL_NAMES = ("model-a", "model-b")  # one served model; two entries, so that a battle has a pair
@@ -168,7 +169,9 @@ def start_postgres(tier: Tier) -> str:
         os.chown(tier.folder, owner.pw_uid, owner.pw_gid)
 
     def run(*command: str) -> None:
-        subprocess.run([*as_owner, *command], check=True, capture_output=True, timeout=120)
+        done = subprocess.run([*as_owner, *command], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{Path(command[0]).name} failed: {done.stderr.strip()[-1000:]}")
 
     run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", DB_USER)
     options = f"-p {port} -k {tier.folder} -c listen_addresses=127.0.0.1"
@@ -223,7 +226,7 @@ def run_tier(tier: Tier, args: argparse.Namespace) -> str:
     (proxy / "temp").mkdir(parents=True, exist_ok=True)
     proxy.chmod(0o755)  # as root, nginx's workers run as nobody and read what is here
     (proxy / "nginx.conf").write_text(render(f"127.0.0.1:{args.port}", [f"127.0.0.1:{p}" for p in ports.values()]))
-    nginx = ["/usr/sbin/nginx", "-p", str(proxy), "-c", str(proxy / "nginx.conf"), "-g", "daemon off;"]
+    nginx = [str(NGINX), "-p", str(proxy), "-c", str(proxy / "nginx.conf"), "-g", "daemon off;"]
     tier.start("nginx", nginx, args.port)
     url = f"http://127.0.0.1:{args.port}/"
     tier.wait("nginx", lambda: answers(url + "healthz"), 30)
@@ -242,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.model / "config.json").is_file():
         parser.error(f"--model {args.model}: not a model folder (no config.json)")
+    if args.upstream == "vllm" and not Path(args.vllm_python).is_file():
+        parser.error(
+            f"--vllm-python {args.vllm_python}: missing (scripts/install-vllm.sh makes it; or --upstream arena)"
+        )
+    if not NGINX.is_file():
+        parser.error(f"{NGINX} is missing: run scripts/install-nginx.sh")
     folder = args.folder or Path(tempfile.mkdtemp(prefix="arena-tier-"))
     folder.mkdir(parents=True, exist_ok=True)
     tier = Tier(folder.resolve())
