@@ -329,3 +329,8 @@ def test_local_tier_starts_arena_servers_the_app_accepts(tmp_path: Path) -> None
     upstream = parse_specs(yaml.safe_load(tier.upstream_models_yaml(tmp_path, "served")))
     assert [(s.name, s.backend) for s in upstream] == [("served", "transformers")]
     assert settings_from_cli(tier.upstream_arena_command("python", "model1", 9001, tmp_path)[3:], environ={})
+    # --model: an HF folder is served as it is; a source the app cannot read is refused with its reason
+    (tmp_path / "config.json").write_text("{}")
+    assert tier.model_folder(str(tmp_path)) == tmp_path
+    with pytest.raises(ValueError, match="no_such_package_xyz"):
+        tier.model_folder("package:no_such_package_xyz/model.gguf")
