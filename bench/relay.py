@@ -1,15 +1,21 @@
 """What the arena relays when the models are elsewhere and fast: `python -m bench.relay`.
 
-    python -m bench.relay --seconds 20 --streams 16 --tokens 512
+    python -m bench.relay --seconds 20 --streams 16 --tokens 512 [--paths api,ui]
 
 A fake OpenAI-compatible upstream (`serve_upstream`, a process of its own: raw asyncio, every
 reply's events encoded once and written in one go) streams as many tokens as asked at once, so
 the arena is what limits the rate. The arena runs as users start it (`python -m webui`, one
 `backend: openai` entry pointing at the upstream, no rate limits), alone and then two servers
 behind nginx (deploy/nginx.conf.template through tests/proxy.py; API requests carry no cookie,
-so nginx spreads them round-robin). A client process of raw asyncio keeps `--streams` streaming
-chat completions open through `/v1/chat/completions` and adds up the tokens each one's usage chunk
-reports (the arena sends text that reached it together as one event: the events are counted too).
+so nginx spreads them round-robin). Two paths, each measured on one server and on two:
+
+- api: a client process of raw asyncio keeps `--streams` streaming chat completions open through
+  `/v1/chat/completions` and adds up the tokens each one's usage chunk reports (the arena sends
+  text that reached it together as one event: the events are counted too);
+- ui: `--streams` visitors of the page in a client process, each sending one Direct chat message
+  after another through the Gradio queue as a browser does (bench.gradio_path, bench.ui_client),
+  tokens read from the UI's statistics line. Each has its own session cookie, so nginx spreads
+  them by cookie as it spreads people (how many landed on each server is reported).
 
 Reported per setup: tokens/s relayed in all, the arena servers' CPU seconds over the window (from
 /proc, via psutil) and tokens per arena CPU-second ("per server core"), and the load average. On
@@ -35,6 +41,7 @@ from typing import Any
 
 from bench.report import ROOT, load_average
 
+SECRET = "bench-relay-secret-shared-by-both-servers"
 CONTENT = b'"content":'  # one per text event the arena sends (and one in its first, role, event)
 USAGE = re.compile(rb'"completion_tokens":\s*(\d+)')
 
@@ -55,7 +62,25 @@ def reply_body(model: str, tokens: int) -> bytes:
     return token * tokens + end + usage + b"data: [DONE]\n\n"
 
 
-async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, model: str) -> None:
+PACE_EVERY_S = 0.05  # with --pace, a paced reply is written in slices this far apart
+
+
+async def _write(writer: asyncio.StreamWriter, data: bytes, tokens: int, pace: float) -> None:
+    """The reply at once, or (pace > 0) its token events at about `pace` tokens/s, as a model
+    streams: the UI path's cost follows its updates, which a reply written at once collapses to one."""
+    if pace <= 0:
+        writer.write(data)
+        return
+    size = data.index(b"\n\n") + 2  # every token event has the first one's length
+    step = max(1, round(pace * PACE_EVERY_S)) * size
+    for start in range(0, tokens * size, step):
+        writer.write(data[start : min(start + step, tokens * size)])
+        await writer.drain()
+        await asyncio.sleep(PACE_EVERY_S)
+    writer.write(data[tokens * size :])
+
+
+async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, model: str, pace: float) -> None:
     replies: dict[int, bytes] = {}
     try:
         while True:
@@ -81,7 +106,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mo
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(data)
                 )
-                writer.write(data)
+                await _write(writer, data, tokens, pace)
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -89,9 +114,9 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mo
         writer.close()
 
 
-def serve_upstream(port: int, model: str) -> None:
+def serve_upstream(port: int, model: str, pace: float = 0.0) -> None:
     async def main() -> None:
-        server = await asyncio.start_server(lambda r, w: _answer(r, w, model), "127.0.0.1", port)
+        server = await asyncio.start_server(lambda r, w: _answer(r, w, model, pace), "127.0.0.1", port)
         async with server:
             await server.serve_forever()
 
@@ -163,6 +188,56 @@ def client_main(args: list[str]) -> None:
     print(json.dumps(result))
 
 
+def ui_load(url: str, model: str, tokens: int, streams: int, seconds: float) -> dict[str, Any]:
+    """`streams` visitors of the page, each sending one Direct chat message after another for
+    `seconds`, through the Gradio queue as a browser does (bench.gradio_path). Each visitor has
+    its own session cookie, so nginx spreads them over the servers as it spreads people; the
+    servers they landed on are counted. Tokens are those the UI's statistics line reports."""
+    import threading
+
+    import httpx
+
+    from bench.gradio_path import DIRECT, GradioDriver
+    from bench.paths import Request
+
+    request = Request(model, "go", tokens)
+    drivers = [GradioDriver(url) for _ in range(streams)]
+    landed: dict[str, int] = {}
+    for driver in drivers:
+        name = httpx.get(f"{url}/healthz", cookies=driver.client.http.cookies, timeout=10).json().get("server", "")
+        landed[name] = landed.get(name, 0) + 1
+    totals = {"tokens": 0, "events": 0, "completions": 0, "failures": 0}
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def visitor(driver: GradioDriver) -> None:
+        while time.monotonic() < deadline:
+            try:
+                _, (pane,) = driver.turn(DIRECT, [model], request)
+                counts = {"tokens": pane.tokens or 0, "events": len(pane.chunk_times), "completions": 1}
+            except Exception:  # a refused or broken turn is a figure, not a crash
+                counts = {"failures": 1}
+            with lock:
+                for key, value in counts.items():
+                    totals[key] += value
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=visitor, args=(d,)) for d in drivers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall_s = time.monotonic() - started
+    for driver in drivers:
+        driver.client.close()
+    return {**totals, "wall_s": wall_s, "visitors_per_server": landed}
+
+
+def ui_client_main(args: list[str]) -> None:
+    url, model, tokens, streams, seconds = args
+    print(json.dumps(ui_load(url, model, int(tokens), int(streams), float(seconds))))
+
+
 # --- the setups ----------------------------------------------------------------------------
 
 
@@ -181,7 +256,8 @@ def free_port() -> int:
 
 def start_arena(name: str, folder: Path, models: Path) -> Arena:
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    # one secret, as in a deployment: a page's cookie issued by one server is accepted by the other
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "ARENA_SECRET": SECRET}
     command = [sys.executable, "-m", "webui", "--port", str(port), "--models", str(models)]
     command += ["--log-dir", str(folder / name), "--cache-dir", str(folder / "cache"), "--server-name", name]
     command += ["--rate-messages", "0", "--trusted-proxies", "1"]
@@ -212,9 +288,12 @@ def _cpu_s(process: Any) -> float:
     return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
 
 
-def measure(port: int, arenas: list[Arena], others: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
-    """One window of load through `port`: the arenas' CPU, and that of `others` (name: pid) and of
-    the client, which share the machine's cores with them."""
+def measure(
+    port: int, arenas: list[Arena], others: dict[str, int], args: argparse.Namespace, path: str = "api"
+) -> dict[str, Any]:
+    """One window of load through `port` on `path` (api: /v1 streams; ui: the page's queue): the
+    arenas' CPU, and that of `others` (name: pid) and of the client, which share the machine's
+    cores with them."""
     import resource
 
     import psutil
@@ -225,9 +304,12 @@ def measure(port: int, arenas: list[Arena], others: dict[str, int], args: argpar
     others_before = {name: _cpu_s(p) for name, p in around.items()}
     client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = load_average()
+    if path == "ui":
+        client = ["--ui-client", f"http://127.0.0.1:{port}", "relay"]
+    else:
+        client = ["--client", "127.0.0.1", str(port), "relay"]
     done = subprocess.run(
-        [sys.executable, "-m", "bench.relay", "--client", "127.0.0.1", str(port), "relay", str(args.tokens),
-         str(args.streams), str(args.seconds)],
+        [sys.executable, "-m", "bench.relay", *client, str(args.tokens), str(args.streams), str(args.seconds)],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     result: dict[str, Any] = json.loads(done.stdout)
@@ -248,15 +330,22 @@ def measure(port: int, arenas: list[Arena], others: dict[str, int], args: argpar
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--upstream"]:
-        serve_upstream(int(argv[1]), argv[2])
+        serve_upstream(int(argv[1]), argv[2], float(argv[3]))
         return 0
     if argv[:1] == ["--client"]:
         client_main(argv[1:])
+        return 0
+    if argv[:1] == ["--ui-client"]:
+        ui_client_main(argv[1:])
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="each measurement's length; default 20")
     parser.add_argument("--streams", type=int, default=16, help="streams open at once; default 16")
     parser.add_argument("--tokens", type=int, default=512, help="tokens per completion; default 512")
+    parser.add_argument(
+        "--pace", type=float, default=0.0, help="tokens/s per stream the upstream sends (0, the default: all at once)"
+    )
+    parser.add_argument("--paths", default="api,ui", help="which paths to measure: api, ui or both; default api,ui")
     parser.add_argument("--out", type=Path, help="also write the figures here as JSON")
     args = parser.parse_args(argv)
 
@@ -265,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-relay-"))
     upstream_port = free_port()
     upstream = subprocess.Popen(
-        [sys.executable, "-m", "bench.relay", "--upstream", str(upstream_port), "relay"], cwd=ROOT
+        [sys.executable, "-m", "bench.relay", "--upstream", str(upstream_port), "relay", str(args.pace)], cwd=ROOT
     )
     models = folder / "models.yaml"
     models.write_text(
@@ -282,11 +371,16 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(arena, folder)
         proxy = start_proxy(folder / "nginx", [f"127.0.0.1:{a.port}" for a in arenas])
         others = {"upstream": upstream.pid, "nginx": proxy.process.pid}
-        measure(arenas[0].port, arenas[:1], others, argparse.Namespace(**{**vars(args), "seconds": 3}))  # warm up
-        results["one_server"] = measure(arenas[0].port, arenas[:1], others, args)
-        results["two_servers_nginx"] = measure(proxy.port, arenas, others, args)
-        one, two = results["one_server"]["tokens_per_s"], results["two_servers_nginx"]["tokens_per_s"]
-        results["two_over_one"] = two / one if one else None
+        warm_up = argparse.Namespace(**{**vars(args), "seconds": 3})
+        for path in args.paths.split(","):
+            measure(arenas[0].port, arenas[:1], others, warm_up, path)
+            one = measure(arenas[0].port, arenas[:1], others, args, path)
+            two = measure(proxy.port, arenas, others, args, path)
+            results[path] = {
+                "one_server": one,
+                "two_servers_nginx": two,
+                "two_over_one": two["tokens_per_s"] / one["tokens_per_s"] if one["tokens_per_s"] else None,
+            }
     finally:
         if proxy is not None:
             proxy.stop()

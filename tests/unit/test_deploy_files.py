@@ -213,3 +213,124 @@ def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_p
     assert "listen 8080;" in text and "X-Forwarded-For $proxy_add_x_forwarded_for" in text
     bad = subprocess.run([*render[:4], "--server", "127.0.0.1:7861; evil"], capture_output=True, text=True)
     assert bad.returncode == 2 and "not an address" in bad.stderr
+
+
+# ---- the whole tier: deploy/compose.yaml (no Docker engine here) and deploy/local_tier.py ------------
+def _interpolate(text: str, variables: dict[str, str]) -> str:
+    """Compose's ${VAR}, ${VAR:-default} and ${VAR:?message} (a missing required one is an error, as there)."""
+
+    def value(match: re.Match[str]) -> str:
+        name, kind, rest = match.group(1), match.group(2) or "", match.group(3) or ""
+        if variables.get(name):
+            return variables[name]
+        if kind == ":?":
+            raise KeyError(f"{name}: {rest}")
+        return rest
+
+    return re.sub(r"\$\{(\w+)(:[-?])?([^}]*)\}", value, text)
+
+
+def _deploy_module(name: str):
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "deploy"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"deploy_{name}", ROOT / "deploy" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[f"deploy_{name}"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "deploy"))
+    return module
+
+
+def _option(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    import yaml
+
+    return yaml.safe_load(_interpolate((ROOT / "deploy" / "compose.yaml").read_text(), {"DB_PASSWORD": "pw"}))
+
+
+def test_compose_needs_the_database_password() -> None:
+    with pytest.raises(KeyError, match="DB_PASSWORD"):
+        _interpolate((ROOT / "deploy" / "compose.yaml").read_text(), {})
+
+
+def test_compose_arena_servers_use_only_options_the_app_has(compose: dict) -> None:
+    """Every flag and ARENA_ variable of web1/web2 is one of the Settings; together they make a valid
+    several-servers setup (Settings refuses a database without a name or a secret)."""
+    import dataclasses
+
+    from webui.config import Settings, settings_from_cli
+
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    services = compose["services"]
+    assert set(services) == {"postgres", "vllm1", "vllm2", "web1", "web2", "nginx"}
+    names = set()
+    for name in ("web1", "web2"):
+        service = services[name]
+        assert service["build"] == ".." and service["command"][:2] == ["python", "app.py"]
+        environment = service["environment"]
+        assert all(key.startswith("ARENA_") and key[6:].lower() in fields for key in environment), environment
+        settings = settings_from_cli(service["command"][2:], environ=environment)
+        assert settings.database.startswith("postgresql://arena:pw@postgres:5432/")
+        assert settings.trusted_proxies == 1 and settings.host == "0.0.0.0"
+        secret = Path(settings.secret_file)
+        assert secret.parent == Path("/run/secrets") and service["secrets"] == [secret.name]
+        assert secret.name in compose["secrets"]
+        assert any(v.endswith(f":{settings.models_file}:ro") for v in service["volumes"])
+        names.add(settings.server_name)
+    assert names == {"web1", "web2"}, "each server needs a name of its own"
+
+
+def test_compose_models_file_lists_both_vllm_servers_as_replicas(compose: dict) -> None:
+    from webui.models.specs import load_specs
+
+    vllm = {name: compose["services"][name]["command"] for name in ("vllm1", "vllm2")}
+    expected = [f"http://{name}:{_option(command, '--port')}/v1" for name, command in vllm.items()]
+    served = {_option(command, "--served-model-name") for command in vllm.values()}
+    specs = load_specs(ROOT / "deploy" / "compose" / "models.yaml")
+    assert len(specs) >= 2, "a battle needs two entries"
+    for spec in specs:
+        assert spec.backend == "openai" and spec.entry.base_url == expected
+        assert {spec.entry.remote_model} == served
+    assert all("vllm/vllm-openai" in compose["services"][name]["image"] for name in vllm)
+
+
+def test_compose_nginx_file_is_the_rendered_template(compose: dict) -> None:
+    render = _deploy_module("render_nginx").render
+    ports = {name: _option(compose["services"][name]["command"], "--port") for name in ("web1", "web2")}
+    expected = render("8080", [f"{name}:{port}" for name, port in ports.items()])
+    assert (ROOT / "deploy" / "compose" / "nginx.conf").read_text() == expected, "re-render it (see compose.yaml)"
+    nginx = compose["services"]["nginx"]
+    assert nginx["ports"] == ["8080:8080"] and "/etc/arena/nginx.conf" in nginx["command"][-1]
+
+
+def test_local_tier_starts_arena_servers_the_app_accepts(tmp_path: Path) -> None:
+    from webui.config import settings_from_cli
+    from webui.models.specs import parse_specs
+
+    tier = _deploy_module("local_tier")
+    database = "postgresql://arena@127.0.0.1:5432/arena"
+    command = tier.arena_command("python", "web1", 7861, tmp_path, database)
+    settings = settings_from_cli(command[3:], environ={})
+    assert (settings.server_name, settings.database, settings.trusted_proxies) == ("web1", database, 1)
+    assert settings.secret_file == str(tmp_path / "secret") and settings.log_dir == tmp_path / "web1"
+    import yaml
+
+    replicas = ["http://127.0.0.1:9001/v1", "http://127.0.0.1:9002/v1"]
+    specs = parse_specs(yaml.safe_load(tier.models_yaml("served", replicas)))
+    assert [s.name for s in specs] == list(tier.MODEL_NAMES)
+    assert all(s.entry.base_url == replicas and s.entry.remote_model == "served" for s in specs)
+    upstream = parse_specs(yaml.safe_load(tier.upstream_models_yaml(tmp_path, "served")))
+    assert [(s.name, s.backend) for s in upstream] == [("served", "transformers")]
+    assert settings_from_cli(tier.upstream_arena_command("python", "model1", 9001, tmp_path)[3:], environ={})
+    # --model: an HF folder is served as it is; a source the app cannot read is refused with its reason
+    (tmp_path / "config.json").write_text("{}")
+    assert tier.model_folder(str(tmp_path)) == tmp_path
+    with pytest.raises(ValueError, match="no_such_package_xyz"):
+        tier.model_folder("package:no_such_package_xyz/model.gguf")
