@@ -4,8 +4,10 @@ included); it declines what it cannot add exactly; the live board publishes thro
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,6 +18,7 @@ from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.live import LiveBoard
 from webui.leaderboard.ratings import TABLE_COLUMNS
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.style import FEATURES
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 
@@ -104,3 +107,74 @@ def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
     live.sync()
     assert builds == [12, 17] and len(live.latest().board.recent) == 0
     live.close()
+
+
+STYLED = dataclasses.replace(OPTIONS, style=True)
+STYLE_POINTS = 0.5  # the tally's style ratings and interval ends within this of a full build's
+P_ORDER = 0.02  # P(above next): half a point moves it by about 0.01 where the neighbours are 15 points apart
+STYLE_COLUMNS_COMPARED = ["style_rating", "style_lower", "style_upper"]
+
+
+@pytest.fixture(scope="module")
+def more_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    logs = tmp_path_factory.mktemp("simulated-more")
+    simulate(logs, 8000, days=2)
+    index = VoteIndex(logs)
+    index.catch_up()
+    return index.rows()
+
+
+def style_gap(ours: Board, full: Board) -> float:
+    """`max_difference` of the tally's board and a full build's, their style ranks asserted equal
+    and their rank confidences and coefficients close on the way."""
+    mine, theirs = ours.table.set_index("model"), full.table.set_index("model").loc[ours.table["model"]]
+    pd.testing.assert_series_equal(mine["style_rank"], theirs["style_rank"])
+    pd.testing.assert_series_equal(
+        mine["style_p_above_next"], theirs["style_p_above_next"], check_exact=False, atol=P_ORDER
+    )
+    assert (np.sign(ours.rated.style_coefficients) == np.sign(full.rated.style_coefficients)).all()
+    pd.testing.assert_series_equal(
+        ours.rated.style_coefficients, full.rated.style_coefficients, check_exact=False, atol=0.01
+    )
+    return max_difference(ours, full)
+
+
+def max_difference(board: Board, other: Board) -> float:
+    """The largest difference between two boards' style ratings and interval ends (points)."""
+    mine, theirs = board.table.set_index("model"), other.table.set_index("model").loc[board.table["model"]]
+    return float((mine[STYLE_COLUMNS_COMPARED] - theirs[STYLE_COLUMNS_COMPARED]).abs().max().max())
+
+
+def test_style_columns_follow_votes_added_one_by_one_and_in_blocks(more_rows: pd.DataFrame):
+    start = int(len(more_rows) * 0.6)  # every model has its votes by then (late-7b joins halfway)
+    base = board_from_rows(more_rows.iloc[:start], STYLED)
+    tally = Tally.of(base)
+    done, moved = start, 0.0
+    for size in (1, 1, 5, 200, 2000):
+        ours = tally.add(more_rows.iloc[done : done + size])
+        done += size
+        assert ours is not None, f"declined rows {done - size}..{done}"
+        full = board_from_rows(more_rows.iloc[:done], STYLED)
+        assert style_gap(ours, full) < STYLE_POINTS, f"after {done - start} votes"
+        assert_same_board(ours, full)  # the raw columns still exact
+        moved = max_difference(full, base)
+    assert moved > 10 * STYLE_POINTS, "the added votes move the style columns: a stale tally would differ"
+
+
+def test_style_columns_follow_the_styles_of_the_new_votes(more_rows: pd.DataFrame):
+    """The same outcomes with each new battle's replies' styles swapped between the sides (the
+    longer, markdown-heavier reply now loses where it won): only the style fit can tell."""
+    start, size = int(len(more_rows) * 0.6), 100
+    base = board_from_rows(more_rows.iloc[:start], STYLED)
+    block = more_rows.iloc[start : start + size]
+    swapped = block.rename(columns={f"{f}_{s}": f"{f}_{'b' if s == 'a' else 'a'}" for f in FEATURES for s in "ab"})
+    boards = {}
+    for name, new in (("as logged", block), ("swapped", swapped)):
+        ours = Tally.of(base).add(new)
+        assert ours is not None
+        full = board_from_rows(pd.concat([more_rows.iloc[:start], new], ignore_index=True), STYLED)
+        assert style_gap(ours, full) < STYLE_POINTS, name
+        boards[name] = full
+    raw = boards["as logged"].table["rating"] - boards["swapped"].table["rating"]
+    styled = boards["as logged"].table["style_rating"] - boards["swapped"].table["style_rating"]
+    assert raw.abs().max() < 1e-9 and styled.abs().max() > 10 * STYLE_POINTS

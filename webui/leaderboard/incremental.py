@@ -34,8 +34,18 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import drop_reasons
+from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, drop_reasons
 from webui.leaderboard.board import NAMED, Board, BoardOptions, Rated
+from webui.leaderboard.style import (
+    StyleFit,
+    battle_terms,
+    from_scale,
+    ridge_terms,
+    standardise,
+    style_columns,
+    style_counts,
+    style_differences,
+)
 from webui.leaderboard.voters import utc_day_number
 
 
@@ -54,6 +64,7 @@ class Tally:
     added: int = 0  # votes read since the full build
     recent: list[pd.DataFrame] = field(default_factory=list)
     served: set[tuple[str, str]] = field(default_factory=set)  # (board row, fingerprint) pairs counted
+    style: StyleTally | None = None  # None: the board has no style columns
 
     def __post_init__(self) -> None:
         battles = self.base.battles
@@ -93,6 +104,7 @@ class Tally:
             _per_day(battles, board.options),
             dict(board.dropped),
             board.votes_read,
+            style=StyleTally.of(board, coded) if board.options.style else None,
         )
 
     def add(self, rows: pd.DataFrame) -> Board | None:
@@ -157,6 +169,8 @@ class Tally:
         score = ratings.scores(used)
         coded = ratings.Coded(self.models, a, b, score)
         self.counts += np.bincount(coded.keys(), minlength=len(self.counts))
+        if self.style is not None:
+            self.style.add(a, b, score, style_differences(_style_counts(used)))
         order = np.argsort(used["tstamp"].to_numpy(float), kind="stable")
         self.elo = ratings.elo_updates(self.elo, a[order], b[order], score[order])
 
@@ -166,13 +180,22 @@ class Tally:
         g = ratings.grouped_keys(self.counts, self.models)
         elo = pd.Series(self.elo, index=self.models, name="elo", dtype=float)
         table = ratings.grouped_table(g, elo, options.rounds, options.seed, options.min_battles)
-        kept = base.table.drop(columns=[c for c in ratings.TABLE_COLUMNS if c != "model"])
-        table = table.merge(kept, on="model", how="left")  # style columns and speeds of the last full build
+        coefficients = base.rated.style_coefficients
+        drop = [c for c in ratings.TABLE_COLUMNS if c != "model"]
+        if self.style is not None:
+            styled, coefficients = style_columns(
+                self.style.fit(intervals=options.rounds > 0),
+                list(table.loc[~table["preliminary"].astype(bool), "model"]),
+            )
+            table = table.merge(styled, on="model", how="left")
+            drop += [c for c in styled.columns if c != "model"]
+        kept = base.table.drop(columns=drop)
+        table = table.merge(kept, on="model", how="left")  # the speeds of the last full build
         order = list(table["model"])
         none = base.counted.iloc[0:0]
         rated = Rated(
             table,
-            base.rated.style_coefficients,
+            coefficients,
             ratings.win_fraction(none, order, g),
             ratings.pair_counts(none, order, g),
         )
@@ -195,3 +218,114 @@ def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, in
     days = utc_day_number(chosen["tstamp"].to_numpy(float))
     sizes = pd.Series(1, index=chosen.index).groupby([chosen["voter"].to_numpy(), days]).sum()
     return {(str(v), int(d)): int(n) for (v, d), n in sizes.items()}
+
+
+def _style_counts(battles: pd.DataFrame) -> pd.DataFrame:
+    """The style counts the rows carry, or computed from their conversations."""
+    if "length_a" in battles:
+        return battles[list(STYLE_COUNT_COLUMNS)].astype(float)
+    return style_counts(battles)
+
+
+@dataclass
+class StyleTally:
+    """The style-controlled fit carried forward: the last full build's battles as the second-order
+    expansion of their log-likelihood around its fit, the battles since exactly, and the features'
+    running moments (for the standardisation a full build would use). See the module docstring.
+
+    The expansion is over (theta, beta, c), c a constant added to every battle's logit: re-centring a
+    feature shifts each earlier battle's logit by the same amount (the fit has no intercept that
+    would absorb it), and re-scaling it multiplies its coefficient, so with c the earlier battles
+    are expressed exactly in the current standardisation (`_restandardise`)."""
+
+    models: list[str]
+    start: np.ndarray  # the full build's theta, beta, and c = 0
+    grad: np.ndarray  # its battles' log-likelihood gradient there, over (theta, beta, c)
+    hess: np.ndarray  # their negative Hessian there (no ridge)
+    meat: np.ndarray  # the sum of their score vectors' outer products there
+    mean: np.ndarray  # the full build's standardisation: each feature's mean ...
+    spread: np.ndarray  # ... and standard deviation
+    moments: np.ndarray  # rows: count, sum, sum of squares of each feature's differences, every battle
+    params: np.ndarray  # the fit as of the last `fit`, where the next one starts
+    new: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # a, b, s, diff
+
+    @classmethod
+    def of(cls, board: Board, coded: ratings.Coded) -> StyleTally | None:
+        """The expansion of `board`'s fit (read back from its table); None without style columns."""
+        table = board.table.set_index("model")
+        if board.counted.empty or "style_rating" not in table:
+            return None
+        n = len(coded.models)  # the tally's models, in its order
+        theta = from_scale(table["style_rating"].reindex(coded.models).to_numpy(float))
+        params = np.concatenate([theta, board.rated.style_coefficients.to_numpy(float)])
+        diff = style_differences(_style_counts(board.counted))
+        columns = [diff[:, j].copy() for j in range(diff.shape[1])]  # contiguous: the full build's sums
+        mean, spread = np.array([c.mean() for c in columns]), np.array([c.std() for c in columns])
+        x = np.column_stack([standardise(diff, mean, spread), np.ones(len(diff))])
+        start = np.append(params, 0.0)
+        _, grad, hess, meat = battle_terms(start, coded.a, coded.b, coded.score, x, n, meat=True)
+        assert meat is not None
+        moments = np.vstack([np.full(diff.shape[1], float(len(diff))), diff.sum(axis=0), (diff**2).sum(axis=0)])
+        return cls(list(coded.models), start, grad, hess, meat, mean, spread, moments, params)
+
+    def add(self, a: np.ndarray, b: np.ndarray, score: np.ndarray, diff: np.ndarray) -> None:
+        """Counted battles (model positions, scores, `style_differences`) in."""
+        self.new.append((a, b, score, diff))
+        self.moments += np.vstack([np.full(diff.shape[1], float(len(diff))), diff.sum(axis=0), (diff**2).sum(axis=0)])
+
+    def fit(self, *, intervals: bool, tol: float = 1e-9, max_iter: int = 50) -> StyleFit:
+        """The fit of every battle so far (Newton's method on the expansion plus the new battles)."""
+        n = len(self.models)
+        count, total, squares = self.moments
+        mean = total / count
+        variance = squares / count - mean**2
+        spread = np.where(variance > 1e-12, np.sqrt(np.clip(variance, 0.0, None)), 0.0)
+        to_start = self._restandardise(mean, spread)
+        a, b, s, diff = (np.concatenate(parts) for parts in zip(*self.new, strict=True)) if self.new else _none(mean)
+        x = standardise(diff, mean, spread)
+        hess_old = to_start.T @ self.hess @ to_start
+
+        def objective(params: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+            shift = to_start @ params - self.start
+            old = float(self.grad @ shift - 0.5 * shift @ self.hess @ shift)
+            loglik, grad, hess, _ = battle_terms(params, a, b, s, x, n)
+            penalty, ridge_grad, ridge_hess = ridge_terms(params, n)
+            value = old + loglik + penalty
+            grad = to_start.T @ (self.grad - self.hess @ shift) + grad + ridge_grad
+            return value, grad, hess_old + hess + np.diag(ridge_hess)
+
+        params = self.params
+        value, grad, hess = objective(params)
+        for _ in range(max_iter):
+            step, size = np.linalg.solve(hess, grad), 1.0
+            while True:  # halve a step that would lower the objective, as fit_bt_style does
+                candidate = objective(params + size * step)
+                if candidate[0] >= value - 1e-12 or size < 1e-6:
+                    break
+                size /= 2
+            params = params + size * step
+            value, grad, hess = candidate
+            if np.max(np.abs(size * step)) < tol:
+                break
+        self.params = params
+        if not intervals:
+            return StyleFit(self.models, params)
+        _, _, _, meat = battle_terms(params, a, b, s, x, n, meat=True)
+        assert meat is not None
+        return StyleFit(self.models, params, hess, to_start.T @ self.meat @ to_start + meat)
+
+    def _restandardise(self, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        """The matrix taking (theta, beta) with the features standardised by `mean` and `spread` to
+        the full build's (theta, beta, c) that give every earlier battle the same logit."""
+        n, k = len(self.models), len(mean)
+        safe = np.where(spread > 0, spread, 1.0)
+        out = np.zeros((n + k + 1, n + k))
+        out[:n, :n] = np.eye(n)
+        out[n : n + k, n:] = np.diag(np.where(spread > 0, self.spread / safe, 0.0))
+        out[n + k, n:] = np.where(spread > 0, (self.mean - mean) / safe, 0.0)
+        return out
+
+
+def _none(mean: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """No battles: (a, b, score, diff) of length 0."""
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros((0, len(mean)))
