@@ -40,6 +40,7 @@ from webui.leaderboard.style import (
     StyleFit,
     battle_terms,
     from_scale,
+    gram_of_sums,
     ridge_terms,
     standardise,
     style_columns,
@@ -130,7 +131,10 @@ class Tally:
             out = eligible & new["voter"].isin(flagged).to_numpy(bool)
             new.loc[out, "drop_reason"] = "flagged_voter"
             eligible &= ~out
-        self._count(new[eligible])
+        used = new[eligible]
+        if self.style is not None and not used.empty and not self.style.add(*self._coded(used), _differences(used)):
+            return None
+        self._count(used)
         self.per_day.update(per_day)
         for reason, n in new["drop_reason"].value_counts().items():
             self.dropped[str(reason)] = self.dropped.get(str(reason), 0) + int(n)
@@ -163,16 +167,17 @@ class Tally:
         """The counted new votes into the outcome counts and the Elo (in time order)."""
         if used.empty:
             return
-        position = {m: i for i, m in enumerate(self.models)}
-        a = used["model_a"].map(position).to_numpy(np.int64)
-        b = used["model_b"].map(position).to_numpy(np.int64)
-        score = ratings.scores(used)
+        a, b, score = self._coded(used)
         coded = ratings.Coded(self.models, a, b, score)
         self.counts += np.bincount(coded.keys(), minlength=len(self.counts))
-        if self.style is not None:
-            self.style.add(a, b, score, style_differences(_style_counts(used)))
         order = np.argsort(used["tstamp"].to_numpy(float), kind="stable")
         self.elo = ratings.elo_updates(self.elo, a[order], b[order], score[order])
+
+    def _coded(self, used: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each vote's models' positions (A, B) and score."""
+        position = {m: i for i, m in enumerate(self.models)}
+        a = used["model_a"].map(position).to_numpy(np.int64)
+        return a, used["model_b"].map(position).to_numpy(np.int64), ratings.scores(used)
 
     def board(self) -> Board:
         """The board as of the votes added so far."""
@@ -184,7 +189,7 @@ class Tally:
         drop = [c for c in ratings.TABLE_COLUMNS if c != "model"]
         if self.style is not None:
             styled, coefficients = style_columns(
-                self.style.fit(intervals=options.rounds > 0),
+                self.style.fit() if options.rounds > 0 else StyleFit(self.models, self.style.fit().params),
                 list(table.loc[~table["preliminary"].astype(bool), "model"]),
             )
             table = table.merge(styled, on="model", how="left")
@@ -220,11 +225,21 @@ def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, in
     return {(str(v), int(d)): int(n) for (v, d), n in sizes.items()}
 
 
+def _differences(battles: pd.DataFrame) -> np.ndarray:
+    return style_differences(_style_counts(battles))
+
+
 def _style_counts(battles: pd.DataFrame) -> pd.DataFrame:
     """The style counts the rows carry, or computed from their conversations."""
     if "length_a" in battles:
         return battles[list(STYLE_COUNT_COLUMNS)].astype(float)
     return style_counts(battles)
+
+
+# How far (log-odds) the earlier battles' logits may move from the full build's fit before its
+# expansion stops holding the style columns within half a rating point (measured on simulated
+# logs: docs/leaderboard.md): beyond, the tally declines and a full build follows.
+REACH = 0.25
 
 
 @dataclass
@@ -243,11 +258,16 @@ class StyleTally:
     grad: np.ndarray  # its battles' log-likelihood gradient there, over (theta, beta, c)
     hess: np.ndarray  # their negative Hessian there (no ridge)
     meat: np.ndarray  # the sum of their score vectors' outer products there
+    hess_slope: _Slope  # how those two move with the parameters (first order)
+    meat_slope: _Slope
     mean: np.ndarray  # the full build's standardisation: each feature's mean ...
     spread: np.ndarray  # ... and standard deviation
     moments: np.ndarray  # rows: count, sum, sum of squares of each feature's differences, every battle
-    params: np.ndarray  # the fit as of the last `fit`, where the next one starts
+    met: np.ndarray  # (models, models): which two met in those battles
+    spreads: np.ndarray  # their mean of x x^T, x the standardised features and 1
+    params: np.ndarray  # the fit as of the last battles added, where the next one starts
     new: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # a, b, s, diff
+    last: StyleFit | None = None  # the fit of every battle so far (None: not asked for yet)
 
     @classmethod
     def of(cls, board: Board, coded: ratings.Coded) -> StyleTally | None:
@@ -265,34 +285,76 @@ class StyleTally:
         start = np.append(params, 0.0)
         _, grad, hess, meat = battle_terms(start, coded.a, coded.b, coded.score, x, n, meat=True)
         assert meat is not None
-        moments = np.vstack([np.full(diff.shape[1], float(len(diff))), diff.sum(axis=0), (diff**2).sum(axis=0)])
-        return cls(list(coded.models), start, grad, hess, meat, mean, spread, moments, params)
+        p = 1.0 / (1.0 + np.exp(-(theta[coded.a] - theta[coded.b] + x[:, :-1] @ params[n:])))
+        weight, residual = p * (1.0 - p), coded.score - p
+        # d/dz of p(1 - p) and of (s - p)^2, z the logit
+        hess_slope = _Slope.of(coded.a, coded.b, x, weight * (1.0 - 2.0 * p), n)
+        meat_slope = _Slope.of(coded.a, coded.b, x, -2.0 * residual * weight, n)
+        met = np.zeros((n, n), bool)
+        met[coded.a, coded.b] = met[coded.b, coded.a] = True
+        spreads = x.T @ x / len(x)
+        return cls(
+            list(coded.models),
+            start,
+            grad,
+            hess,
+            meat,
+            hess_slope,
+            meat_slope,
+            mean,
+            spread,
+            _moments(diff),
+            met,
+            spreads,
+            params,
+        )
 
-    def add(self, a: np.ndarray, b: np.ndarray, score: np.ndarray, diff: np.ndarray) -> None:
-        """Counted battles (model positions, scores, `style_differences`) in."""
+    def add(self, a: np.ndarray, b: np.ndarray, score: np.ndarray, diff: np.ndarray) -> bool:
+        """Counted battles (model positions, scores, `style_differences`) in, the fit moved on to
+        them; False (and nothing changed) when that moves it beyond the expansion's `REACH`."""
+        moments = self.moments + _moments(diff)
         self.new.append((a, b, score, diff))
-        self.moments += np.vstack([np.full(diff.shape[1], float(len(diff))), diff.sum(axis=0), (diff**2).sum(axis=0)])
+        fit = self._fit(moments)
+        if fit is None:
+            self.new.pop()
+            return False
+        self.moments, self.params, self.last = moments, fit.params, fit
+        return True
 
-    def fit(self, *, intervals: bool, tol: float = 1e-9, max_iter: int = 50) -> StyleFit:
-        """The fit of every battle so far (Newton's method on the expansion plus the new battles)."""
+    def fit(self) -> StyleFit:
+        """The fit of every battle so far."""
+        if self.last is None:
+            self.last = self._fit(self.moments)
+            assert self.last is not None, "no battle added: the full build's own fit"
+        return self.last
+
+    def _fit(self, moments: np.ndarray, tol: float = 1e-9, max_iter: int = 50) -> StyleFit | None:
+        """Newton's method on the expansion plus the new battles, the features standardised by
+        `moments`; None when the earlier battles' logits would move beyond `REACH`."""
         n = len(self.models)
-        count, total, squares = self.moments
+        count, total, squares = moments
         mean = total / count
         variance = squares / count - mean**2
         spread = np.where(variance > 1e-12, np.sqrt(np.clip(variance, 0.0, None)), 0.0)
         to_start = self._restandardise(mean, spread)
         a, b, s, diff = (np.concatenate(parts) for parts in zip(*self.new, strict=True)) if self.new else _none(mean)
         x = standardise(diff, mean, spread)
-        hess_old = to_start.T @ self.hess @ to_start
 
         def objective(params: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+            """The objective, its gradient and negative Hessian: the earlier battles' to third order."""
             shift = to_start @ params - self.start
-            old = float(self.grad @ shift - 0.5 * shift @ self.hess @ shift)
+            moved = self.hess + self.hess_slope.along(shift)
+            old = float(
+                self.grad @ shift
+                - 0.5 * shift @ self.hess @ shift
+                - (shift @ moved @ shift - shift @ self.hess @ shift) / 6.0
+            )
             loglik, grad, hess, _ = battle_terms(params, a, b, s, x, n)
             penalty, ridge_grad, ridge_hess = ridge_terms(params, n)
             value = old + loglik + penalty
-            grad = to_start.T @ (self.grad - self.hess @ shift) + grad + ridge_grad
-            return value, grad, hess_old + hess + np.diag(ridge_hess)
+            old_grad = self.grad - 0.5 * (self.hess + moved) @ shift
+            grad = to_start.T @ old_grad + grad + ridge_grad
+            return value, grad, to_start.T @ moved @ to_start + hess + np.diag(ridge_hess)
 
         params = self.params
         value, grad, hess = objective(params)
@@ -307,12 +369,21 @@ class StyleTally:
             value, grad, hess = candidate
             if np.max(np.abs(size * step)) < tol:
                 break
-        self.params = params
-        if not intervals:
-            return StyleFit(self.models, params)
+        shift = to_start @ params - self.start
+        if self._reach(shift) > REACH:
+            return None
         _, _, _, meat = battle_terms(params, a, b, s, x, n, meat=True)
         assert meat is not None
-        return StyleFit(self.models, params, hess, to_start.T @ self.meat @ to_start + meat)
+        old_meat = self.meat + self.meat_slope.along(shift)
+        return StyleFit(self.models, params, hess, to_start.T @ old_meat @ to_start + meat)
+
+    def _reach(self, shift: np.ndarray) -> float:
+        """How far `shift` (over theta, beta, c) moves the earlier battles' logits: the largest
+        change of a rating difference between two models that met, plus the root mean square of
+        the features' part."""
+        n = len(self.models)
+        apart = np.abs(shift[:n, None] - shift[None, :n])[self.met]
+        return float((apart.max() if len(apart) else 0.0) + np.sqrt(shift[n:] @ self.spreads @ shift[n:]))
 
     def _restandardise(self, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
         """The matrix taking (theta, beta) with the features standardised by `mean` and `spread` to
@@ -326,6 +397,48 @@ class StyleTally:
         return out
 
 
+def _moments(diff: np.ndarray) -> np.ndarray:
+    """Rows: the count, the sum and the sum of squares of each feature's differences."""
+    return np.vstack([np.full(diff.shape[1], float(len(diff))), diff.sum(axis=0), (diff**2).sum(axis=0)])
+
+
 def _none(mean: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """No battles: (a, b, score, diff) of length 0."""
     return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros((0, len(mean)))
+
+
+@dataclass(frozen=True)
+class _Slope:
+    """sum_i c_i (u_i . d) u_i u_i^T for any d, u_i = (e_a - e_b, x_i) a battle's design row: with
+    c the derivative of a battle's weight in its logit, how the weighted Gram matrix (`style._gram`)
+    moves when the parameters move by d. Kept as sums per (a, b) pair of c, c x and c x x^T, and
+    the sum of c x x x over all battles: the size depends on the models and features only."""
+
+    n_models: int
+    per_pair: np.ndarray  # (pairs,)
+    per_pair_x: np.ndarray  # (pairs, k)
+    per_pair_xx: np.ndarray  # (pairs, k, k)
+    xxx: np.ndarray  # (k, k, k)
+
+    @classmethod
+    def of(cls, a: np.ndarray, b: np.ndarray, x: np.ndarray, c: np.ndarray, n_models: int) -> _Slope:
+        pair, cells, k = a * n_models + b, n_models * n_models, x.shape[1]
+        weighted = x * c[:, None]
+        per_pair_x = np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)])
+        per_pair_xx = np.stack(
+            [np.column_stack([np.bincount(pair, weighted[:, j] * x[:, m], cells) for m in range(k)]) for j in range(k)],
+            axis=1,
+        )
+        xxx = np.stack([(weighted * x[:, [j]]).T @ x for j in range(k)])
+        return cls(n_models, np.bincount(pair, c, cells), per_pair_x, per_pair_xx, xxx)
+
+    def along(self, d: np.ndarray) -> np.ndarray:
+        n = self.n_models
+        theta, gamma = d[:n], d[n:]
+        apart = (theta[:, None] - theta[None, :]).ravel()  # d's part of each pair's logits, a * n + b
+        return gram_of_sums(
+            apart * self.per_pair + self.per_pair_x @ gamma,
+            apart[:, None] * self.per_pair_x + self.per_pair_xx @ gamma,
+            np.tensordot(apart, self.per_pair_xx, axes=1) + self.xxx @ gamma,
+            n,
+        )

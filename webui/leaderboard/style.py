@@ -228,15 +228,20 @@ def _gram(
     The model blocks come from sums per (a, b) pair: one pass over the battles per column."""
     k, cells = x.shape[1], n_models * n_models
     pair = a * n_models + b
-    pairs = np.bincount(pair, w, cells).reshape(n_models, n_models)
-    block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
     weighted = x * w[:, None]
-    cross = (
-        _by_model(np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]), n_models)
-        if k
-        else np.zeros((n_models, 0))
-    )
+    per_pair_x = np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]) if k else None
     inner = weighted.T @ x + beta_ridge * np.eye(k)
+    return gram_of_sums(np.bincount(pair, w, cells), per_pair_x, inner, n_models, ridge)
+
+
+def gram_of_sums(
+    per_pair: np.ndarray, per_pair_x: np.ndarray | None, inner: np.ndarray, n_models: int, ridge: float = 0.0
+) -> np.ndarray:
+    """`_gram` from its sums: of w per (a, b) pair (flat, a * n + b), of w x per pair (one column
+    per feature; None: no feature) and of w x x^T over all battles (with the ridge on the betas)."""
+    pairs = per_pair.reshape(n_models, n_models)
+    block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
+    cross = _by_model(per_pair_x, n_models) if per_pair_x is not None else np.zeros((n_models, 0))
     return np.block([[block, cross], [cross.T, inner]])
 
 
