@@ -111,7 +111,10 @@ def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
 
 
 STYLED = dataclasses.replace(OPTIONS, style=True)
-STYLE_POINTS = 0.5  # the tally's style ratings and interval ends within this of a full build's
+STYLE_POINTS = 0.5  # asked of the tally: its style columns within half a rating point of a full build's
+# What it holds on these logs (measured 0.02 and 0.11 points): tight enough to catch a frozen
+# standardisation (ratings 0.16 points off) or an expansion to second order only (ends 0.47 off).
+RATING_POINTS, ENDS_POINTS = 0.05, 0.25
 P_ORDER = 0.02  # P(above next): half a point moves it by about 0.01 where the neighbours are 15 points apart
 STYLE_COLUMNS_COMPARED = ["style_rating", "style_lower", "style_upper"]
 
@@ -125,14 +128,14 @@ def more_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     return index.rows()
 
 
-def style_gap(ours: Board, full: Board) -> float:
-    """`max_difference` of the tally's board and a full build's, their style ranks asserted equal
-    (where the tolerance cannot change them) and their rank confidences and coefficients close."""
+def assert_style_close(ours: Board, full: Board) -> None:
+    """The tally's style columns close to a full build's: ratings, interval ends, ranks (where the
+    tolerance cannot change them), rank confidences and coefficients."""
     mine, theirs = ours.table.set_index("model"), full.table.set_index("model").loc[ours.table["model"]]
     ranked = theirs["style_lower"].notna()
     lower, upper = theirs.loc[ranked, "style_lower"], theirs.loc[ranked, "style_upper"]
     # a rank is the count of intervals wholly above: where two ends are nearer than the tolerance, either is right
-    settled = ranks(lower - STYLE_POINTS, upper + STYLE_POINTS) == ranks(lower + STYLE_POINTS, upper - STYLE_POINTS)
+    settled = ranks(lower - ENDS_POINTS, upper + ENDS_POINTS) == ranks(lower + ENDS_POINTS, upper - ENDS_POINTS)
     assert settled.mean() > 0.5
     pd.testing.assert_series_equal(
         mine.loc[settled[settled].index, "style_rank"], theirs.loc[settled[settled].index, "style_rank"]
@@ -144,7 +147,9 @@ def style_gap(ours: Board, full: Board) -> float:
     pd.testing.assert_series_equal(
         ours.rated.style_coefficients, full.rated.style_coefficients, check_exact=False, atol=0.01
     )
-    return max_difference(ours, full)
+    rating = (mine["style_rating"] - theirs["style_rating"]).abs().max()
+    ends = (mine[["style_lower", "style_upper"]] - theirs[["style_lower", "style_upper"]]).abs().max().max()
+    assert rating < RATING_POINTS and ends < ENDS_POINTS <= STYLE_POINTS, (rating, ends)
 
 
 def max_difference(board: Board, other: Board) -> float:
@@ -163,7 +168,7 @@ def test_style_columns_follow_votes_added_one_by_one_and_in_blocks(more_rows: pd
         done += size
         assert ours is not None, f"declined rows {done - size}..{done}"
         full = board_from_rows(more_rows.iloc[:done], STYLED)
-        assert style_gap(ours, full) < STYLE_POINTS, f"after {done - start} votes"
+        assert_style_close(ours, full)
         assert_same_board(ours, full)  # the raw columns still exact
         moved = max_difference(full, base)
     assert moved > 10 * STYLE_POINTS, "the added votes move the style columns: a stale tally would differ"
@@ -181,7 +186,7 @@ def test_style_columns_follow_the_styles_of_the_new_votes(more_rows: pd.DataFram
         ours = Tally.of(base).add(new)
         assert ours is not None
         full = board_from_rows(pd.concat([more_rows.iloc[:start], new], ignore_index=True), STYLED)
-        assert style_gap(ours, full) < STYLE_POINTS, name
+        assert_style_close(ours, full)
         boards[name] = full
     raw = boards["as logged"].table["rating"] - boards["swapped"].table["rating"]
     styled = boards["as logged"].table["style_rating"] - boards["swapped"].table["style_rating"]

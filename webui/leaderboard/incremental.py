@@ -12,8 +12,13 @@ them counted. Equal to a full build of the same rows (tests/unit/test_incrementa
   intervals, the ranks and the next comparisons: all of them are fitted on the outcome counts
   (`ratings.grouped_table`), whose size depends on the models only;
 - the online Elo, carried on from the last vote.
-Kept from the last full build until the next one: the style-controlled columns and coefficients
-(their fit needs every battle's own features), the speeds (medians), the voter check (a voter
+Within half a rating point of a full build (the same tests; docs/leaderboard.md has the figures):
+- the style-controlled ratings, their sandwich intervals, ranks, P(above next) and coefficients
+  (`StyleTally`). The last full build's battles enter as the expansion of their log-likelihood
+  around its fit, to third order, in sums whose size depends on the models and features; the
+  battles since, at most a full build's interval of them, enter exactly. Features are
+  standardised as a full build of the same rows would (running moments).
+Kept from the last full build until the next one: the speeds (medians), the voter check (a voter
 flagged then has new votes left out when asked; a new one is flagged only by a full build), the
 ratings over time, the categories, and the row tables `battles` and `counted` (the rows since are
 in `recent`). The live board (webui.leaderboard.live) runs a full build after enough added votes
@@ -21,8 +26,9 @@ or time, which brings all of these up to date.
 
 `add` declines (None: build in full) what it cannot add exactly: a vote not newer than every vote
 before it (its place in the time order changes the Elo and the cap), a model the last full
-build had not counted, and a fingerprint that had not served its model then (a new one splits the
-model's row; a model already split needs its rows' labels).
+build had not counted, a fingerprint that had not served its model then (a new one splits the
+model's row; a model already split needs its rows' labels), and votes that move the style fit so
+far from the last full build's that the expansion no longer holds (`REACH`).
 """
 
 from __future__ import annotations
@@ -244,7 +250,7 @@ REACH = 0.25
 
 @dataclass
 class StyleTally:
-    """The style-controlled fit carried forward: the last full build's battles as the second-order
+    """The style-controlled fit carried forward: the last full build's battles as the third-order
     expansion of their log-likelihood around its fit, the battles since exactly, and the features'
     running moments (for the standardisation a full build would use). See the module docstring.
 
@@ -258,8 +264,10 @@ class StyleTally:
     grad: np.ndarray  # its battles' log-likelihood gradient there, over (theta, beta, c)
     hess: np.ndarray  # their negative Hessian there (no ridge)
     meat: np.ndarray  # the sum of their score vectors' outer products there
-    hess_slope: _Slope  # how those two move with the parameters (first order)
-    meat_slope: _Slope
+    # How the Hessian moves with the parameters (first order). The meat's first-order change nearly
+    # cancels (the residuals sum to zero at the fit) and its second-order one does not: moving it by
+    # the first alone was measured farther from full builds than keeping it, so it is kept.
+    hess_slope: _Slope
     mean: np.ndarray  # the full build's standardisation: each feature's mean ...
     spread: np.ndarray  # ... and standard deviation
     moments: np.ndarray  # rows: count, sum, sum of squares of each feature's differences, every battle
@@ -286,10 +294,7 @@ class StyleTally:
         _, grad, hess, meat = battle_terms(start, coded.a, coded.b, coded.score, x, n, meat=True)
         assert meat is not None
         p = 1.0 / (1.0 + np.exp(-(theta[coded.a] - theta[coded.b] + x[:, :-1] @ params[n:])))
-        weight, residual = p * (1.0 - p), coded.score - p
-        # d/dz of p(1 - p) and of (s - p)^2, z the logit
-        hess_slope = _Slope.of(coded.a, coded.b, x, weight * (1.0 - 2.0 * p), n)
-        meat_slope = _Slope.of(coded.a, coded.b, x, -2.0 * residual * weight, n)
+        hess_slope = _Slope.of(coded.a, coded.b, x, p * (1.0 - p) * (1.0 - 2.0 * p), n)  # d/dz of p(1 - p)
         met = np.zeros((n, n), bool)
         met[coded.a, coded.b] = met[coded.b, coded.a] = True
         spreads = x.T @ x / len(x)
@@ -300,7 +305,6 @@ class StyleTally:
             hess,
             meat,
             hess_slope,
-            meat_slope,
             mean,
             spread,
             _moments(diff),
@@ -374,8 +378,7 @@ class StyleTally:
             return None
         _, _, _, meat = battle_terms(params, a, b, s, x, n, meat=True)
         assert meat is not None
-        old_meat = self.meat + self.meat_slope.along(shift)
-        return StyleFit(self.models, params, hess, to_start.T @ old_meat @ to_start + meat)
+        return StyleFit(self.models, params, hess, to_start.T @ self.meat @ to_start + meat)
 
     def _reach(self, shift: np.ndarray) -> float:
         """How far `shift` (over theta, beta, c) moves the earlier battles' logits: the largest

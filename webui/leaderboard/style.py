@@ -25,6 +25,11 @@ centred contrast (the covariance transformed by the centring matrix), and the 95
 estimate +- 1.96 standard errors on the Elo scale. tests/unit/test_leaderboard_simulation.py
 checks that it covers known ratings at the promised rate. `style_bootstrap` remains, unused by
 the board. Pure numpy/pandas.
+
+The model has no intercept, so the centring of the features is part of it: a shifted mean adds
+-beta * shift / sd to every battle's logit, as an intercept would (FastChat's style control
+standardises the same way). Between full builds the live board's tally carries this fit per vote
+(webui.leaderboard.incremental.StyleTally, from `StyleFit` and `battle_terms`).
 """
 
 from __future__ import annotations
