@@ -245,7 +245,7 @@ def _style_counts(battles: pd.DataFrame) -> pd.DataFrame:
 # How far (log-odds) the earlier battles' logits may move from the full build's fit before its
 # expansion stops holding the style columns within half a rating point (measured on simulated
 # logs: docs/leaderboard.md): beyond, the tally declines and a full build follows.
-REACH = 0.25
+REACH = 0.2
 
 
 @dataclass
