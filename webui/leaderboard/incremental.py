@@ -232,6 +232,7 @@ def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, in
 
 
 def _differences(battles: pd.DataFrame) -> np.ndarray:
+    """`style.style_differences` of the battles' style counts."""
     return style_differences(_style_counts(battles))
 
 
@@ -329,7 +330,7 @@ class StyleTally:
         """The fit of every battle so far."""
         if self.last is None:
             self.last = self._fit(self.moments)
-            assert self.last is not None, "no battle added: the full build's own fit"
+            assert self.last is not None, "with no battle added the fit is the full build's own: within reach"
         return self.last
 
     def _fit(self, moments: np.ndarray, tol: float = 1e-9, max_iter: int = 50) -> StyleFit | None:
