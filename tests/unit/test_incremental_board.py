@@ -4,8 +4,10 @@ included); it declines what it cannot add exactly; the live board publishes thro
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -14,8 +16,9 @@ from webui.leaderboard.board import Board, BoardOptions, board_from_index, board
 from webui.leaderboard.incremental import Tally
 from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.live import LiveBoard
-from webui.leaderboard.ratings import TABLE_COLUMNS
+from webui.leaderboard.ratings import TABLE_COLUMNS, ranks
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.style import FEATURES
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 
@@ -77,7 +80,8 @@ def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
     recorder = JsonlRecorder(tmp_path / "logs", IdentityPolicy("none"))
     for i in range(12):
         recorder.vote(vote("leftvote" if i % 3 else "tievote", battle("alpha", "beta" if i % 2 else "gamma")))
-    options = BoardOptions(rounds=10, min_battles=0)
+    # without style: on 12 votes one more moves the style fit beyond what the tally carries (a full build)
+    options = BoardOptions(rounds=10, min_battles=0, style=False)
     builds: list[int] = []
 
     def counting_build(rows: pd.DataFrame, opts: BoardOptions, skipped: int) -> Board:
@@ -104,3 +108,98 @@ def test_the_live_board_adds_votes_and_builds_in_full_when_due(tmp_path: Path):
     live.sync()
     assert builds == [12, 17] and len(live.latest().board.recent) == 0
     live.close()
+
+
+STYLED = dataclasses.replace(OPTIONS, style=True)
+STYLE_POINTS = 0.5  # asked of the tally: its style columns within half a rating point of a full build's
+# What it holds on these logs (measured: 0.01 and 0.09 points): tight enough to catch a frozen
+# standardisation (ratings 0.16 points off) or an expansion to second order only (ends 0.27 off).
+RATING_POINTS, ENDS_POINTS = 0.05, 0.25
+P_ORDER = 0.02  # P(above next): half a point moves it by about 0.01 where the neighbours are 15 points apart
+STYLE_COLUMNS_COMPARED = ["style_rating", "style_lower", "style_upper"]
+
+
+@pytest.fixture(scope="module")
+def more_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    logs = tmp_path_factory.mktemp("simulated-more")
+    simulate(logs, 8000, days=10)
+    index = VoteIndex(logs)
+    index.catch_up()
+    return index.rows()
+
+
+def assert_style_close(ours: Board, full: Board) -> None:
+    """The tally's style columns close to a full build's: ratings, interval ends, ranks (where the
+    tolerance cannot change them), rank confidences and coefficients."""
+    mine, theirs = ours.table.set_index("model"), full.table.set_index("model").loc[ours.table["model"]]
+    ranked = theirs["style_lower"].notna()
+    lower, upper = theirs.loc[ranked, "style_lower"], theirs.loc[ranked, "style_upper"]
+    # a rank is the count of intervals wholly above: where two ends are nearer than the tolerance, either is right
+    settled = ranks(lower - ENDS_POINTS, upper + ENDS_POINTS) == ranks(lower + ENDS_POINTS, upper - ENDS_POINTS)
+    assert settled.mean() > 0.5
+    pd.testing.assert_series_equal(
+        mine.loc[settled[settled].index, "style_rank"], theirs.loc[settled[settled].index, "style_rank"]
+    )
+    pd.testing.assert_series_equal(
+        mine["style_p_above_next"], theirs["style_p_above_next"], check_exact=False, atol=P_ORDER
+    )
+    assert (np.sign(ours.rated.style_coefficients) == np.sign(full.rated.style_coefficients)).all()
+    pd.testing.assert_series_equal(
+        ours.rated.style_coefficients, full.rated.style_coefficients, check_exact=False, atol=0.01
+    )
+    rating = (mine["style_rating"] - theirs["style_rating"]).abs().max()
+    ends = (mine[["style_lower", "style_upper"]] - theirs[["style_lower", "style_upper"]]).abs().max().max()
+    assert rating < RATING_POINTS and ends < ENDS_POINTS <= STYLE_POINTS, (rating, ends)
+
+
+def max_difference(board: Board, other: Board) -> float:
+    """The largest difference between two boards' style ratings and interval ends (points)."""
+    mine, theirs = board.table.set_index("model"), other.table.set_index("model").loc[board.table["model"]]
+    return float((mine[STYLE_COLUMNS_COMPARED] - theirs[STYLE_COLUMNS_COMPARED]).abs().max().max())
+
+
+def test_style_columns_follow_votes_added_one_by_one_and_in_blocks(more_rows: pd.DataFrame):
+    start = int(len(more_rows) * 0.6)  # every model has its votes by then (late-7b joins halfway)
+    base = board_from_rows(more_rows.iloc[:start], STYLED)
+    tally = Tally.of(base)
+    done, moved = start, 0.0
+    for size in (1, 1, 5, 200, 600):
+        ours = tally.add(more_rows.iloc[done : done + size])
+        done += size
+        assert ours is not None, f"declined rows {done - size}..{done}"
+        full = board_from_rows(more_rows.iloc[:done], STYLED)
+        assert_style_close(ours, full)
+        assert_same_board(ours, full)  # the raw columns still exact
+        moved = max_difference(full, base)
+    assert moved > 10 * STYLE_POINTS, "the added votes move the style columns: a stale tally would differ"
+
+
+def test_style_columns_follow_the_styles_of_the_new_votes(more_rows: pd.DataFrame):
+    """The same outcomes with each new battle's replies' styles swapped between the sides (the
+    longer, markdown-heavier reply now loses where it won): only the style fit can tell."""
+    start, size = int(len(more_rows) * 0.6), 100
+    base = board_from_rows(more_rows.iloc[:start], STYLED)
+    block = more_rows.iloc[start : start + size]
+    swapped = block.rename(columns={f"{f}_{s}": f"{f}_{'b' if s == 'a' else 'a'}" for f in FEATURES for s in "ab"})
+    boards = {}
+    for name, new in (("as logged", block), ("swapped", swapped)):
+        ours = Tally.of(base).add(new)
+        assert ours is not None
+        full = board_from_rows(pd.concat([more_rows.iloc[:start], new], ignore_index=True), STYLED)
+        assert_style_close(ours, full)
+        boards[name] = full
+    raw = boards["as logged"].table["rating"] - boards["swapped"].table["rating"]
+    styled = boards["as logged"].table["style_rating"] - boards["swapped"].table["style_rating"]
+    assert raw.abs().max() < 1e-9 and styled.abs().max() > 10 * STYLE_POINTS
+
+
+def test_a_block_beyond_the_expansions_reach_is_declined(more_rows: pd.DataFrame):
+    """Votes that move the style fit too far from the last full build's for its expansion to
+    hold the columns within half a point: a full build instead, the tally unchanged."""
+    start = int(len(more_rows) * 0.6)
+    tally = Tally.of(board_from_rows(more_rows.iloc[:start], STYLED))
+    before = tally.board()
+    assert tally.add(more_rows.iloc[start:]) is None and tally.added == 0
+    assert_same_board(tally.board(), before)
+    assert max_difference(tally.board(), before) == 0.0
+    assert tally.add(more_rows.iloc[start : start + 200]) is not None  # a nearer block still goes in

@@ -25,6 +25,11 @@ centred contrast (the covariance transformed by the centring matrix), and the 95
 estimate +- 1.96 standard errors on the Elo scale. tests/unit/test_leaderboard_simulation.py
 checks that it covers known ratings at the promised rate. `style_bootstrap` remains, unused by
 the board. Pure numpy/pandas.
+
+The model has no intercept, so the centring of the features is part of it: a shifted mean adds
+-beta * shift / sd to every battle's logit, as an intercept would (FastChat's style control
+standardises the same way). Between full builds the live board's tally carries this fit per vote
+(webui.leaderboard.incremental.StyleTally, from `StyleFit` and `battle_terms`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -116,14 +122,25 @@ def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
 
 def style_matrix(counts: pd.DataFrame) -> np.ndarray:
     """Normalised, standardised differences: one column per feature."""
+    diff = style_differences(counts)
+    columns = [diff[:, j].copy() for j in range(diff.shape[1])]  # contiguous: the sums as before
+    return standardise(diff, np.array([c.mean() for c in columns]), np.array([c.std() for c in columns]))
+
+
+def style_differences(counts: pd.DataFrame) -> np.ndarray:
+    """Each battle's normalised differences (A - B) / (A + B), 0 when both are 0: one column per feature."""
     out = []
     for f in FEATURES:
         a, b = counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)
         total = a + b
-        diff = np.divide(a - b, total, out=np.zeros_like(total), where=total > 0)
-        spread = diff.std()
-        out.append((diff - diff.mean()) / spread if spread > 0 else np.zeros_like(diff))
+        out.append(np.divide(a - b, total, out=np.zeros_like(total), where=total > 0))
     return np.column_stack(out) if out else np.zeros((len(counts), 0))
+
+
+def standardise(diff: np.ndarray, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """`style_differences` less each feature's `mean`, over its `spread` (a column of 0 where that is 0)."""
+    safe = np.where(spread > 0, spread, 1.0)
+    return np.where(spread > 0, (diff - mean) / safe, 0.0)
 
 
 def fit_bt_style(
@@ -216,15 +233,20 @@ def _gram(
     The model blocks come from sums per (a, b) pair: one pass over the battles per column."""
     k, cells = x.shape[1], n_models * n_models
     pair = a * n_models + b
-    pairs = np.bincount(pair, w, cells).reshape(n_models, n_models)
-    block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
     weighted = x * w[:, None]
-    cross = (
-        _by_model(np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]), n_models)
-        if k
-        else np.zeros((n_models, 0))
-    )
+    per_pair_x = np.column_stack([np.bincount(pair, weighted[:, j], cells) for j in range(k)]) if k else None
     inner = weighted.T @ x + beta_ridge * np.eye(k)
+    return gram_of_sums(np.bincount(pair, w, cells), per_pair_x, inner, n_models, ridge)
+
+
+def gram_of_sums(
+    per_pair: np.ndarray, per_pair_x: np.ndarray | None, inner: np.ndarray, n_models: int, ridge: float = 0.0
+) -> np.ndarray:
+    """`_gram` from its sums: of w per (a, b) pair (flat, a * n + b), of w x per pair (one column
+    per feature; None: no feature) and of w x x^T over all battles (with the ridge on the betas)."""
+    pairs = per_pair.reshape(n_models, n_models)
+    block = np.diag(pairs.sum(axis=1) + pairs.sum(axis=0) + ridge) - pairs - pairs.T
+    cross = _by_model(per_pair_x, n_models) if per_pair_x is not None else np.zeros((n_models, 0))
     return np.block([[block, cross], [cross.T, inner]])
 
 
@@ -253,19 +275,71 @@ def sandwich_covariance(
 ) -> np.ndarray:
     """The covariance, on the Elo scale (points squared), of the ratings centred on the `centre`
     models' mean: the sandwich H^-1 B H^-1 of the fit `params`, transformed by the centring matrix."""
-    z = _logits(params, a, b, x, n_models)
-    p = 1.0 / (1.0 + np.exp(-z))
-    _, hess = _derivatives(z, params, a, b, score, x, np.ones(len(score)), n_models, RIDGE)
-    meat = _gram(a, b, x, (score - p) ** 2, n_models)
+    _, _, hess, meat = battle_terms(params, a, b, score, x, n_models, meat=True)
+    assert meat is not None
+    return _centred_covariance(hess + np.diag(ridge_terms(params, n_models)[2]), meat, n_models, centre)
+
+
+def _centred_covariance(hess: np.ndarray, meat: np.ndarray, n_models: int, centre: np.ndarray) -> np.ndarray:
     bread = np.linalg.inv(hess)
     covariance = (bread @ meat @ bread)[:n_models, :n_models]
     centring = np.eye(n_models) - np.outer(np.ones(n_models), centre / centre.sum())
     return centring @ covariance @ centring.T * (SCALE / math.log(BASE)) ** 2
 
 
+def battle_terms(
+    params: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    x: np.ndarray,
+    n_models: int,
+    *,
+    meat: bool = False,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The battles' log-likelihood at `params` (theta, then one coefficient per column of `x`), its
+    gradient, its negative Hessian and (asked for) the sandwich's meat, all without the ridges."""
+    z = _logits(params, a, b, x, n_models)
+    p = 1.0 / (1.0 + np.exp(-z))
+    r = score - p
+    grad = np.concatenate([_by_model(np.bincount(a * n_models + b, r, n_models * n_models), n_models), x.T @ r])
+    loglik = float(np.sum(score * z - np.logaddexp(0.0, z)))
+    return loglik, grad, _gram(a, b, x, p * (1.0 - p), n_models), _gram(a, b, x, r**2, n_models) if meat else None
+
+
+def ridge_terms(params: np.ndarray, n_models: int, ridge: float = RIDGE) -> tuple[float, np.ndarray, np.ndarray]:
+    """The ridges' part of the objective at `params`: its value, gradient and negative Hessian's diagonal."""
+    weights = np.concatenate([np.full(n_models, ridge), np.full(len(params) - n_models, BETA_RIDGE)])
+    return -0.5 * float(weights @ params**2), -weights * params, weights
+
+
+@dataclass(frozen=True)
+class StyleFit:
+    """One style-controlled fit of `models`: theta then beta (log-odds per standard deviation of
+    each feature) and, for the sandwich intervals, the negative Hessian of the objective (ridges
+    included) and the meat at them; None: no interval asked for."""
+
+    models: list[str]
+    params: np.ndarray
+    hess: np.ndarray | None = None
+    meat: np.ndarray | None = None
+
+    def covariance(self, centre: np.ndarray) -> np.ndarray | None:
+        """`sandwich_covariance` of the fit, the ratings centred on the `centre` models' mean."""
+        if self.hess is None or self.meat is None:
+            return None
+        return _centred_covariance(self.hess, self.meat, len(self.models), centre)
+
+
 def _to_scale(theta: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """Elo scale with the mean of the `centre` models (a boolean mask) at 1000."""
     return INIT + (theta - theta[centre].mean()) * SCALE / math.log(BASE)
+
+
+def from_scale(rating: np.ndarray) -> np.ndarray:
+    """The thetas of a fit from its ratings (`_to_scale`): the ridge puts the optimum's mean at 0."""
+    theta = (rating - INIT) * math.log(BASE) / SCALE
+    return theta - theta.mean()
 
 
 def _mask(models: list[str], reference: list[str] | None) -> np.ndarray:
@@ -287,33 +361,40 @@ def style_fit(
 ) -> tuple[pd.Series, pd.Series]:
     """(style-controlled ratings on the Elo scale, the `reference` models (default: all) averaging
     1000; the style coefficients in log-odds per standard deviation of each feature)."""
-    fit = _style_fit(battles, counts, reference)
-    return fit[0], fit[1]
+    rating, coefficients, _, _ = _fit_columns(_style_fit(battles, counts, intervals=False), reference)
+    return rating, coefficients
 
 
 def _style_fit(
-    battles: pd.DataFrame,
-    counts: pd.DataFrame | None,
-    reference: list[str] | None,
-    level: float | None = None,
-    coded: Coded | None = None,
-) -> tuple[pd.Series, pd.Series, pd.DataFrame, pd.DataFrame | None]:
-    """`style_fit`, and (with a `level`) the sandwich intervals (columns lower, upper) and covariance."""
+    battles: pd.DataFrame, counts: pd.DataFrame | None, *, intervals: bool, coded: Coded | None = None
+) -> StyleFit:
+    """The fit on `battles`, with the sandwich's parts when `intervals`."""
     coded = coded or encode(battles)
     models, a, b, s, x = _inputs(battles, counts, coded)
     g = coded.grouped()  # start from the raw ratings (fitted on a few hundred counts): fewer Newton steps
     start = np.concatenate([fit_bt(g.outcomes, g.score, g.weight, len(models)), np.zeros(x.shape[1])])
     params = fit_bt_style(a, b, s, x, np.ones(len(s)), len(models), start=start)
+    if not intervals:
+        return StyleFit(models, params)
+    _, _, hess, meat = battle_terms(params, a, b, s, x, len(models), meat=True)
+    return StyleFit(models, params, hess + np.diag(ridge_terms(params, len(models))[2]), meat)
+
+
+def _fit_columns(
+    fit: StyleFit, reference: list[str] | None, level: float = 0.95
+) -> tuple[pd.Series, pd.Series, pd.DataFrame, pd.DataFrame | None]:
+    """A fit's ratings (the `reference` models averaging 1000), coefficients, interval (columns
+    lower, upper: the rating itself without the sandwich's parts) and covariance."""
+    models, n = fit.models, len(fit.models)
     centre = _mask(models, reference)
-    rating = pd.Series(_to_scale(params[: len(models)], centre), index=models, name="style_rating")
-    bounds, covariance = pd.DataFrame({"lower": rating, "upper": rating}), None
-    if level is not None:
-        covariance = pd.DataFrame(
-            sandwich_covariance(params, a, b, s, x, len(models), centre), index=models, columns=models
-        )
-        half = NormalDist().inv_cdf((1.0 + level) / 2.0) * np.sqrt(np.clip(np.diag(covariance), 0.0, None))
-        bounds = pd.DataFrame({"lower": rating - half, "upper": rating + half})
-    return rating, pd.Series(params[len(models) :], index=list(FEATURES), name="coefficient"), bounds, covariance
+    rating = pd.Series(_to_scale(fit.params[:n], centre), index=models, name="style_rating")
+    coefficients = pd.Series(fit.params[n:], index=list(FEATURES), name="coefficient")
+    spread = fit.covariance(centre)
+    if spread is None:
+        return rating, coefficients, pd.DataFrame({"lower": rating, "upper": rating}), None
+    covariance = pd.DataFrame(spread, index=models, columns=models)
+    half = NormalDist().inv_cdf((1.0 + level) / 2.0) * np.sqrt(np.clip(np.diag(spread), 0.0, None))
+    return rating, coefficients, pd.DataFrame({"lower": rating - half, "upper": rating + half}), covariance
 
 
 def style_intervals(
@@ -321,7 +402,7 @@ def style_intervals(
 ) -> pd.DataFrame:
     """Sandwich intervals of the style-controlled ratings (see the module docstring): columns
     lower, upper, one row per model."""
-    return _style_fit(battles, counts, reference, level)[2]
+    return _fit_columns(_style_fit(battles, counts, intervals=True), reference, level)[2]
 
 
 def style_bootstrap(
@@ -362,7 +443,12 @@ def style_table(
     closed-form interval (`seed` is not used: nothing is drawn). `coded`: the battles, encoded."""
     if battles.empty:
         return pd.DataFrame(columns=list(STYLE_COLUMNS)), pd.Series(dtype=float, name="coefficient")
-    rating, coefficients, bounds, covariance = _style_fit(battles, counts, ranked, 0.95 if rounds > 0 else None, coded)
+    return style_columns(_style_fit(battles, counts, intervals=rounds > 0, coded=coded), ranked)
+
+
+def style_columns(fit: StyleFit, ranked: list[str] | None) -> tuple[pd.DataFrame, pd.Series]:
+    """`style_table` of a fit (intervals and rank confidence where it has the sandwich's parts)."""
+    rating, coefficients, bounds, covariance = _fit_columns(fit, ranked)
     table = pd.DataFrame({"style_rating": rating, "style_lower": bounds["lower"], "style_upper": bounds["upper"]})
     keep = [m for m in (ranked if ranked is not None else list(table.index)) if m in table.index]
     table.loc[~table.index.isin(keep), ["style_lower", "style_upper"]] = np.nan  # preliminary: see ratings
