@@ -279,7 +279,18 @@ def texts(seed: int, n: int, size: int) -> list[str]:
     return [("".join(rng.choice(PIECES) + rng.choice(seps) for _ in range(rng.randint(0, size)))) for _ in range(n)]
 
 
-def test_find_identity_is_unchanged():
+@pytest.fixture(params=["compiled", "python"])
+def token_scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The identity check with its compiled token scan (webui/records/_tokens.c), then with the
+    Python version that runs where that was not built."""
+    if request.param == "python":
+        monkeypatch.setattr(identity, "_compiled_tokens_in", None)
+    elif identity._compiled_tokens_in is None:
+        pytest.skip("webui/records/_tokens.c is not built here (pip install -e . builds it)")
+    return request.param
+
+
+def test_find_identity_is_unchanged(token_scan: str):
     for i, reply_texts in enumerate(texts(1, 3000, 12)):
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
@@ -292,6 +303,22 @@ def test_find_identity_is_unchanged():
             ["llama"],
         ):
             assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
+
+
+def test_the_compiled_token_scan_finds_what_python_finds():
+    if identity._compiled_tokens_in is None:
+        pytest.skip("webui/records/_tokens.c is not built here (pip install -e . builds it)")
+    word_lists = [WORDS, identity_words(), ("3llama", "7b", "x", "a" * 70, "a" * 63), ("qwen",)]
+    firsts = [identity._ascii_firsts(tuple(words)) for words in word_lists]
+    rng = random.Random(5)
+    samples = [t.lower() for t in texts(6, 3000, 30)] + ["a" * 63, "a" * 70, "b" + "a" * 70, "", "7b7", "x"]
+    samples += ["".join(rng.choice("ab7 x-\n") for _ in range(rng.randint(0, 90))) for _ in range(3000)]
+    for text in samples:
+        raw = text.encode("ascii", "replace")
+        for members in (*firsts, frozenset(), frozenset({b"a", b"b", b"7"})):
+            assert identity._compiled_tokens_in(raw, members) == identity._python_tokens_in(raw, members), text
+    with pytest.raises(TypeError):
+        identity._compiled_tokens_in(b"qwen", frozenset({"qwen"}))  # members must be bytes
 
 
 def test_find_identity_on_the_simulated_replies():
