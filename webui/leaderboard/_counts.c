@@ -17,8 +17,10 @@ word_count(PyObject *module, PyObject *text)
         PyErr_SetString(PyExc_TypeError, "word_count: the text must be a str");
         return NULL;
     }
+#if PY_VERSION_HEX < 0x030C0000 /* 3.12 made every str ready, and deprecated the call */
     if (PyUnicode_READY(text) < 0)
         return NULL;
+#endif
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text), words = 0;
