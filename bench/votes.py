@@ -7,7 +7,7 @@
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work between runs), then,
 each step in a fresh process so that its peak memory is its own:
 - index cold: `VoteIndex.catch_up` from nothing (votes/s, peak memory of it and its workers, CPU
-  of it and of its workers: the figure that a shared machine's load leaves alone);
+  of it and of its workers: less moved than the wall time by a shared machine's load);
 - board, first: the whole default board (200 rounds, style control, categories, history) from the
   index, reading every row out of SQLite; board, warm: the same once the columnar copy exists;
 - one more vote: a live board on the index, a vote recorded, the time until the board has it; what

@@ -577,8 +577,8 @@ def _pool_for(unread: int) -> Iterator[Executor | None]:
 def _worker_context() -> multiprocessing.context.BaseContext:
     """Not a plain fork: the caller may be a thread of a server (a fork would copy its locks
     mid-use). A fork server is a fresh single-threaded process that imports the workers' modules
-    once (pandas among them: 0.7 s of CPU a worker when each is spawned) and forks every worker of
-    this and later catch-ups from itself; spawn where there is none."""
+    once (pandas among them, most of a spawned worker's start-up) and forks every worker of this
+    and later catch-ups from itself; spawn where there is none."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
