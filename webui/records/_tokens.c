@@ -7,7 +7,7 @@
  * vote's replies); here a run becomes an object only when its hash falls on a bit that a member's
  * hash set, which few do (about 50 members in 16,384 bits).
  *
- * Built where a C compiler is (pyproject.toml, optional); identity.py falls back to the Python
+ * Built where a C compiler is (setup.py, optional); identity.py falls back to the Python
  * version elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
