@@ -6,7 +6,8 @@
 
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work between runs), then,
 each step in a fresh process so that its peak memory is its own:
-- index cold: `VoteIndex.catch_up` from nothing (votes/s, peak memory of it and its workers);
+- index cold: `VoteIndex.catch_up` from nothing (votes/s, peak memory of it and its workers, CPU
+  of it and of its workers: less moved than the wall time by a shared machine's load);
 - board, first: the whole default board (200 rounds, style control, categories, history) from the
   index, reading every row out of SQLite; board, warm: the same once the columnar copy exists;
 - one more vote: a live board on the index, a vote recorded, the time until the board has it; what
@@ -75,6 +76,8 @@ def measure(n: int, work: Path, old_tree: Path | None, steps: set[str]) -> dict[
         cold = child("index", str(logs), str(index))
         row.update(index_s=cold["wall_s"], index_rss=cold["rss"], index_bytes=index.stat().st_size)
         row["index_votes_per_s"] = n / cold["wall_s"]
+        row.update(index_cpu_main_s=cold["cpu_main_s"], index_cpu_workers_s=cold["cpu_workers_s"])
+        row["index_cpu_us_per_vote"] = (cold["cpu_main_s"] + cold["cpu_workers_s"]) / n * 1e6
     if "board" in steps:
         first, warm = child("board", str(logs), str(index)), child("board", str(logs), str(index))
         row.update(
@@ -127,9 +130,35 @@ def run_step(name: str, *args: str) -> dict[str, Any]:
 
 
 def _index(index: Any) -> dict[str, Any]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     report = index.catch_up()
-    return {"wall_s": time.perf_counter() - started, "rechecked": report.rechecked}
+    wall_s = time.perf_counter() - started
+    _end_fork_server()
+    main_s, workers_s = (after - before for after, before in zip(_cpu(), cpu, strict=True))
+    return {
+        "wall_s": wall_s,
+        "rechecked": report.rechecked,
+        "cpu_main_s": main_s,
+        "cpu_workers_s": workers_s,
+    }
+
+
+def _end_fork_server() -> None:
+    """The index's workers are children of the fork server (webui.leaderboard.index), so their CPU,
+    and the server's, reaches this process's RUSAGE_CHILDREN only once the server has ended and
+    been waited for: end it (a private call; a bench may)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
+def _cpu() -> tuple[float, float]:
+    """(this process's CPU seconds, its ended children's): the less load-dependent side of a timing
+    on a shared machine."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def _board(index: Any) -> dict[str, Any]:
@@ -234,6 +263,7 @@ def tables(rows: list[dict[str, Any]]) -> list[Table]:
                 Column("index_s", "index cold", seconds),
                 Column("index_votes_per_s", "votes/s", per_s),
                 Column("index_rss", "index peak", mib),
+                Column("index_cpu_us_per_vote", "index CPU µs/vote (all processes)", number(0)),
                 Column("index_bytes", "index size", mib),
                 Column("board_first_s", "board, rows from SQLite", seconds),
                 Column("board_s", "board, columnar copy", seconds),

@@ -279,7 +279,26 @@ def texts(seed: int, n: int, size: int) -> list[str]:
     return [("".join(rng.choice(PIECES) + rng.choice(seps) for _ in range(rng.randint(0, size)))) for _ in range(n)]
 
 
-def test_find_identity_is_unchanged():
+NOT_BUILT = "the C extensions are not built here (pip install -e . builds them; setup.py)"
+
+
+def built() -> bool:
+    return identity._compiled_tokens_in is not None and style._compiled_word_count is not None
+
+
+@pytest.fixture(params=["compiled", "python"])
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c), then the Python
+    versions that run where those were not built."""
+    if request.param == "python":
+        monkeypatch.setattr(identity, "_compiled_tokens_in", None)
+        monkeypatch.setattr(style, "_compiled_word_count", None)
+    elif not built():
+        pytest.skip(NOT_BUILT)
+    return request.param
+
+
+def test_find_identity_is_unchanged(compiled: str):
     for i, reply_texts in enumerate(texts(1, 3000, 12)):
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
@@ -292,6 +311,22 @@ def test_find_identity_is_unchanged():
             ["llama"],
         ):
             assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
+
+
+def test_the_compiled_token_scan_finds_what_python_finds():
+    if not built():
+        pytest.skip(NOT_BUILT)
+    word_lists = [WORDS, identity_words(), ("3llama", "7b", "x", "a" * 70, "a" * 63), ("qwen",)]
+    firsts = [identity._ascii_firsts(tuple(words)) for words in word_lists]
+    rng = random.Random(5)
+    samples = [t.lower() for t in texts(6, 3000, 30)] + ["a" * 63, "a" * 70, "b" + "a" * 70, "", "7b7", "x"]
+    samples += ["".join(rng.choice("ab7 x-\n") for _ in range(rng.randint(0, 90))) for _ in range(3000)]
+    for text in samples:
+        raw = text.encode("ascii", "replace")
+        for members in (*firsts, frozenset(), frozenset({b"a", b"b", b"7"})):
+            assert identity._compiled_tokens_in(raw, members) == identity._python_tokens_in(raw, members), text
+    with pytest.raises(TypeError):
+        identity._compiled_tokens_in(b"qwen", frozenset({"qwen"}))  # members must be bytes
 
 
 def test_find_identity_on_the_simulated_replies():
@@ -427,7 +462,7 @@ def pieces(rng: random.Random, choices: list[str], size: int) -> str:
     return "".join(rng.choice(choices) for _ in range(rng.randint(0, size)))
 
 
-def test_style_counts_and_prompt_flags_are_unchanged():
+def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
     rng = random.Random(7)
     samples = [pieces(rng, MARKDOWN + CODE, 14) for _ in range(20_000)] + texts(3, 1000, 30)
     samples += [
@@ -455,9 +490,13 @@ def test_style_counts_and_prompt_flags_are_unchanged():
         ]
         assert style.reply_style(conversation) == ref_reply_style(conversation), text
         assert style.word_count(text) == len(text.split()), text
+        assert style.word_count(text + "\u2003" + text) == len((text + "\u2003" + text).split()), text
         assert categories.has_code(text) == ref_has_code(text), text
         assert categories.is_long(text) == ref_is_long(text), text
     assert categories.has_code(None) is False and categories.is_long(None) is False  # type: ignore[arg-type]
+    spaces = "".join(c for c in map(chr, range(0x3100)) if c.isspace())
+    for text in (spaces, "x" + spaces + "y" + spaces + "\U0001f600", "\U0001f600 \u0085\u00a0é"):
+        assert style.word_count(text) == len(text.split()), text
 
 
 def _reply(r, state, k, rng):

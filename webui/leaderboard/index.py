@@ -570,9 +570,20 @@ def _pool_for(unread: int) -> Iterator[Executor | None]:
     if unread < PARALLEL_MIN_BYTES or workers < 2:
         yield None
         return
-    # spawn: the caller may be a thread of a server (fork would copy its locks mid-use)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=_worker_context()) as pool:
         yield pool
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Not a plain fork: the caller may be a thread of a server (a fork would copy its locks
+    mid-use). A fork server is a fresh single-threaded process that imports the workers' modules
+    once (pandas among them, most of a spawned worker's start-up) and forks every worker of this
+    and later catch-ups from itself; spawn where there is none."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([derive.__module__])  # read when the server starts (once)
+    return context
 
 
 def _head(handle: Any, size: int) -> str:

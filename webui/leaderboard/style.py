@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -70,6 +71,11 @@ _HEADER_AFTER_NEWLINE = re.compile(r"\n#{1,6}\s+\S")
 _LIST_AFTER_NEWLINE = re.compile(r"\n\s*(?:[-*+]|\d+[.)])\s+\S")
 # ASCII bytes to b" " where str.split() sees whitespace, else to b"x": a word is a run of b"x".
 _SPACE_OR_WORD = bytes(0x20 if chr(c).isspace() else 0x78 for c in range(128)).ljust(256, b"x")
+_compiled_word_count: Callable[[str], int] | None
+try:
+    from webui.leaderboard._counts import word_count as _compiled_word_count
+except ImportError:  # not built (no C compiler at install): the Python version below
+    _compiled_word_count = None
 # A ridge on the style coefficients: negligible beside the data's curvature (about n/5 for n battles)
 # wherever style varies within models, but where style and a model cannot be told apart (only one
 # model ever writes headers) it leaves the effect with the model, as the raw ratings do, rather
@@ -90,7 +96,10 @@ def text_style(text: str) -> tuple[int, int, int, int]:
 
 
 def word_count(text: str) -> int:
-    """len(text.split()); for ASCII text without making a string per word."""
+    """len(text.split()); compiled where the install built webui/leaderboard/_counts.c, else for
+    ASCII text without making a string per word."""
+    if _compiled_word_count is not None:
+        return _compiled_word_count(text)
     if not text.isascii():
         return len(text.split())
     marks = text.encode("ascii").translate(_SPACE_OR_WORD)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 # Words that give away who is answering. FastChat's list (minus its canned error strings, which our
 # finish reasons cover) plus the families of the models people run today. Matched as whole words
@@ -166,6 +166,13 @@ def _leftmost(variants: _Variants, reply: str) -> str | None:
     return min(found, key=lambda m: m.start()).group(0) if found else None
 
 
+# The compiled token scan (webui/records/_tokens.c) where the install could build it; the same sets.
+_compiled_tokens_in: Callable[[bytes, frozenset[bytes]], set[str]] | None
+try:
+    from webui.records._tokens import tokens_in as _compiled_tokens_in
+except ImportError:
+    _compiled_tokens_in = None
+
 _FEW_WORDS = 4
 _ACCENTED = re.compile("[\u00c0-\u024f]")  # the non-ASCII letters of _TOKEN
 # Byte tables that keep ASCII lower-case letters (or digits) and blank everything else: a split
@@ -186,7 +193,14 @@ def _tokens_of(lowered: str, words: tuple[str, ...]) -> set[str]:
     if not lowered.isascii() and _ACCENTED.search(lowered):
         return set(_TOKEN.findall(lowered))
     raw = lowered.encode("ascii", "replace")
-    firsts = _ascii_firsts(words)
+    if _compiled_tokens_in is not None:
+        return _compiled_tokens_in(raw, _ascii_firsts(words))
+    return _python_tokens_in(raw, _ascii_firsts(words))
+
+
+def _python_tokens_in(raw: bytes, firsts: frozenset[bytes]) -> set[str]:
+    """The members of `firsts` that are whole runs of a-z, or of 0-9, in `raw` (lower-cased ASCII):
+    what webui/records/_tokens.c computes, for where it is not built."""
     found = firsts.intersection(raw.translate(_LETTERS_ONLY).split())
     found |= firsts.intersection(raw.translate(_DIGITS_ONLY).split())
     return {token.decode("ascii") for token in found}

@@ -1,0 +1,152 @@
+/* The identity check's token scan in one pass over the bytes (webui.records.identity._tokens_of).
+ *
+ * tokens_in(text, firsts) -> set[str]: the members of `firsts` (a set of non-empty ASCII bytes)
+ * that are whole tokens of `text`, a token being a maximal run of the bytes a-z or a maximal run
+ * of 0-9 (any other byte, upper case included, only separates: the caller lowers the text first).
+ * The pure-Python version splits the text twice and makes an object per token (about 200 for a
+ * vote's replies); here a run becomes an object only when its hash falls on a bit that a member's
+ * hash set, which few do (about 50 members in 16,384 bits).
+ *
+ * Built where a C compiler is (setup.py, optional); identity.py falls back to the Python
+ * version elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { OTHER = 0, LETTER = 1, DIGIT = 2 };
+#define HASH_BITS 16384 /* a run whose hash's bit is clear is no member */
+
+static unsigned char kind_of[256];
+
+static uint32_t
+hash_step(uint32_t hash, unsigned char byte)
+{
+    return (hash ^ byte) * 16777619u; /* FNV-1a */
+}
+
+static uint32_t
+hash_of(const unsigned char *start, Py_ssize_t length)
+{
+    uint32_t hash = 2166136261u;
+    for (Py_ssize_t i = 0; i < length; i++)
+        hash = hash_step(hash, start[i]);
+    return hash;
+}
+
+static void
+set_bit(uint64_t *bits, uint32_t hash)
+{
+    hash %= HASH_BITS;
+    bits[hash / 64] |= (uint64_t)1 << (hash % 64);
+}
+
+static int
+bit_is_set(const uint64_t *bits, uint32_t hash)
+{
+    hash %= HASH_BITS;
+    return (bits[hash / 64] >> (hash % 64)) & 1;
+}
+
+/* The members' hash bits. */
+static int
+bits_of(PyObject *firsts, uint64_t *bits)
+{
+    PyObject *iterator = PyObject_GetIter(firsts);
+    PyObject *item;
+    if (iterator == NULL)
+        return -1;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        if (!PyBytes_Check(item)) {
+            Py_DECREF(item);
+            Py_DECREF(iterator);
+            PyErr_SetString(PyExc_TypeError, "tokens_in: every first token must be bytes");
+            return -1;
+        }
+        set_bit(bits, hash_of((const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item)));
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Adds the run to `found` (as str) if it is a member of `firsts`; -1 on an error. */
+static int
+add_if_member(PyObject *firsts, PyObject *found, const char *start, Py_ssize_t length)
+{
+    PyObject *run = PyBytes_FromStringAndSize(start, length);
+    if (run == NULL)
+        return -1;
+    int member = PySet_Contains(firsts, run);
+    Py_DECREF(run);
+    if (member <= 0)
+        return member;
+    PyObject *text = PyUnicode_DecodeASCII(start, length, NULL);
+    if (text == NULL)
+        return -1;
+    int added = PySet_Add(found, text);
+    Py_DECREF(text);
+    return added;
+}
+
+static PyObject *
+tokens_in(PyObject *module, PyObject *args)
+{
+    Py_buffer text;
+    PyObject *firsts;
+    uint64_t bits[HASH_BITS / 64] = {0};
+    if (!PyArg_ParseTuple(args, "y*O", &text, &firsts))
+        return NULL;
+    PyObject *found = NULL;
+    if (!PyAnySet_Check(firsts)) {
+        PyErr_SetString(PyExc_TypeError, "tokens_in: the first tokens must be a set or frozenset");
+        goto done;
+    }
+    if (bits_of(firsts, bits) < 0 || (found = PySet_New(NULL)) == NULL)
+        goto done;
+    const unsigned char *bytes = text.buf;
+    Py_ssize_t size = text.len, i = 0;
+    while (i < size) {
+        unsigned char kind = kind_of[bytes[i]];
+        if (kind == OTHER) {
+            i++;
+            continue;
+        }
+        uint32_t hash = hash_step(2166136261u, bytes[i]);
+        Py_ssize_t end = i + 1;
+        while (end < size && kind_of[bytes[end]] == kind)
+            hash = hash_step(hash, bytes[end++]);
+        if (bit_is_set(bits, hash)) {
+            if (add_if_member(firsts, found, (const char *)bytes + i, end - i) < 0) {
+                Py_CLEAR(found);
+                goto done;
+            }
+        }
+        i = end;
+    }
+done:
+    PyBuffer_Release(&text);
+    return found;
+}
+
+static PyMethodDef methods[] = {
+    {"tokens_in", tokens_in, METH_VARARGS,
+     "tokens_in(text: bytes, firsts: frozenset[bytes]) -> set[str]: the members of firsts that are "
+     "whole runs of a-z, or of 0-9, in text."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_tokens", "The identity check's token scan, compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__tokens(void)
+{
+    for (int c = 'a'; c <= 'z'; c++)
+        kind_of[c] = LETTER;
+    for (int c = '0'; c <= '9'; c++)
+        kind_of[c] = DIGIT;
+    return PyModule_Create(&module_def);
+}
