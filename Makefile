@@ -22,12 +22,15 @@ test: $(VENV)/.installed-test
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
+# what an install reads: a change to any of them installs again (setup.py and the C files: the compiled parts)
+INSTALL_INPUTS = pyproject.toml setup.py $(wildcard webui/*/*.c) scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
+
+$(VENV)/.installed: $(INSTALL_INPUTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) bash scripts/install.sh
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
+$(VENV)/.installed-test: $(INSTALL_INPUTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	PYTHON=$(PY) EXTRAS=test bash scripts/install.sh
 	touch $(VENV)/.installed $@
