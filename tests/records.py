@@ -1,11 +1,18 @@
-"""Building recorder events in tests: conversations, chat events and votes with real value types."""
+"""Building recorder events in tests: conversations, chat events and votes with real value types;
+and the indexed rows of a simulated log."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
+import pandas as pd
+
+from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.simulate import simulate
 from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.types import Finished, FinishReason, SamplingParams
 
@@ -64,3 +71,14 @@ def battle(
 
 def vote(kind: str, convs: Sequence[Conversation], client: ClientInfo | None = None, **extra) -> VoteEvent:
     return VoteEvent(kind, list(convs), client or ClientInfo("192.0.2.10"), extra)  # type: ignore[arg-type]
+
+
+def simulated_rows(logs: Path, battles: int, **simulation: Any) -> pd.DataFrame:
+    """The vote index's rows of a log of `battles` simulated votes written into `logs`
+    (webui.leaderboard.simulate; `simulation`: its other arguments)."""
+    simulate(logs, battles, **simulation)
+    index = VoteIndex(logs)
+    index.catch_up()
+    rows = index.rows()
+    index.close()
+    return rows

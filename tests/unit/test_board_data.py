@@ -11,11 +11,10 @@ import zlib
 import pandas as pd
 import pytest
 
+from tests.records import simulated_rows
 from webui.leaderboard import board_data
 from webui.leaderboard.board import Board, BoardOptions, board_from_rows
 from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.simulate import simulate
 
 OPTIONS = BoardOptions(rounds=10, min_battles=30, votes_per_day=20, history_points=4)
 
@@ -24,11 +23,7 @@ OPTIONS = BoardOptions(rounds=10, min_battles=30, votes_per_day=20, history_poin
 def boards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Board, Board]:
     """A full build of most of a simulated log (two fingerprints under one name, every view), and
     the tally's board with the rest added (`recent` rows)."""
-    logs = tmp_path_factory.mktemp("simulated")
-    simulate(logs, 1500, days=2, voters=40, requantise_late=True)
-    index = VoteIndex(logs)
-    index.catch_up()
-    rows = index.rows()
+    rows = simulated_rows(tmp_path_factory.mktemp("simulated"), 1500, days=2, voters=40, requantise_late=True)
     full = board_from_rows(rows.iloc[:1300], OPTIONS, 3)
     later = rows.iloc[1300:]
     without_late = later[

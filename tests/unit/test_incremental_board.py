@@ -11,13 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.records import battle, vote
+from tests.records import battle, simulated_rows, vote
 from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
 from webui.leaderboard.incremental import Tally
 from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.live import LiveBoard
 from webui.leaderboard.ratings import TABLE_COLUMNS, ranks
-from webui.leaderboard.simulate import simulate
 from webui.leaderboard.style import FEATURES
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
@@ -28,11 +27,7 @@ OPTIONS = BoardOptions(rounds=20, min_battles=30, votes_per_day=8, style=False, 
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    logs = tmp_path_factory.mktemp("simulated")
-    simulate(logs, 1200, days=2)
-    index = VoteIndex(logs)
-    index.catch_up()
-    return index.rows()
+    return simulated_rows(tmp_path_factory.mktemp("simulated"), 1200, days=2)
 
 
 def assert_same_board(ours: Board, full: Board) -> None:
@@ -121,11 +116,7 @@ STYLE_COLUMNS_COMPARED = ["style_rating", "style_lower", "style_upper"]
 
 @pytest.fixture(scope="module")
 def more_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    logs = tmp_path_factory.mktemp("simulated-more")
-    simulate(logs, 8000, days=10)
-    index = VoteIndex(logs)
-    index.catch_up()
-    return index.rows()
+    return simulated_rows(tmp_path_factory.mktemp("simulated-more"), 8000, days=10)
 
 
 def assert_style_close(ours: Board, full: Board) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.records import simulated_rows
 from webui.leaderboard.board import BoardOptions, board_from_rows
 from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import LOADED_COLUMNS, VoteIndex
+from webui.leaderboard.index import LOADED_COLUMNS
 from webui.leaderboard.schema import migrate
 from webui.leaderboard.shared import Lease, LeaseLost, Published, SharedBoard, next_lease
-from webui.leaderboard.simulate import simulate
 from webui.leaderboard.store import StoreError, open_store
 
 LEASE_S = 30.0
@@ -119,12 +119,8 @@ def test_a_board_of_another_version_is_refused(servers: list[SharedBoard]):
 
 
 @pytest.fixture(scope="module")
-def simulated_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    logs = tmp_path_factory.mktemp("simulated")
-    simulate(logs, 400, days=1)
-    index = VoteIndex(logs)
-    index.catch_up()
-    return index.rows()
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    return simulated_rows(tmp_path_factory.mktemp("simulated"), 400, days=1)
 
 
 def writes_to(server: SharedBoard, table: str) -> list[int]:
@@ -133,17 +129,17 @@ def writes_to(server: SharedBoard, table: str) -> list[int]:
     return [int(v) for (v,) in server.store.execute(f"SELECT {column} FROM {table}").fetchall()]
 
 
-def test_the_rows_are_written_and_read_once_per_full_build(servers: list[SharedBoard], simulated_rows: pd.DataFrame):
+def test_the_rows_are_written_and_read_once_per_full_build(servers: list[SharedBoard], simulated: pd.DataFrame):
     web1, web2 = servers
     web1.hold()
     options = BoardOptions(rounds=5, history_points=0, style=False)  # a small board: a tally with style may decline
-    full = board_from_rows(simulated_rows.iloc[:300], options)
+    full = board_from_rows(simulated.iloc[:300], options)
     tally = Tally.of(full)
     web1.publish(Published(full, 1, 1.0, 0.1, 300))
     first = web2.read(None)
     assert first is not None and len(first.board.battles) == 300
     for end in (320, 340):  # the tally's boards: new tables, the full build's rows
-        added = tally.add(simulated_rows.iloc[end - 20 : end])
+        added = tally.add(simulated.iloc[end - 20 : end])
         assert added is not None
         web1.publish(Published(added, 1, 2.0, 0.1, end))
         seen = web2.read(first.version)
@@ -151,26 +147,26 @@ def test_the_rows_are_written_and_read_once_per_full_build(servers: list[SharedB
         assert seen.board.battles is first.board.battles  # not loaded again
         pd.testing.assert_frame_equal(seen.board.table, added.table)
     assert writes_to(web1, "board_rows") == [1] and writes_to(web1, "boards") == [3]
-    rebuilt = board_from_rows(simulated_rows.iloc[:340], options)
+    rebuilt = board_from_rows(simulated.iloc[:340], options)
     web1.publish(Published(rebuilt, 1, 3.0, 0.2, 340))
     newest = web2.read(3)
     assert writes_to(web1, "board_rows") == [2] and newest is not None and len(newest.board.battles) == 340
 
 
 def test_a_builder_back_after_another_writes_its_rows_again(
-    servers: list[SharedBoard], simulated_rows: pd.DataFrame, clock: Clock
+    servers: list[SharedBoard], simulated: pd.DataFrame, clock: Clock
 ):
     web1, web2 = servers
     options = BoardOptions(rounds=5, history_points=0, style=False)  # a small board: a tally with style may decline
-    ours = board_from_rows(simulated_rows.iloc[:300], options)
+    ours = board_from_rows(simulated.iloc[:300], options)
     web1.hold()
     web1.publish(Published(ours, 1, 1.0, 0.1, 300))
     clock.now += LEASE_S
     web2.hold()
-    web2.publish(Published(board_from_rows(simulated_rows.iloc[:100], options), 1, 2.0, 0.1, 100))
+    web2.publish(Published(board_from_rows(simulated.iloc[:100], options), 1, 2.0, 0.1, 100))
     clock.now += LEASE_S
     web1.hold()
-    added = Tally.of(ours).add(simulated_rows.iloc[300:310])
+    added = Tally.of(ours).add(simulated.iloc[300:310])
     assert added is not None
     web1.publish(Published(added, 1, 3.0, 0.1, 310))  # its rows are no longer the stored ones
     stored = web2.read(None)
