@@ -54,7 +54,9 @@ def measure(votes: int, work: Path, rounds: int) -> dict[str, Any]:
     tables_s, tables = best_cpu_s(lambda: board_data.encode_rest(board), rounds)
     read_rows_s, frames = best_cpu_s(lambda: board_data.decode_rows(rows), rounds)
     read_tables_s, _ = best_cpu_s(lambda: board_data.decode(tables, frames), rounds)
-    pickle_s, pickled = best_cpu_s(lambda: zlib.compress(pickle.dumps(board, protocol=pickle.HIGHEST_PROTOCOL), 1), rounds)
+    pickle_s, pickled = best_cpu_s(
+        lambda: zlib.compress(pickle.dumps(board, protocol=pickle.HIGHEST_PROTOCOL), 1), rounds
+    )
     unpickle_s, _ = best_cpu_s(lambda: pickle.loads(zlib.decompress(pickled)), rounds)
     return {
         "votes": votes,
