@@ -266,23 +266,6 @@ def start_arena(name: str, folder: Path, models: Path) -> Arena:
     return Arena(name, port, process)
 
 
-def wait_ready(arena: Arena, folder: Path, timeout_s: float = 120.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if arena.process.poll() is not None:
-            raise RuntimeError((folder / f"{arena.name}.out").read_text()[-3000:])
-        try:
-            models = httpx.get(f"http://127.0.0.1:{arena.port}/healthz", timeout=2).json()["models"]
-            if models and all(m["state"] == "ready" for m in models.values()):
-                return
-        except (httpx.HTTPError, ValueError, KeyError):
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{arena.name} not ready: {(folder / f'{arena.name}.out').read_text()[-3000:]}")
-
-
 def _cpu_s(process: Any) -> float:
     """User and system CPU seconds of a process and its children (nginx's workers)."""
     return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
@@ -350,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tests.proxy import start_proxy
+    from tests.servers import wait_models_ready
 
     folder = Path(tempfile.mkdtemp(prefix="bench-relay-"))
     upstream_port = free_port()
@@ -368,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         arenas = [start_arena(name, folder, models) for name in ("web1", "web2")]
         for arena in arenas:
-            wait_ready(arena, folder)
+            wait_models_ready(arena.name, arena.process, arena.port, folder / f"{arena.name}.out")
         proxy = start_proxy(folder / "nginx", [f"127.0.0.1:{a.port}" for a in arenas])
         others = {"upstream": upstream.pid, "nginx": proxy.process.pid}
         warm_up = argparse.Namespace(**{**vars(args), "seconds": 3})

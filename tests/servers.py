@@ -60,6 +60,24 @@ def serve_app(app: Any, services: Services | None = None, *, name: str = "uvicor
     return RunningServer(f"http://127.0.0.1:{port}", services, server, thread, app)
 
 
+def wait_models_ready(name: str, process: Any, port: int, output: Path, timeout_s: float = 120.0) -> None:
+    """Poll the app server `name` (a subprocess on 127.0.0.1:`port`) until /healthz says every
+    model is ready; AssertionError with the tail of its `output` if it exits or time runs out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, output.read_text()[-3000:]
+        try:
+            models = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()["models"]
+            if models and all(m["state"] == "ready" for m in models.values()):
+                return
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{name} not ready: {output.read_text()[-3000:]}")
+
+
 def wait_for(condition: Callable[[], object], timeout_s: float, message: str, every_s: float = 0.02) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -25,7 +25,7 @@ from gradio_client.exceptions import AppError
 
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.proxy import Proxy, start_proxy
-from tests.servers import free_port
+from tests.servers import free_port, wait_models_ready
 from tests.tiny import tiny_models_yaml
 from webui.leaderboard.categories import ALL
 from webui.leaderboard.index import VoteIndex
@@ -95,20 +95,6 @@ def start_server(name: str, folder: Path, models: Path, database: str, secret: P
     return Server(name, port, logs, output, process)
 
 
-def wait_ready(server: Server, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert server.process.poll() is None, server.output.read_text()[-3000:]
-        try:
-            models = httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=2).json()["models"]
-            if models and all(m["state"] == "ready" for m in models.values()):
-                return
-        except (httpx.HTTPError, ValueError, KeyError):
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{server.name} not ready: {server.output.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def tier(
     postgres_server: PostgresServer,  # noqa: F811
@@ -126,7 +112,7 @@ def tier(
     proxy = None
     try:
         for server in servers.values():
-            wait_ready(server)
+            wait_models_ready(server.name, server.process, server.port, server.output)
         proxy = start_proxy(folder / "nginx", [f"127.0.0.1:{s.port}" for s in servers.values()])
         yield Tier(servers, proxy, database)
     finally:

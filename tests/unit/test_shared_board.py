@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 
 from tests.records import simulated_rows
-from webui.leaderboard.board import BoardOptions, board_from_rows
+from webui.leaderboard.board import Board, BoardOptions, board_from_rows
 from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import LOADED_COLUMNS
+from webui.leaderboard.index import LOADED_COLUMNS, VoteIndex
+from webui.leaderboard.live import LiveBoard
 from webui.leaderboard.schema import migrate
 from webui.leaderboard.shared import Lease, LeaseLost, Published, SharedBoard, next_lease
+from webui.leaderboard.simulate import simulate
 from webui.leaderboard.store import StoreError, open_store
 
 LEASE_S = 30.0
@@ -194,3 +196,25 @@ def test_a_long_build_keeps_the_lease(servers: list[SharedBoard], clock: Clock):
             assert not web2.hold()
     clock.now += LEASE_S  # the build is over: no more renewals
     assert web2.hold()
+
+
+def test_a_live_board_whose_build_outlasts_the_lease_still_publishes(tmp_path: Path):
+    """The live board renews the lease during a full build: a build three leases long still
+    publishes (without the renewal the lease expires mid-build and the board is refused)."""
+    logs = tmp_path / "logs"
+    simulate(logs, 60, days=1)
+    path = tmp_path / "index.sqlite3"
+    index = VoteIndex(logs, path)
+    shared = SharedBoard(open_store(path), "web1", lease_s=1.5)
+
+    def slow_build(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
+        time.sleep(4.5)  # a build of a very large board
+        return board_from_rows(rows, options, skipped)
+
+    live = LiveBoard(index, BoardOptions(rounds=5, style=False, history_points=0), build=slow_build, shared=shared)
+    live.start()
+    try:
+        published = live.sync(timeout=60)
+        assert published is not None and published.built_by == "web1", live.error
+    finally:
+        live.close()

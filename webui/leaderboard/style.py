@@ -259,36 +259,6 @@ def gram_of_sums(
     return np.block([[block, cross], [cross.T, inner]])
 
 
-def sandwich_se(
-    params: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
-    x: np.ndarray,
-    n_models: int,
-    centre: np.ndarray,
-) -> np.ndarray:
-    """Standard errors, on the Elo scale, of the ratings centred on the `centre` models' mean."""
-    variance = np.diag(sandwich_covariance(params, a, b, score, x, n_models, centre))
-    return np.sqrt(np.clip(variance, 0.0, None))
-
-
-def sandwich_covariance(
-    params: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
-    x: np.ndarray,
-    n_models: int,
-    centre: np.ndarray,
-) -> np.ndarray:
-    """The covariance, on the Elo scale (points squared), of the ratings centred on the `centre`
-    models' mean: the sandwich H^-1 B H^-1 of the fit `params`, transformed by the centring matrix."""
-    _, _, hess, meat = battle_terms(params, a, b, score, x, n_models, meat=True)
-    assert meat is not None
-    return _centred_covariance(hess + np.diag(ridge_terms(params, n_models)[2]), meat, n_models, centre)
-
-
 def _centred_covariance(hess: np.ndarray, meat: np.ndarray, n_models: int, centre: np.ndarray) -> np.ndarray:
     bread = np.linalg.inv(hess)
     covariance = (bread @ meat @ bread)[:n_models, :n_models]
@@ -334,7 +304,8 @@ class StyleFit:
     meat: np.ndarray | None = None
 
     def covariance(self, centre: np.ndarray) -> np.ndarray | None:
-        """`sandwich_covariance` of the fit, the ratings centred on the `centre` models' mean."""
+        """The sandwich H^-1 B H^-1 of the fit, on the Elo scale (points squared), for the ratings
+        centred on the `centre` models' mean."""
         if self.hess is None or self.meat is None:
             return None
         return _centred_covariance(self.hess, self.meat, len(self.models), centre)
