@@ -329,6 +329,28 @@ def test_the_compiled_token_scan_finds_what_python_finds():
         identity._compiled_tokens_in(b"qwen", frozenset({"qwen"}))  # members must be bytes
 
 
+def test_the_compiled_json_token_scan_finds_what_python_finds():
+    if not built():
+        pytest.skip(NOT_BUILT)
+    firsts = [identity._ascii_firsts(tuple(words)) for words in (WORDS, identity_words(), ("late", "kimi", "7b"))]
+    rng = random.Random(6)
+    samples = [json.dumps({"reply": t}).encode() for t in texts(7, 1500, 30)]
+    pieces = ["Late", "KIMI", "7b", "x", " ", "\n", '"', "\\", "\u212a", "\u0130", "\u00e9", "\x07", "中", "\U0001f600"]
+    samples += [
+        json.dumps({"reply": "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))}).encode()
+        for _ in range(3000)
+    ]
+    samples += [json.dumps({"reply": "kimi \u00e9"}, ensure_ascii=False).encode(), b'"\\u12"', b'"kimi \\uzz"']
+    samples += [b'"kimi\\', b"kimi \\u0041", b"KIMI \\U212A", b"\\\\u0041 kimi", b""]
+    outcomes = set()
+    for line in samples:
+        for members in (*firsts, frozenset()):
+            found = identity._compiled_json_tokens_in(line, members)
+            assert found == identity._python_json_tokens_in(line, members), line
+            outcomes.add("none" if found is None else "some" if found else "empty")
+    assert outcomes == {"none", "some", "empty"}
+
+
 def test_find_identity_on_the_simulated_replies():
     filler = " ".join(FILLER * 20)
     for model in MODELS:

@@ -21,7 +21,7 @@ from webui.leaderboard.index import INDEX_NAME, VoteIndex
 from webui.leaderboard.schema import MIGRATIONS
 from webui.leaderboard.simulate import simulate
 from webui.records.privacy import IdentityPolicy
-from webui.records.storage import JsonlRecorder, log_files
+from webui.records.storage import JsonlRecorder, ReplyEnd, VoteContext, encode, log_files, vote_record
 from webui.types import Finished, FinishReason
 
 
@@ -190,6 +190,100 @@ def test_identity_checks_follow_the_growing_word_list(tmp_path: Path):
     assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 4  # and back again
 
 
+def test_a_recheck_finds_names_behind_escapes_and_in_any_script(tmp_path: Path):
+    """A recheck parses only the lines that might name an added word; the names that only an
+    escape (\\n, \\", \\t) or a non-ASCII neighbour separates from the text around them still count."""
+    logs = tmp_path / "logs"
+    replies = [
+        "First line\nZeta-9 here",  # \n then the name: "nzeta" in the raw line
+        'They call me "zeta 9"',
+        "a\tZETA_9\\n",
+        "caf\u00e9 zeta-9",  # written as \u00e9
+        "\u212aelvin and zeta9",  # the Kelvin sign lowers to k
+        "templates and zeta-90 and zetas",  # no whole-word match
+        "nothing to see",
+    ]
+    for k, reply in enumerate(replies):
+        record_votes(logs, 1, replies=(reply, "hello"), clock=1_767_225_600.0 + k)
+    record_votes(logs, 1, models=("zeta-9", "alpha"), clock=1_767_312_000.0)  # zeta-9 joins: a recheck
+    index = VoteIndex(logs)
+    assert index.catch_up().rechecked == len(replies)  # the first day's file is read before zeta-9's
+    assert board_from_index(index, BoardOptions(rounds=0)).dropped["identity"] == 5
+    same_board(index, logs, BoardOptions(rounds=0))
+
+
+def logged(*replies: str) -> dict:
+    """The record a battle vote with these replies is logged as."""
+    context = VoteContext(reply_ends=lambda conv: [ReplyEnd(FinishReason.STOP)])
+    event = vote("leftvote", battle("alpha", "beta", replies))
+    return vote_record(event, IdentityPolicy("none"), 1_767_225_600.0, context)
+
+
+@pytest.mark.parametrize("scan", ["compiled", "python"])
+def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it(scan: str, monkeypatch: pytest.MonkeyPatch):
+    """Whenever a reply names a word the line passes the test (no leak is missed), and a line whose
+    only match is inside another word ("late" in "template_name") does not."""
+    from webui.leaderboard.battles import identity_leak
+    from webui.leaderboard.index import _might_name
+    from webui.records import identity
+
+    if scan == "python":
+        monkeypatch.setattr(identity, "_compiled_json_tokens_in", None)
+    elif identity._compiled_json_tokens_in is None:
+        pytest.skip("the C extensions are not built here (pip install -e . builds them; setup.py)")
+
+    words = ("late-7b", "gpt-4", "command-r", "kimi")
+    pieces = [
+        "late",
+        "Late-7b",
+        "LATE 7B",
+        "gpt-4",
+        "gpt-40",
+        "GPT4o",
+        "command r",
+        "commandR",
+        "x",
+        "7",
+        "4o",
+        "\n",
+        "\t",
+        "\r",
+        '"',
+        "\\",
+        " ",
+        "-",
+        "_",
+        "é",
+        "\u212a",  # lowers to k
+        "imi",
+        "kim",
+        "KIMI",
+        "\u0130",  # lowers to i and a combining dot
+        "\u017f",
+        "\x07",
+        "中",
+        "template",
+        ".",
+        "\u00a0",
+    ]
+    rng = __import__("random").Random(5)
+    passed = leaked = 0
+    for _ in range(3000):
+        reply = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        record = logged(reply, "hello")
+        line = encode(record)
+        might = _might_name(line, words)
+        if identity_leak(record, words):
+            leaked += 1
+            assert might, reply
+        passed += might
+    assert leaked > 300 and passed < 3000  # both kinds were tried
+    plain = encode(logged("a template", "relate"))
+    assert b"late" in plain.lower() and not _might_name(plain, words)
+    spelled = plain.replace(b"a template", b"\\u004cate-7B")  # JSON may escape any character
+    assert json.loads(spelled)["states"][0]["messages"][-1][1] == "Late-7B" and _might_name(spelled, words)
+
+
 def vm_steps(index: VoteIndex) -> list[int]:
     """A counter of the SQLite virtual machine's steps on `index`'s writing connection: how many
     rows a catch-up reads, without timing it."""
@@ -307,6 +401,67 @@ def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(
     index = VoteIndex(logs, path)
     index.catch_up()
     check()
+
+
+@pytest.mark.parametrize("workers", [False, True])
+def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: bool
+):
+    """Built as the chunks commit, the copy holds what SQLite holds, in its order, with the
+    identity checks that the catch-up's own recheck changed; so the first load reads no row back."""
+    from webui.leaderboard import index as index_module
+    from webui.leaderboard import ingest
+
+    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    if workers:
+        monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
+    logs = tmp_path / "logs"
+    shutil.copytree(simulated, logs)
+    record_votes(logs, 5, replies=("I am zeta-9", "hello"), clock=1_767_225_600.0)  # the first day
+    record_votes(logs, 2, models=("zeta-9", "alpha"), clock=1_767_571_200.0)  # zeta-9 plays days later
+    index = VoteIndex(logs, tmp_path / "index.sqlite3")
+    report = index.catch_up()
+    assert report.rechecked > 0 and index.snapshot_path.exists()
+    fetched = 0
+    fetch = index._fetch
+
+    def counted(after_id: int) -> pd.DataFrame:
+        nonlocal fetched
+        rows = fetch(after_id)
+        fetched += len(rows)
+        return rows
+
+    monkeypatch.setattr(index, "_fetch", counted)
+    rows = index.rows()
+    assert fetched == 0  # every row from the copy
+    pd.testing.assert_frame_equal(rows, fetch(0))  # straight from SQLite
+    assert rows["leak"].sum() >= 5
+
+
+def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_path: Path, monkeypatch):
+    from webui.leaderboard import index as index_module
+
+    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    logs = tmp_path / "logs"
+    record_votes(logs, 3, clock=1_767_225_600.0)
+    index = VoteIndex(logs)
+    index.catch_up()
+    index.snapshot_path.unlink()
+    record_votes(logs, 3, clock=1_767_312_000.0)
+    index.catch_up()
+    assert not index.snapshot_path.exists()  # not cold: the next load writes it, as before
+    odd = tmp_path / "odd"
+    record_votes(odd, 3, clock=1_767_225_600.0)
+    line = json.loads(log_files(odd)[0].read_text().splitlines()[0])
+    line["states"][0]["messages"][-1][1] = "hello"
+    line["tstamp"] = float("nan")  # a time SQLite keeps as NULL
+    with log_files(odd)[0].open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+    index = VoteIndex(odd)
+    index.catch_up()
+    assert not index.snapshot_path.exists()
+    pd.testing.assert_frame_equal(index.rows(), index._fetch(0))
 
 
 def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: Path):

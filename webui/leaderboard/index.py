@@ -39,13 +39,14 @@ import multiprocessing
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import pandas as pd
 
 from webui.leaderboard import columns
@@ -58,9 +59,17 @@ from webui.leaderboard.battles import (
     identity_leak,
 )
 from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
-from webui.leaderboard.schema import BOOL_COLUMNS, INTEGER_COLUMNS, TEXT_COLUMNS, drop_all, migrate, quoted
+from webui.leaderboard.schema import (
+    BOOL_COLUMNS,
+    INTEGER_COLUMNS,
+    REAL_COLUMNS,
+    TEXT_COLUMNS,
+    drop_all,
+    migrate,
+    quoted,
+)
 from webui.leaderboard.store import Store, StoreError, open_store
-from webui.records.identity import first_token, identity_words
+from webui.records.identity import identity_words, json_first_tokens
 from webui.records.storage import log_files
 
 INDEX_NAME = "votes-index.sqlite3"
@@ -74,6 +83,11 @@ SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writ
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
 DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
+# Each loaded column's kind (columns.Builder), as the schema stores it.
+_LOADED_KINDS = {
+    c: "bool" if c in BOOL_COLUMNS else "real" if c in REAL_COLUMNS else "int" if c in INTEGER_COLUMNS else "text"
+    for c in LOADED_COLUMNS
+} | {"id": "int", "offset": "int", "length": "int"}
 _TEXT = pd.StringDtype(na_value=float("nan"))  # what pandas makes of a column of text and NULLs
 _ORDER = 'ORDER BY tstamp, file, "offset"'  # time, then as the logs are read
 _INSERT_VOTE = (
@@ -85,6 +99,17 @@ _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UP
 # learns whether any row needs checking again without reading every row. Absent: not known (an
 # index written before it was kept), and found once by reading them.
 _IN_USE = "word_sets_in_use:"
+
+
+@dataclass
+class _ColdCopy:
+    """The columnar copy a catch-up into an empty index builds (`VoteIndex._start_copy`)."""
+
+    builder: columns.Builder
+    identity: str  # the index's, and its generation, when the catch-up began
+    generation: int
+    bumps: int = 0  # generations this catch-up added
+    leaks: list[tuple[int, int]] = field(default_factory=list)  # (leak, row id) a recheck changed
 
 
 @dataclass
@@ -120,6 +145,7 @@ class VoteIndex:
         # only once that changes, so a catch-up with nothing new costs a stat per file.
         self._unchanged: dict[str, tuple[int, int, int] | None] = {}
         self._identity: str | None = None
+        self._copy: _ColdCopy | None = None  # during a catch-up into an empty index
         self._db: Store = open_store(target)
         self.location = self._db.location
         try:
@@ -159,15 +185,52 @@ class VoteIndex:
             if identity != self._identity:  # rebuilt (here or by another process): look at everything
                 self._unchanged, self._identity = {}, identity
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
+            self._copy = self._start_copy()
             with _pool_for(self._unread_bytes(paths)) as pool:
                 for path in paths:
                     before = self._stat(path)
                     self._catch_up_file(path, report, model_names, extra_words, pool)
                     self._unchanged[path.name] = before  # read to its end as it stood then
             report.rechecked = self._recheck(self._words(model_names, extra_words))
+            if self._copy is not None and self._copy.builder.rows >= SNAPSHOT_MIN_ROWS:
+                with contextlib.suppress(OSError):  # only slower: the first load makes the copy
+                    self._save_copy(self._copy)
         finally:
+            self._copy = None
             self._lock.release()
         return report
+
+    def _start_copy(self) -> _ColdCopy | None:
+        """For a catch-up into an empty SQLite index: the columnar copy of the rows it adds, built
+        as each chunk commits, so that the first load does not read them all back (`rows`). Only
+        SQLite: there ids follow each other within a transaction, which is how a chunk's rows
+        learn theirs."""
+        if self.path is None or self._db.execute("SELECT 1 FROM votes LIMIT 1").fetchone() is not None:
+            return None
+        return _ColdCopy(columns.Builder(_LOADED_KINDS), self._meta("identity") or "", self._generation())
+
+    def _save_copy(self, copy: _ColdCopy) -> None:
+        """Write the copy's rows (rechecks applied, in the index's order) as `rows` would, unless
+        the index holds other rows or changes than the copy saw (another writer came in)."""
+        identity, generation = self._meta("identity") or "", self._generation()
+        count, last = self._db.execute("SELECT count(*), coalesce(max(id), 0) FROM votes").fetchone()
+        if (identity, generation, count) != (copy.identity, copy.generation + copy.bumps, copy.builder.rows):
+            return
+        values, codes = copy.builder.arrays()
+        ids, tstamps = values["id"], values["tstamp"]
+        if len(ids) and (ids[-1] != last or np.any(np.diff(ids) <= 0) or np.isnan(tstamps).any()):
+            return  # (a NaN time is NULL in SQLite, which sorts it first)
+        if copy.leaks:
+            changed_ids = np.fromiter((row_id for _, row_id in copy.leaks), np.int64, len(copy.leaks))
+            values["leak"][np.searchsorted(ids, changed_ids)] = [bool(leak) for leak, _ in copy.leaks]
+        file_codes, file_names = codes["file"]
+        rank = np.empty(len(file_names), np.int64)  # each file's place in name order, by code
+        rank[sorted(range(len(file_names)), key=file_names.__getitem__)] = np.arange(len(file_names))
+        order = np.lexsort((values["offset"], rank[file_codes], tstamps))  # _ORDER
+        values = {name: array[order] for name, array in values.items()}
+        codes = {name: (found[order], texts) for name, (found, texts) in codes.items()}
+        meta = {"identity": identity, "generation": generation}
+        columns.write(self.snapshot_path, list(LOADED_COLUMNS), values, codes, meta)
 
     @staticmethod
     def _stat(path: Path) -> tuple[int, int, int] | None:
@@ -211,6 +274,8 @@ class VoteIndex:
 
     def _bump_generation(self) -> None:
         self._db.execute(_SET_META, ("generation", str(self._generation() + 1)))
+        if self._copy is not None:
+            self._copy.bumps += 1
 
     def _migrate(self) -> None:
         """Inside a write transaction: the newest tables, and this store's identity."""
@@ -286,6 +351,8 @@ class VoteIndex:
             for offset, length, checked, *values in chunk.rows
         ]
         self._db.executemany(_INSERT_VOTE, _typed(rows) if self._db.strict_types else rows)
+        if self._copy is not None and rows:
+            self._add_to_copy(self._copy, name, chunk.rows)
         if any(row[3] is not None for row in rows):
             self._note_in_use(add={word_set})
         self._db.execute(
@@ -294,6 +361,19 @@ class VoteIndex:
         )
         report.votes += len(chunk.rows)
         return True
+
+    def _add_to_copy(self, copy: _ColdCopy, name: str, rows: list[tuple]) -> None:
+        """Inside the chunk's transaction: its rows were the last inserted, so their ids are the
+        newest ones, in order."""
+        last = int(self._db.execute("SELECT max(id) FROM votes").fetchone()[0])
+        by_position = list(zip(*rows, strict=True))  # offset, length, checked?, *ROW_COLUMNS
+        found: dict[str, Sequence[Any]] = {"id": range(last - len(rows) + 1, last + 1), "file": (name,) * len(rows)}
+        found.update(offset=by_position[0], length=by_position[1])
+        found.update((c, by_position[3 + ROW_COLUMNS.index(c)]) for c in LOADED_COLUMNS[4:])
+        try:
+            copy.builder.add(found)
+        except columns.Unsupported:
+            self._copy = None  # an odd value: the first load reads the rows back instead
 
     def _file_position(self, name: str, handle: Any, report: CatchUpReport) -> tuple[int, int]:
         """(offset, bad lines so far) of a file, starting it again if it is not the file indexed."""
@@ -352,6 +432,8 @@ class VoteIndex:
             ).fetchall()
             before = {row_id: bool(leak) for row_id, _, _, _, leak in targets}
             changed = [(int(leak), row_id) for row_id, leak in self._leaks(targets, check) if leak != before[row_id]]
+            if self._copy is not None:
+                self._copy.leaks.extend(changed)
             with self._transaction():
                 self._db.executemany("UPDATE votes SET leak = ? WHERE id = ?", changed)
                 self._db.execute(
@@ -399,10 +481,8 @@ class VoteIndex:
             self._db.execute(_SET_META, (_IN_USE + self.server, json.dumps(sorted(after))))
 
     def _leaks(self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
-        """(row id, leaks?) for rows re-read from their lines. A line whose bytes hold none of the
-        words' first letters-or-digits cannot name one (JSON keeps ASCII as it is), so only the
-        lines that might are parsed."""
-        needles = _needles(words)
+        """(row id, leaks?) for rows re-read from their lines; only the lines that might name
+        one of `words` (`_might_name`) are parsed."""
         for name, rows in _by_file(targets):
             try:
                 handle = (self.log_dir / name).open("rb")
@@ -411,7 +491,7 @@ class VoteIndex:
             with handle:
                 for row_id, offset, length in rows:
                     line = os.pread(handle.fileno(), length, offset)
-                    if needles is not None and not any(n in line.lower() for n in needles):
+                    if not _might_name(line, words):
                         yield row_id, False
                         continue
                     record = parse(line)
@@ -590,16 +670,12 @@ def _head(handle: Any, size: int) -> str:
     return hashlib.sha256(os.pread(handle.fileno(), size, 0)).hexdigest() + f":{size}"
 
 
-def _needles(words: Iterable[str]) -> list[bytes] | None:
-    """The first run of letters or digits of each word (where the identity check's own matching
-    starts), lower case; None when one is not ASCII (JSON may write it as escapes)."""
-    out = []
-    for word in words:
-        token = first_token(word)
-        if not token.isascii():
-            return None
-        out.append(token.encode("ascii"))
-    return out
+def _might_name(line: bytes, words: Sequence[str]) -> bool:
+    """False only where no reply in the log line can name one of `words`: none of their first
+    tokens is a token of the line (webui.records.identity.json_first_tokens). A substring test
+    would not do: "late" (of late-7b) is in every "template_name"."""
+    found = json_first_tokens(line, words)
+    return found is None or bool(found)
 
 
 def _by_file(targets: list[tuple[int, str, int, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:

@@ -7,6 +7,9 @@
  * vote's replies); here a run becomes an object only when its hash falls on a bit that a member's
  * hash set, which few do (about 50 members in 16,384 bits).
  *
+ * json_tokens_in(line, firsts) -> set[str] | None: the same over a JSON text as it is written (any
+ * case; escapes only separate runs), or None where the bytes cannot tell (identity.json_first_tokens).
+ *
  * Built where a C compiler is (setup.py, optional); identity.py falls back to the Python
  * version elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
  */
@@ -130,10 +133,115 @@ done:
     return found;
 }
 
+static int
+hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Adds the run (any case) to `found` lowered, as tokens_in does; -1 on an error. */
+static int
+add_lowered_if_member(PyObject *firsts, PyObject *found, const unsigned char *start, Py_ssize_t length)
+{
+    PyObject *run = PyBytes_FromStringAndSize(NULL, length);
+    if (run == NULL)
+        return -1;
+    char *lowered = PyBytes_AS_STRING(run);
+    for (Py_ssize_t k = 0; k < length; k++)
+        lowered[k] = (char)(start[k] >= 'A' && start[k] <= 'Z' ? start[k] | 0x20 : start[k]);
+    int member = PySet_Contains(firsts, run);
+    if (member > 0) {
+        PyObject *text = PyUnicode_DecodeASCII(lowered, length, NULL);
+        member = text == NULL ? -1 : PySet_Add(found, text);
+        Py_XDECREF(text);
+    }
+    Py_DECREF(run);
+    return member < 0 ? -1 : 0;
+}
+
+/* json_tokens_in(line, firsts): tokens_in over a JSON text as written (any case, escapes as
+ * they are), or None where the bytes cannot tell: a byte beyond ASCII, or a \u escape of an ASCII
+ * character or of one that lowers to ASCII letters (U+0130, U+212A). Every other escape only
+ * separates runs, as the characters it stands for do in the text. */
+static PyObject *
+json_tokens_in(PyObject *module, PyObject *args)
+{
+    Py_buffer text;
+    PyObject *firsts;
+    uint64_t bits[HASH_BITS / 64] = {0};
+    if (!PyArg_ParseTuple(args, "y*O", &text, &firsts))
+        return NULL;
+    PyObject *found = NULL;
+    if (!PyAnySet_Check(firsts)) {
+        PyErr_SetString(PyExc_TypeError, "json_tokens_in: the first tokens must be a set or frozenset");
+        goto done;
+    }
+    if (bits_of(firsts, bits) < 0 || (found = PySet_New(NULL)) == NULL)
+        goto done;
+    const unsigned char *bytes = text.buf;
+    Py_ssize_t size = text.len, i = 0;
+    while (i < size) {
+        unsigned char byte = bytes[i];
+        if (byte >= 0x80)
+            goto cannot_tell;
+        if (byte == '\\') {
+            /* \U too (no JSON), as the Python version, which lowers first, reads it */
+            if (i + 1 < size && (bytes[i + 1] | 0x20) == 'u') {
+                int code = 0;
+                for (int k = 2; k < 6; k++) {
+                    int digit = i + k < size ? hex_value(bytes[i + k]) : -1;
+                    if (digit < 0)
+                        goto cannot_tell; /* not JSON: let the parser say so */
+                    code = code * 16 + digit;
+                }
+                if (code < 0x80 || code == 0x130 || code == 0x212A)
+                    goto cannot_tell;
+                i += 6;
+            } else {
+                i += 2;
+            }
+            continue;
+        }
+        unsigned char kind = kind_of[byte | (byte >= 'A' && byte <= 'Z' ? 0x20 : 0)];
+        if (kind == OTHER) {
+            i++;
+            continue;
+        }
+        uint32_t hash = 2166136261u;
+        Py_ssize_t end = i;
+        while (end < size) {
+            unsigned char c = bytes[end];
+            if (c >= 'A' && c <= 'Z')
+                c |= 0x20;
+            if (kind_of[c] != kind)
+                break;
+            hash = hash_step(hash, c);
+            end++;
+        }
+        if (bit_is_set(bits, hash) && add_lowered_if_member(firsts, found, bytes + i, end - i) < 0) {
+            Py_CLEAR(found);
+            goto done;
+        }
+        i = end;
+    }
+    goto done;
+cannot_tell:
+    Py_SETREF(found, Py_NewRef(Py_None));
+done:
+    PyBuffer_Release(&text);
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"tokens_in", tokens_in, METH_VARARGS,
      "tokens_in(text: bytes, firsts: frozenset[bytes]) -> set[str]: the members of firsts that are "
      "whole runs of a-z, or of 0-9, in text."},
+    {"json_tokens_in", json_tokens_in, METH_VARARGS,
+     "json_tokens_in(line: bytes, firsts: frozenset[bytes]) -> set[str] | None: tokens_in over JSON "
+     "text as written (any case, escapes separate), or None where the bytes cannot tell."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -168,10 +168,12 @@ def _leftmost(variants: _Variants, reply: str) -> str | None:
 
 # The compiled token scan (webui/records/_tokens.c) where the install could build it; the same sets.
 _compiled_tokens_in: Callable[[bytes, frozenset[bytes]], set[str]] | None
+_compiled_json_tokens_in: Callable[[bytes, frozenset[bytes]], set[str] | None] | None
 try:
+    from webui.records._tokens import json_tokens_in as _compiled_json_tokens_in
     from webui.records._tokens import tokens_in as _compiled_tokens_in
 except ImportError:
-    _compiled_tokens_in = None
+    _compiled_tokens_in = _compiled_json_tokens_in = None
 
 _FEW_WORDS = 4
 _ACCENTED = re.compile("[\u00c0-\u024f]")  # the non-ASCII letters of _TOKEN
@@ -204,6 +206,46 @@ def _python_tokens_in(raw: bytes, firsts: frozenset[bytes]) -> set[str]:
     found = firsts.intersection(raw.translate(_LETTERS_ONLY).split())
     found |= firsts.intersection(raw.translate(_DIGITS_ONLY).split())
     return {token.decode("ascii") for token in found}
+
+
+def json_first_tokens(line: bytes, words: Sequence[str]) -> set[str] | None:
+    """The ASCII first tokens of `words` (see `first_token`) that are whole runs of letters, or of
+    digits, in the text of a JSON `line` as written; None where the bytes cannot tell.
+
+    Why it can tell: in JSON of ASCII (as json.dumps writes) every character is itself but for
+    escapes (\\n, \\" and \\uXXXX for what is not ASCII), and the characters escaped only
+    separate runs here, as they do for `find_identity` (an accented letter splits a run it would
+    keep whole: more tokens found, never fewer). So every token of every string in the line is
+    found, and a word can only match where its first token is. It cannot tell for a byte beyond
+    ASCII, an escaped ASCII character, or one that lowers to ASCII letters (U+0130 lowers to "i"
+    and a combining dot, U+212A to "k"): parse those lines."""
+    firsts = _ascii_firsts(tuple(words))
+    if _compiled_json_tokens_in is not None:
+        return _compiled_json_tokens_in(line, firsts)
+    return _python_json_tokens_in(line, firsts)
+
+
+_JSON_ESCAPE = re.compile(rb"\\(u(?:[0-9a-f]{4})?|.)", re.DOTALL)  # on lowered bytes
+_UNCLEAR_CODES = frozenset((0x130, 0x212A))
+
+
+def _python_json_tokens_in(line: bytes, firsts: frozenset[bytes]) -> set[str] | None:
+    """What webui/records/_tokens.c's json_tokens_in computes, for where it is not built."""
+    lowered = line.lower()
+    if not lowered.isascii():
+        return None
+    unclear = False
+
+    def blank(escape: re.Match[bytes]) -> bytes:
+        nonlocal unclear
+        body = escape.group(1)
+        if body[:1] == b"u":
+            code = int(body[1:], 16) if len(body) == 5 else 0
+            unclear = unclear or code < 0x80 or code in _UNCLEAR_CODES
+        return b" "
+
+    blanked = _JSON_ESCAPE.sub(blank, lowered)
+    return None if unclear else _python_tokens_in(blanked, firsts)
 
 
 def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
