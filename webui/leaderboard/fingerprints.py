@@ -87,10 +87,8 @@ class _Coded:
     few dozen distinct pairs, found without hashing a string per row twice."""
 
     def __init__(self, battles: pd.DataFrame) -> None:
-        names = np.concatenate([battles["model_a"].to_numpy(object), battles["model_b"].to_numpy(object)])
-        prints = np.concatenate([battles["fingerprint_a"].to_numpy(object), battles["fingerprint_b"].to_numpy(object)])
-        self.names, self.name_values = pd.factorize(names)  # -1: no value
-        self.prints, self.print_values = pd.factorize(prints)
+        self.names, self.name_values = _both_sides(battles["model_a"], battles["model_b"])  # -1: no value
+        self.prints, self.print_values = _both_sides(battles["fingerprint_a"], battles["fingerprint_b"])
         self._width = max(1, len(self.print_values))
 
     def row_keys(self) -> np.ndarray:
@@ -109,3 +107,16 @@ class _Coded:
         for name, print_id in self.pairs(self.keys()):
             found.setdefault(name, []).append(print_id)
         return {name: sorted(prints) for name, prints in found.items()}
+
+
+def _both_sides(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(codes of `a` then `b`, -1 for none; their distinct values in order of first appearance):
+    `pd.factorize` of the two joined, without an object per value (a million rows of text held
+    as Arrow strings would each become a Python string, 60 MB a column)."""
+    codes_a, values_a = pd.factorize(a)
+    codes_b, values_b = pd.factorize(b)
+    values = pd.Index(values_a).append(pd.Index(values_b)).unique()
+    both = [
+        np.append(values.get_indexer(found), -1)[codes] for found, codes in ((values_a, codes_a), (values_b, codes_b))
+    ]
+    return np.concatenate(both), values
