@@ -192,8 +192,17 @@ def ref_derive(data, start, at_end, known_names, model_names, extra_words):
         row = ref_vote_row(record, words)
         if row is not None:
             checked = not row["redacted"] and row["base_reason"] is None
-            rows.append((offset, length, checked, *ingest.sql_values(row)))
+            rows.append((offset, length, checked, *ref_sql_values(row)))
     return ingest.Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
+
+
+def ref_sql_values(row):
+    out = [row[column] for column in battles.ROW_COLUMNS]
+    for position in ingest._TEXT_POSITIONS:
+        value = out[position]
+        if value is not None and not isinstance(value, str):
+            out[position] = json.dumps(value, default=str)
+    return out
 
 
 def ref_parse_lines(data, base):

@@ -11,6 +11,7 @@ since parsing and checking text, not SQLite, is what takes the time.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -34,6 +35,9 @@ _TEXT_COLUMNS = (
     "fingerprint_b",
 )
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in _TEXT_COLUMNS)
+_ROW_VALUES = operator.itemgetter(*ROW_COLUMNS)
+_TEXT_VALUES = operator.itemgetter(*_TEXT_COLUMNS)
+_TEXT_TYPES = {str, type(None)}
 
 
 @dataclass
@@ -108,11 +112,14 @@ def parse_lines(data: bytes, base: int) -> Iterator[tuple[int, int, dict[str, An
             yield base + start, len(raw), parse(raw)
 
 
-def sql_values(row: dict[str, Any]) -> list[Any]:
+def sql_values(row: dict[str, Any]) -> tuple[Any, ...]:
     """Row values SQLite stores: text columns that are not text (a malformed log) as JSON."""
-    out = [row[column] for column in ROW_COLUMNS]
+    out = _ROW_VALUES(row)
+    if set(map(type, _TEXT_VALUES(row))) <= _TEXT_TYPES:  # the usual case, without a loop in Python
+        return out
+    fixed = list(out)
     for position in _TEXT_POSITIONS:
-        value = out[position]
+        value = fixed[position]
         if value is not None and not isinstance(value, str):
-            out[position] = json.dumps(value, default=str)
-    return out
+            fixed[position] = json.dumps(value, default=str)
+    return tuple(fixed)
