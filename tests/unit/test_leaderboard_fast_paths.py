@@ -130,8 +130,8 @@ def ref_vote_row(record, identity_words=None):
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    convs = [battles._openai_messages(s) for s in states]
-    row = ref_row(record, states, [battles.public_name(m) for m in models], convs)
+    convs = [ref_openai_messages(s) for s in states]
+    row = ref_row(record, states, [ref_public_name(m) for m in models], convs)
     if identity_words is not None and not row["redacted"] and row["base_reason"] is None:
         replies = [m["content"] for c in convs for m in c if m["role"] == "assistant"]
         row["leak"] = ref_find_identity(replies, identity_words) is not None
@@ -158,9 +158,9 @@ def ref_row(record, states, models, convs):
         "turn": len(prompts),
         "judge": f"arena_user_{ip}",
         "language": ref_detect_language(prompts[0] if prompts else ""),
-        "voter": battles.voter_of(record),
-        "session": battles._session_key(record),
-        "base_reason": battles._base_reason(states, models, names, prompts),
+        "voter": ref_voter_of(record),
+        "session": ref_session_key(record),
+        "base_reason": ref_base_reason(states, models, names, prompts),
         "redacted": redacted,
         "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
         "error": "error" in reasons,
@@ -182,10 +182,68 @@ def ref_row(record, states, models, convs):
     return row
 
 
+def ref_public_name(name):
+    if isinstance(name, str) and name.startswith("<h3>"):
+        return name[name.find(": ") + 2 :].removesuffix("\n").removesuffix("</h3>")
+    return name
+
+
+def ref_voter_of(record):
+    user, ip = record.get("user") or "", record.get("ip") or ""
+    return f"user:{user}" if user else f"ip:{ip}" if ip else ""
+
+
+def ref_session_key(record):
+    extra = record.get("extra")
+    return ref_text(extra.get("session")) if isinstance(extra, dict) else ""
+
+
+def ref_text(value):
+    return value if isinstance(value, str) else ""
+
+
+def ref_base_reason(states, models, names, prompts):
+    if (models[0] in battles.ANONYMOUS_NAMES) != (models[1] in battles.ANONYMOUS_NAMES):
+        return "invalid"
+    if not all(isinstance(n, str) and n for n in names):
+        return "invalid"
+    if not ref_anony_names_match(models, states):
+        return "invalid"
+    if not prompts:
+        return "invalid"
+    if names[0] == names[1]:
+        return "same_model"
+    return None
+
+
+def ref_anony_names_match(models, states):
+    if models[0] in battles.ANONYMOUS_NAMES:
+        return True
+    hidden = [s.get("model_name") for s in states]
+    return hidden == [None, None] or hidden == list(models)
+
+
+def ref_names_in(record):
+    states, models = record.get("states"), record.get("models")
+    found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
+    found |= {ref_public_name(m) for m in models if isinstance(m, str)} if isinstance(models, list) else set()
+    return {n for n in found if isinstance(n, str) and n not in battles.ANONYMOUS_NAMES}
+
+
+def ref_openai_messages(state):
+    roles = state.get("roles") or ["user", "assistant"]
+    msgs = state.get("messages", [])[int(state.get("offset", 0)) :]
+    return [
+        {"role": "user" if m[0] == roles[0] else "assistant", "content": m[1] if isinstance(m[1], str) else ""}
+        for m in msgs
+        if isinstance(m, (list, tuple)) and len(m) == 2
+    ]
+
+
 def ref_derive(data, start, at_end, known_names, model_names, extra_words):
     end = data.rfind(b"\n") + 1
     records, bad = ref_parse_lines(data[:end], start)
-    names = set().union(*(battles.names_in(r) for _, _, r in records)) if records else set()
+    names = set().union(*(ref_names_in(r) for _, _, r in records)) if records else set()
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
     for offset, length, record in records:
@@ -682,7 +740,7 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
                             [
                                 m["content"]
                                 for s in record["states"]
-                                for m in battles._openai_messages(s)
+                                for m in ref_openai_messages(s)
                                 if m["role"] == "assistant"
                             ],
                             WORDS,
