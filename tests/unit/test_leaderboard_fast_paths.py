@@ -547,6 +547,7 @@ def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
             {"role": "assistant", "content": text[::-1]},
         ]
         assert style.reply_style(conversation) == ref_reply_style(conversation), text
+        assert style.text_style(text) == ref_reply_style(conversation[1:2]), text  # one line or several
         assert style.word_count(text) == len(text.split()), text
         assert style.word_count(text + "\u2003" + text) == len((text + "\u2003" + text).split()), text
         assert categories.has_code(text) == ref_has_code(text), text
