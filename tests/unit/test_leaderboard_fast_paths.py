@@ -586,7 +586,7 @@ def _models(r, state, k, rng):
             ["Model A", "Model B"],
             ["", "x"],
             ["<h3>Model A: granite-3-8b</h3>\n", "<h3>B: x</h3>"],
-            [r["states"][0]["model_name"]] * 2,
+            [r["states"][0].get("model_name")] * 2,
             [["x"], 3],
             [None, None],
             ["a"],
@@ -594,17 +594,32 @@ def _models(r, state, k, rng):
     )
 
 
+def _named(r, state, k, rng):
+    r["models"] = [s.get("model_name") for s in r["states"]]
+    for s in r["states"]:
+        if rng.random() < 0.8:
+            s.pop("model_name", None)  # a named battle's states without the names
+
+
 def _model_name(r, state, k, rng):
-    state["model_name"] = rng.choice([None, "", 7, r["states"][1 - k]["model_name"], "Qwen2.5-7B", "Model A"])
+    state["model_name"] = rng.choice([None, "", 7, r["states"][1 - k].get("model_name"), "Qwen2.5-7B", "Model A"])
 
 
 def _reasons(r, state, k, rng):
-    state["finish_reasons"] = rng.choice([["error"], ["cancelled"], [], ["stop", "error"]])
+    state["finish_reasons"] = rng.choice([["error"], ["cancelled"], [], ["stop", "error"], "error", {"error": 1}, None])
+
+
+def _speed(r, state, k, rng):
+    odd_values = [[], [2], [True], [float("inf")], [float("nan")], [10**400], ["3"], "x", None, [0.5, None], [1.5, 2.5]]
+    state[rng.choice(battles.SPEED_FIELDS)] = rng.choice(odd_values)
 
 
 def _roles(r, state, k, rng):
     state["roles"] = ["Human", "Assistant"]
-    state["messages"] = [[state["roles"][i % 2], m[1]] for i, m in enumerate(state["messages"])]
+    state["messages"] = [
+        [state["roles"][i % 2], m[1]] if isinstance(m, list) and len(m) == 2 else m
+        for i, m in enumerate(state["messages"])
+    ]
 
 
 def _odd_message(r, state, k, rng):
@@ -659,6 +674,7 @@ CHANGES = [
     _prompt,
     _redacted,
     _models,
+    _named,
     _model_name,
     _reasons,
     _roles,
@@ -673,6 +689,7 @@ CHANGES = [
     _not_text,
     _tstamp,
     _fingerprint,
+    _speed,
 ]
 
 
