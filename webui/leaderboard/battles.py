@@ -347,18 +347,12 @@ def _base_reason(
 
 
 def _hidden_names_match(hidden_a: Any, hidden_b: Any, model_a: Any, model_b: Any) -> bool:
-    # As lists compare: each pair the same object or equal.
+    """A named vote must name the same models its states do, where they name any (FastChat drops
+    it otherwise)."""
+    # As the lists [hidden_a, hidden_b] and [model_a, model_b] compare: each pair the same object or equal.
     if hidden_a is None and hidden_b is None:
         return True
     return (hidden_a is model_a or hidden_a == model_a) and (hidden_b is model_b or hidden_b == model_b)
-
-
-def anony_names_match(models: list, states: list[dict]) -> bool:
-    """A named vote must name the same models its states do (FastChat drops it otherwise)."""
-    if models[0] in ANONYMOUS_NAMES:
-        return True
-    hidden = [s.get("model_name") for s in states]
-    return hidden == [None, None] or hidden == list(models)
 
 
 def _texts(state: dict[str, Any]) -> tuple[list[str], list[str]]:
