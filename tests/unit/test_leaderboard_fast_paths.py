@@ -130,8 +130,8 @@ def ref_vote_row(record, identity_words=None):
         return None
     if not all(isinstance(s, dict) for s in states):
         return None
-    convs = [battles._openai_messages(s) for s in states]
-    row = ref_row(record, states, [battles.public_name(m) for m in models], convs)
+    convs = [ref_openai_messages(s) for s in states]
+    row = ref_row(record, states, [ref_public_name(m) for m in models], convs)
     if identity_words is not None and not row["redacted"] and row["base_reason"] is None:
         replies = [m["content"] for c in convs for m in c if m["role"] == "assistant"]
         row["leak"] = ref_find_identity(replies, identity_words) is not None
@@ -158,9 +158,9 @@ def ref_row(record, states, models, convs):
         "turn": len(prompts),
         "judge": f"arena_user_{ip}",
         "language": ref_detect_language(prompts[0] if prompts else ""),
-        "voter": battles.voter_of(record),
-        "session": battles._session_key(record),
-        "base_reason": battles._base_reason(states, models, names, prompts),
+        "voter": ref_voter_of(record),
+        "session": ref_session_key(record),
+        "base_reason": ref_base_reason(states, models, names, prompts),
         "redacted": redacted,
         "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
         "error": "error" in reasons,
@@ -182,10 +182,68 @@ def ref_row(record, states, models, convs):
     return row
 
 
+def ref_public_name(name):
+    if isinstance(name, str) and name.startswith("<h3>"):
+        return name[name.find(": ") + 2 :].removesuffix("\n").removesuffix("</h3>")
+    return name
+
+
+def ref_voter_of(record):
+    user, ip = record.get("user") or "", record.get("ip") or ""
+    return f"user:{user}" if user else f"ip:{ip}" if ip else ""
+
+
+def ref_session_key(record):
+    extra = record.get("extra")
+    return ref_text(extra.get("session")) if isinstance(extra, dict) else ""
+
+
+def ref_text(value):
+    return value if isinstance(value, str) else ""
+
+
+def ref_base_reason(states, models, names, prompts):
+    if (models[0] in battles.ANONYMOUS_NAMES) != (models[1] in battles.ANONYMOUS_NAMES):
+        return "invalid"
+    if not all(isinstance(n, str) and n for n in names):
+        return "invalid"
+    if not ref_anony_names_match(models, states):
+        return "invalid"
+    if not prompts:
+        return "invalid"
+    if names[0] == names[1]:
+        return "same_model"
+    return None
+
+
+def ref_anony_names_match(models, states):
+    if models[0] in battles.ANONYMOUS_NAMES:
+        return True
+    hidden = [s.get("model_name") for s in states]
+    return hidden == [None, None] or hidden == list(models)
+
+
+def ref_names_in(record):
+    states, models = record.get("states"), record.get("models")
+    found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
+    found |= {ref_public_name(m) for m in models if isinstance(m, str)} if isinstance(models, list) else set()
+    return {n for n in found if isinstance(n, str) and n not in battles.ANONYMOUS_NAMES}
+
+
+def ref_openai_messages(state):
+    roles = state.get("roles") or ["user", "assistant"]
+    msgs = state.get("messages", [])[int(state.get("offset", 0)) :]
+    return [
+        {"role": "user" if m[0] == roles[0] else "assistant", "content": m[1] if isinstance(m[1], str) else ""}
+        for m in msgs
+        if isinstance(m, (list, tuple)) and len(m) == 2
+    ]
+
+
 def ref_derive(data, start, at_end, known_names, model_names, extra_words):
     end = data.rfind(b"\n") + 1
     records, bad = ref_parse_lines(data[:end], start)
-    names = set().union(*(battles.names_in(r) for _, _, r in records)) if records else set()
+    names = set().union(*(ref_names_in(r) for _, _, r in records)) if records else set()
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
     for offset, length, record in records:
@@ -520,6 +578,7 @@ def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
             {"role": "assistant", "content": text[::-1]},
         ]
         assert style.reply_style(conversation) == ref_reply_style(conversation), text
+        assert style.text_style(text) == ref_reply_style(conversation[1:2]), text  # one line or several
         assert style.word_count(text) == len(text.split()), text
         assert style.word_count(text + "\u2003" + text) == len((text + "\u2003" + text).split()), text
         assert categories.has_code(text) == ref_has_code(text), text
@@ -558,7 +617,7 @@ def _models(r, state, k, rng):
             ["Model A", "Model B"],
             ["", "x"],
             ["<h3>Model A: granite-3-8b</h3>\n", "<h3>B: x</h3>"],
-            [r["states"][0]["model_name"]] * 2,
+            [r["states"][0].get("model_name")] * 2,
             [["x"], 3],
             [None, None],
             ["a"],
@@ -566,17 +625,32 @@ def _models(r, state, k, rng):
     )
 
 
+def _named(r, state, k, rng):
+    r["models"] = [s.get("model_name") for s in r["states"]]
+    for s in r["states"]:
+        if rng.random() < 0.8:
+            s.pop("model_name", None)  # a named battle's states without the names
+
+
 def _model_name(r, state, k, rng):
-    state["model_name"] = rng.choice([None, "", 7, r["states"][1 - k]["model_name"], "Qwen2.5-7B", "Model A"])
+    state["model_name"] = rng.choice([None, "", 7, r["states"][1 - k].get("model_name"), "Qwen2.5-7B", "Model A"])
 
 
 def _reasons(r, state, k, rng):
-    state["finish_reasons"] = rng.choice([["error"], ["cancelled"], [], ["stop", "error"]])
+    state["finish_reasons"] = rng.choice([["error"], ["cancelled"], [], ["stop", "error"], "error", {"error": 1}, None])
+
+
+def _speed(r, state, k, rng):
+    odd_values = [[], [2], [True], [float("inf")], [float("nan")], [10**400], ["3"], "x", None, [0.5, None], [1.5, 2.5]]
+    state[rng.choice(battles.SPEED_FIELDS)] = rng.choice(odd_values)
 
 
 def _roles(r, state, k, rng):
     state["roles"] = ["Human", "Assistant"]
-    state["messages"] = [[state["roles"][i % 2], m[1]] for i, m in enumerate(state["messages"])]
+    state["messages"] = [
+        [state["roles"][i % 2], m[1]] if isinstance(m, list) and len(m) == 2 else m
+        for i, m in enumerate(state["messages"])
+    ]
 
 
 def _odd_message(r, state, k, rng):
@@ -631,6 +705,7 @@ CHANGES = [
     _prompt,
     _redacted,
     _models,
+    _named,
     _model_name,
     _reasons,
     _roles,
@@ -645,6 +720,7 @@ CHANGES = [
     _not_text,
     _tstamp,
     _fingerprint,
+    _speed,
 ]
 
 
@@ -713,7 +789,7 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
                             [
                                 m["content"]
                                 for s in record["states"]
-                                for m in battles._openai_messages(s)
+                                for m in ref_openai_messages(s)
                                 if m["role"] == "assistant"
                             ],
                             WORDS,

@@ -160,6 +160,20 @@ def test_a_vote_with_fields_of_the_wrong_type_is_invalid_and_stops_nothing(tmp_p
     assert board.dropped.get("invalid") == 2 and board.table["battles"].sum() == 2 * 5, board.dropped
 
 
+def test_a_model_name_that_is_no_text_stops_no_catch_up(tmp_path: Path):
+    """Reading the names a vote mentions skips one that is no text (it once raised, unhashable)."""
+    logs = tmp_path / "logs"
+    record_votes(logs, 2)
+    day = log_files(logs)[0]
+    good = json.loads(day.read_bytes().splitlines()[-1])
+    with day.open("a") as handle:
+        handle.write(json.dumps({**good, "states": [{**good["states"][0], "model_name": ["x"]}, good["states"][1]]}))
+        handle.write("\n")
+    index = VoteIndex(logs)
+    assert index.catch_up().votes == 3
+    assert board_from_index(index, BoardOptions(rounds=0)).dropped.get("invalid") == 1
+
+
 def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulated: Path, tmp_path: Path):
     logs = tmp_path / "logs"
     record_votes(logs, 6)

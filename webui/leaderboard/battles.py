@@ -128,16 +128,17 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
     """`vote_row` without identity words, and the replies that the identity check reads (None
     where it does not apply: a redacted vote, or one that another reason drops). The vote index
     checks the replies once it knows every name in their chunk."""
-    if record.get("type") not in WINNERS:
+    kind = record.get("type")
+    if kind not in WINNERS:
         return None
     states, models = record.get("states"), record.get("models")
     if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
         return None
-    if not all(isinstance(s, dict) for s in states):
+    state_a, state_b = states
+    if not (isinstance(state_a, dict) and isinstance(state_b, dict)):
         return None
     try:
-        (prompts, replies_a), (_, replies_b) = _texts(states[0]), _texts(states[1])
-        row = _row(record, states, [public_name(m) for m in models], prompts, replies_a, replies_b)
+        row, replies_a, replies_b = _row(record, WINNERS[kind], state_a, state_b, models)
     except MALFORMED:
         # a field of the wrong type (a time that is no number, an offset that is no index): a vote
         # that does not count, shown with the others left out; never one that stops the board
@@ -178,47 +179,69 @@ def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row(
-    record: dict[str, Any],
-    states: list[dict],
-    models: list,
-    prompts: list[str],
-    replies_a: list[str],
-    replies_b: list[str],
-) -> dict[str, Any]:
-    anony = models[0] in ANONYMOUS_NAMES and models[1] in ANONYMOUS_NAMES
-    names = [s.get("model_name") for s in states] if anony else list(models)
-    ip = record.get("ip") or ""
-    reasons = [r for s in states for r in s.get("finish_reasons", [])]
-    redacted = any(s.get("redacted") for s in states)
-    hygiene = record.get("hygiene")
+    record: dict[str, Any], winner: str | None, state_a: dict[str, Any], state_b: dict[str, Any], models: list
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The `ROW_COLUMNS` of a battle vote (the identity check left to the caller) and each side's
+    replies; one of `MALFORMED` where a field has the wrong type. One dictionary built at once,
+    each state read once: this runs for every vote of a cold index."""
+    prompts, replies_a = _texts(state_a)
+    replies_b = _texts(state_b)[1]
+    model_a, model_b = public_name(models[0]), public_name(models[1])
+    get = record.get
+    anony = model_a in ANONYMOUS_NAMES and model_b in ANONYMOUS_NAMES
+    name_a, name_b = (state_a.get("model_name"), state_b.get("model_name")) if anony else (model_a, model_b)
+    ip = get("ip") or ""
+    reasons = _finish_reasons(state_a) + _finish_reasons(state_b)
+    redacted = bool(state_a.get("redacted")) or bool(state_b.get("redacted"))
+    hygiene = get("hygiene")
     prompt_text = "\n".join(prompts)
+    length_a, headers_a, bold_a, lists_a = text_style("\n".join(replies_a))
+    length_b, headers_b, bold_b, lists_b = text_style("\n".join(replies_b))
     row = {
-        "tstamp": float(record.get("tstamp", 0.0)),
-        "model_a": names[0],
-        "model_b": names[1],
-        "winner": WINNERS[record["type"]],
+        "tstamp": float(get("tstamp", 0.0)),
+        "model_a": name_a,
+        "model_b": name_b,
+        "winner": winner,
         "anony": anony,
-        "mode": record.get("mode", "battle" if anony else "side_by_side"),
-        "battle_id": record.get("battle_id"),
-        "question_id": states[0].get("conv_id"),
+        "mode": get("mode", "battle" if anony else "side_by_side"),
+        "battle_id": get("battle_id"),
+        "question_id": state_a.get("conv_id"),
         "turn": len(prompts),
         "judge": f"arena_user_{ip}",  # FastChat's form, over the logged (hashed) address
         "language": detect_language(prompts[0] if prompts else ""),
         "voter": voter_of(record),
         "session": _session_key(record),
-        "base_reason": _base_reason(states, models, names, prompts),
+        "base_reason": _base_reason(state_a, state_b, model_a, model_b, name_a, name_b, prompts),
         "redacted": redacted,
         "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
         "error": "error" in reasons,
         "stopped": "cancelled" in reasons,
         "coding": has_code(prompt_text),
         "long_prompt": is_long(prompt_text),
+        # STYLE_COUNT_COLUMNS, SPEED_COLUMNS, FINGERPRINT_COLUMNS: named here rather than zipped from
+        # those tables (a microsecond a vote); tests/unit/test_leaderboard_fast_paths.py checks the order
+        "length_a": length_a,
+        "headers_a": headers_a,
+        "bold_a": bold_a,
+        "lists_a": lists_a,
+        "length_b": length_b,
+        "headers_b": headers_b,
+        "bold_b": bold_b,
+        "lists_b": lists_b,
+        "ttft_s_a": _judged_speed(state_a.get("ttft_s")),
+        "tokens_per_s_a": _judged_speed(state_a.get("tokens_per_s")),
+        "ttft_s_b": _judged_speed(state_b.get("ttft_s")),
+        "tokens_per_s_b": _judged_speed(state_b.get("tokens_per_s")),
+        "fingerprint_a": _fingerprint(state_a),
+        "fingerprint_b": _fingerprint(state_b),
     }
-    counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
-    row.update(zip(STYLE_COUNT_COLUMNS, counts, strict=True))
-    row.update(zip(SPEED_COLUMNS, (_judged_speed(s, f) for s in states for f in SPEED_FIELDS), strict=True))
-    row.update(zip(FINGERPRINT_COLUMNS, (_fingerprint(s) for s in states), strict=True))
-    return row
+    return row, replies_a, replies_b
+
+
+def _finish_reasons(state: dict[str, Any]) -> list:
+    """The state's finish reasons as a list: whatever it logged, iterated (a string as its characters)."""
+    reasons = state.get("finish_reasons", [])
+    return reasons if type(reasons) is list else list(reasons)
 
 
 def _fingerprint(state: dict[str, Any]) -> str | None:
@@ -228,11 +251,13 @@ def _fingerprint(state: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _judged_speed(state: dict[str, Any], name: str) -> float | None:
-    """The judged (last) reply's `name` in a vote state, None where it was not logged (older logs,
-    FastChat's, an engine that did not measure it) or is not a finite number."""
-    values = state.get(name)
+def _judged_speed(values: Any) -> float | None:
+    """The judged (last) reply's speed of a state's logged `values` (one per turn), None where it
+    was not logged (older logs, FastChat's, an engine that did not measure it) or is not a finite
+    number."""
     last = values[-1] if isinstance(values, list) and values else None
+    if type(last) is float:  # as logged: skip the checks that only other types need
+        return last if math.isfinite(last) else None
     if isinstance(last, bool) or not isinstance(last, (int, float)) or not math.isfinite(last):
         return None
     return float(last)
@@ -261,9 +286,18 @@ def names_in(record: dict[str, Any]) -> set[str]:
     """Every model name a vote record mentions, as the identity words take them: not the
     placeholders of anonymous battles ("Model A" would make every reply that says "model a" a leak)."""
     states, models = record.get("states"), record.get("models")
-    found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
-    found |= {public_name(m) for m in models if isinstance(m, str)} if isinstance(models, list) else set()
-    return {n for n in found if isinstance(n, str) and n not in ANONYMOUS_NAMES}
+    found = set()
+    if isinstance(states, list):
+        for state in states:
+            # only text: a name of another type (a list, in a damaged log) is no name, and no error
+            if isinstance(state, dict) and isinstance(name := state.get("model_name"), str):
+                found.add(name)
+    if isinstance(models, list):
+        for model in models:
+            if isinstance(model, str):
+                found.add(public_name(model))
+    found.difference_update(ANONYMOUS_NAMES)
+    return found
 
 
 def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
@@ -295,26 +329,30 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _base_reason(states: list[dict], models: list, names: list, prompts: list[str]) -> str | None:
-    if (models[0] in ANONYMOUS_NAMES) != (models[1] in ANONYMOUS_NAMES):
+def _base_reason(
+    state_a: dict, state_b: dict, model_a: Any, model_b: Any, name_a: Any, name_b: Any, prompts: list[str]
+) -> str | None:
+    anony_a = model_a in ANONYMOUS_NAMES
+    if anony_a != (model_b in ANONYMOUS_NAMES):
         return "invalid"
-    if not all(isinstance(n, str) and n for n in names):
+    if not (isinstance(name_a, str) and name_a and isinstance(name_b, str) and name_b):
         return "invalid"
-    if not anony_names_match(models, states):
+    if not anony_a and not _hidden_names_match(state_a.get("model_name"), state_b.get("model_name"), model_a, model_b):
         return "invalid"
     if not prompts:
         return "invalid"
-    if names[0] == names[1]:
+    if name_a == name_b:
         return "same_model"
     return None
 
 
-def anony_names_match(models: list, states: list[dict]) -> bool:
-    """A named vote must name the same models its states do (FastChat drops it otherwise)."""
-    if models[0] in ANONYMOUS_NAMES:
+def _hidden_names_match(hidden_a: Any, hidden_b: Any, model_a: Any, model_b: Any) -> bool:
+    """A named vote must name the same models its states do, where they name any (FastChat drops
+    it otherwise)."""
+    # As the lists [hidden_a, hidden_b] and [model_a, model_b] compare: each pair the same object or equal.
+    if hidden_a is None and hidden_b is None:
         return True
-    hidden = [s.get("model_name") for s in states]
-    return hidden == [None, None] or hidden == list(models)
+    return (hidden_a is model_a or hidden_a == model_a) and (hidden_b is model_b or hidden_b == model_b)
 
 
 def _texts(state: dict[str, Any]) -> tuple[list[str], list[str]]:

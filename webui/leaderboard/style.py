@@ -90,9 +90,11 @@ def reply_style(messages: list[dict[str, str]]) -> tuple[int, int, int, int]:
 
 def text_style(text: str) -> tuple[int, int, int, int]:
     """`reply_style` of the assistant messages joined by newlines."""
-    # The marks' patterns run only where their characters occur: most replies have no markdown.
-    headers = _line_matches(_HEADER, _HEADER_AFTER_NEWLINE, text) if "#" in text else 0
-    return word_count(text), headers, _bold_spans(text), _line_matches(_LIST, _LIST_AFTER_NEWLINE, text)
+    # The marks' patterns run only where their characters occur: most replies have no markdown; the
+    # ones that start a line look past the first line only where there is one (short replies).
+    lines = "\n" in text
+    headers = _line_matches(_HEADER, _HEADER_AFTER_NEWLINE, text, lines) if "#" in text else 0
+    return word_count(text), headers, _bold_spans(text), _line_matches(_LIST, _LIST_AFTER_NEWLINE, text, lines)
 
 
 def word_count(text: str) -> int:
@@ -108,15 +110,19 @@ def word_count(text: str) -> int:
 
 def _bold_spans(text: str) -> int:
     """len(_BOLD.findall(text))."""
-    stars, underscores = "**" in text, "__" in text
+    # A mark's one character first: searching for one character is several times faster than for two.
+    stars, underscores = "*" in text and "**" in text, "_" in text and "__" in text
     if stars and underscores:
         return len(_BOLD.findall(text))
     return len(_BOLD_STARS.findall(text)) if stars else len(_BOLD_UNDERSCORES.findall(text)) if underscores else 0
 
 
-def _line_matches(at_line_start: re.Pattern[str], after_newline: re.Pattern[str], text: str) -> int:
-    """len(at_line_start.findall(text)), `after_newline` being its pattern with `^` as a newline."""
+def _line_matches(at_line_start: re.Pattern[str], after_newline: re.Pattern[str], text: str, lines: bool) -> int:
+    """len(at_line_start.findall(text)), `after_newline` being its pattern with `^` as a newline;
+    `lines`: the text has a newline."""
     first = at_line_start.match(text)
+    if not lines:
+        return 0 if first is None else 1
     return (first is not None) + len(after_newline.findall(text, first.end() if first else 0))
 
 
