@@ -169,9 +169,11 @@ def test_a_model_name_that_is_no_text_stops_no_catch_up(tmp_path: Path):
     with day.open("a") as handle:
         handle.write(json.dumps({**good, "states": [{**good["states"][0], "model_name": ["x"]}, good["states"][1]]}))
         handle.write("\n")
+        handle.write(json.dumps({**good, "models": [["x"], "beta"]}) + "\n")
     index = VoteIndex(logs)
-    assert index.catch_up().votes == 3
-    assert board_from_index(index, BoardOptions(rounds=0)).dropped.get("invalid") == 1
+    assert index.catch_up().votes == 4
+    assert board_from_index(index, BoardOptions(rounds=0)).dropped.get("invalid") == 2
+    same_board(index, logs, BoardOptions(rounds=0))  # the board from the logs reads them alike
 
 
 def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulated: Path, tmp_path: Path):

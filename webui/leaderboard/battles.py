@@ -7,6 +7,7 @@ so that the leaderboard can say what it is based on and what it left out.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,19 @@ ROW_COLUMNS = (
     *SPEED_COLUMNS,
     *FINGERPRINT_COLUMNS,
 )
+# The row columns of text, which a malformed log may fill with something else (`as_text`).
+TEXT_ROW_COLUMNS = (
+    "model_a",
+    "model_b",
+    "mode",
+    "battle_id",
+    "question_id",
+    "language",
+    "voter",
+    "session",
+    "fingerprint_a",
+    "fingerprint_b",
+)
 CONVERSATION_COLUMNS = ("conversation_a", "conversation_b", "system_a", "system_b")
 BATTLE_COLUMNS = (*ROW_COLUMNS, "drop_reason", *CONVERSATION_COLUMNS)
 # What older FastChat versions logged as the public names of an anonymous battle (FastChat's own
@@ -84,10 +98,17 @@ def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = N
         row = vote_row(record, hygiene.identity_words)
         if row is None:
             continue
+        row.update({column: as_text(row[column]) for column in TEXT_ROW_COLUMNS})  # as the vote index keeps it
         rows.append({**row, **conversation_columns(record)})
     frame = pd.DataFrame(rows, columns=[c for c in BATTLE_COLUMNS if c != "drop_reason"])
     frame["drop_reason"] = drop_reasons(frame, hygiene.drop_stopped)
     return frame.sort_values("tstamp", kind="stable").reset_index(drop=True)[list(BATTLE_COLUMNS)]
+
+
+def as_text(value: Any) -> Any:
+    """A text column's value: text or None as it is, anything else (a malformed log: a list for a
+    model name) as its JSON, which can be compared, hashed and stored."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
 
 
 def drop_reasons(rows: pd.DataFrame, drop_stopped: bool) -> pd.Series:

@@ -18,25 +18,13 @@ from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.leaderboard.battles import ROW_COLUMNS, names_in, unchecked_vote_row
+from webui.leaderboard.battles import ROW_COLUMNS, TEXT_ROW_COLUMNS, as_text, names_in, unchecked_vote_row
 from webui.records.identity import identity_words, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
-_TEXT_COLUMNS = (
-    "model_a",
-    "model_b",
-    "mode",
-    "battle_id",
-    "question_id",
-    "language",
-    "voter",
-    "session",
-    "fingerprint_a",
-    "fingerprint_b",
-)
-_TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in _TEXT_COLUMNS)
+_TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in TEXT_ROW_COLUMNS)
 _ROW_VALUES = operator.itemgetter(*ROW_COLUMNS)
-_TEXT_VALUES = operator.itemgetter(*_TEXT_COLUMNS)
+_TEXT_VALUES = operator.itemgetter(*TEXT_ROW_COLUMNS)
 _TEXT_TYPES = {str, type(None)}
 
 
@@ -119,7 +107,5 @@ def sql_values(row: dict[str, Any]) -> tuple[Any, ...]:
         return out
     fixed = list(out)
     for position in _TEXT_POSITIONS:
-        value = fixed[position]
-        if value is not None and not isinstance(value, str):
-            fixed[position] = json.dumps(value, default=str)
+        fixed[position] = as_text(fixed[position])
     return tuple(fixed)
