@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 
 UNKNOWN = "unknown"
 MIN_LETTERS = 3  # fewer letters than this: "unknown"
@@ -83,6 +84,15 @@ _LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
 for _lang, _words in _STOPWORDS.items():
     for _w in _words:
         _LANGUAGES_OF[_w] = (*_LANGUAGES_OF.get(_w, ()), _lang)
+# The ASCII path compiled (webui/leaderboard/_language.c) where the install built it, its table made
+# here once: the same answers as _latin_language, None for "unknown".
+_compiled_ascii_language: Callable[[str], str | None] | None
+try:
+    from webui.leaderboard._language import AsciiStopWords
+except ImportError:  # not built (no C compiler at install): _latin_language
+    _compiled_ascii_language = None
+else:
+    _compiled_ascii_language = AsciiStopWords(_STOPWORDS, MIN_LETTERS, MIN_STOPWORDS).language
 
 
 def _class_body(first: int, last: int, script: str) -> str:
@@ -131,6 +141,8 @@ def detect_language(text: str) -> str:
         return UNKNOWN
     text = text[:MAX_CHARS]
     if text.isascii():  # the common case, without looking at each character
+        if _compiled_ascii_language is not None:
+            return _compiled_ascii_language(text) or UNKNOWN
         return _latin_language(text)
     counts = scripts(unicodedata.normalize("NFC", text))
     if sum(counts.values()) < MIN_LETTERS:
