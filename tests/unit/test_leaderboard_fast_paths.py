@@ -287,6 +287,7 @@ def built() -> bool:
         identity._compiled_tokens_in is not None
         and style._compiled_word_count is not None
         and language._compiled_ascii_language is not None
+        and language._compiled_scripts is not None
     )
 
 
@@ -298,6 +299,7 @@ def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
         monkeypatch.setattr(style, "_compiled_word_count", None)
         monkeypatch.setattr(language, "_compiled_ascii_language", None)
+        monkeypatch.setattr(language, "_compiled_scripts", None)
     elif not built():
         pytest.skip(NOT_BUILT)
     return request.param
@@ -434,6 +436,24 @@ def tied(text: str) -> bool:
     return hits[0] >= language.MIN_STOPWORDS and hits[0] == hits[1]
 
 
+def test_the_compiled_script_count_counts_as_python(monkeypatch: pytest.MonkeyPatch):
+    """Every code point of the BMP (and two beyond) alone, all of them at once, and mixtures, in
+    the order of first appearance; the Python version and the REFERENCE agree with it."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    compiled = language._compiled_scripts
+    monkeypatch.setattr(language, "_compiled_scripts", None)
+    every = [*map(chr, range(0x10000)), "\U0001f600", "\U00020000"]
+    for ch in every:
+        assert compiled(ch) == ref_scripts(ch), hex(ord(ch))
+    counted = [ch for ch in every if ref_scripts(ch)]
+    rng = random.Random(10)
+    samples = ["".join(every), "".join(reversed(every)), ""]
+    samples += ["".join(rng.choices(counted + every[:0x250], k=rng.randint(0, 60))) for _ in range(2000)]
+    for text in samples:
+        assert list(compiled(text).items()) == list(language.scripts(text).items()) == list(ref_scripts(text).items())
+
+
 def test_the_compiled_stop_word_table():
     """Its own lists: twelve letters fit a key, thirteen do not match a twelve-letter stop word,
     the first language with the most stop words wins only alone; what it refuses, with a message."""
@@ -457,6 +477,24 @@ def test_the_compiled_stop_word_table():
         AsciiStopWords({"A": [b"the"]}, 3, 2)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="at most 32 languages"):
         AsciiStopWords({str(i): ["a"] for i in range(33)}, 3, 2)
+
+
+def test_the_compiled_script_table():
+    """What it refuses, with a message; the first range that holds a code point names its script."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    from webui.leaderboard._language import Scripts
+
+    table = Scripts([(0x61, 0x62, "ab", False), (0x62, 0x63, "bc", False), (0x30, 0x39, "digits", True)])
+    assert table.count("cba9") == {"bc": 1, "ab": 2}
+    with pytest.raises(TypeError, match="str"):
+        table.count(b"abc")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not within"):
+        Scripts([(0x20000, 0x2A6DF, "han", False)])
+    with pytest.raises(TypeError):
+        Scripts([(1, 2, "two")])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="at most 255 scripts"):
+        Scripts([(c, c, str(c), False) for c in range(256)])
 
 
 # --- vote index rows ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-/* The language detector's ASCII path, compiled (webui.leaderboard.language._latin_language on
- * ASCII text, where most prompts go).
+/* The language detector's hot parts, compiled: the ASCII path (webui.leaderboard.language.
+ * _latin_language on ASCII text, where most prompts go) and the count of scripts for the rest.
  *
  * AsciiStopWords(stopwords, min_letters, min_stopwords): the stop-word lists ({language: words},
  * in the order that breaks no tie: ties give None) made once into a hash table.
@@ -11,6 +11,11 @@
  * A word of up to MAX_LETTERS letters is its own key, five bits a letter (A and a both give 1):
  * the scan builds the key as it goes, with no lowered copy, no object per word and no string
  * compare. Longer words are no stop word (the constructor refuses longer stop words).
+ *
+ * Scripts(ranges): (first code point, last code point, script, letters only) ranges in the BMP made
+ * once into a table of a byte per code point. .count(text) -> dict[str, int]: how many characters
+ * of each script the text holds, the scripts in the order of their first characters; a range with
+ * `letters only` counts only the code points that str.isalpha() takes (Py_UNICODE_ISALPHA, its test).
  *
  * Built where a C compiler is (setup.py, optional); language.py falls back to its Python version
  * elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
@@ -261,10 +266,151 @@ static PyTypeObject AsciiStopWordsType = {
     .tp_new = stopwords_new,
 };
 
+#define BMP 0x10000 /* every range ends below it */
+#define MAX_SCRIPTS 255 /* a byte per code point: 0 for none, else the script's number plus one */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *names; /* tuple of str: the scripts, numbered in the order their ranges come */
+    unsigned char *script_of; /* BMP bytes */
+} Scripts;
+
+/* The number of `script` in `names` (a list), added if new; -1 on an error. */
+static Py_ssize_t
+number_of(PyObject *names, PyObject *script)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(names, i), script, Py_EQ);
+        if (same != 0)
+            return same < 0 ? -1 : i;
+    }
+    if (PyList_GET_SIZE(names) == MAX_SCRIPTS) {
+        PyErr_Format(PyExc_ValueError, "Scripts: at most %d scripts", MAX_SCRIPTS);
+        return -1;
+    }
+    return PyList_Append(names, script) < 0 ? -1 : PyList_GET_SIZE(names) - 1;
+}
+
+static int
+add_range(Scripts *self, PyObject *names, PyObject *range)
+{
+    long first, last;
+    int letters_only;
+    PyObject *script;
+    if (!PyTuple_Check(range) || !PyArg_ParseTuple(range, "llUp", &first, &last, &script, &letters_only)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Scripts: a range is (first, last, script, letters only)");
+        return -1;
+    }
+    if (first < 0 || last >= BMP || first > last) {
+        PyErr_Format(PyExc_ValueError, "Scripts: the range %ld-%ld is not within U+0000-U+FFFF", first, last);
+        return -1;
+    }
+    Py_ssize_t number = number_of(names, script);
+    if (number < 0)
+        return -1;
+    for (long c = first; c <= last; c++) {
+        if (self->script_of[c] == 0 && (!letters_only || Py_UNICODE_ISALPHA((Py_UCS4)c)))
+            self->script_of[c] = (unsigned char)(number + 1); /* the first range that holds c */
+    }
+    return 0;
+}
+
+static PyObject *
+scripts_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"ranges", NULL};
+    PyObject *ranges, *range, *iterator, *names;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O", keywords, &ranges))
+        return NULL;
+    if ((iterator = PyObject_GetIter(ranges)) == NULL)
+        return NULL;
+    Scripts *self = (Scripts *)type->tp_alloc(type, 0);
+    if (self == NULL || (names = PyList_New(0)) == NULL) {
+        Py_XDECREF(self);
+        Py_DECREF(iterator);
+        return NULL;
+    }
+    if ((self->script_of = PyMem_Calloc(BMP, 1)) == NULL)
+        PyErr_NoMemory();
+    while (!PyErr_Occurred() && (range = PyIter_Next(iterator)) != NULL) {
+        add_range(self, names, range);
+        Py_DECREF(range);
+    }
+    Py_DECREF(iterator);
+    if (!PyErr_Occurred())
+        self->names = PyList_AsTuple(names);
+    Py_DECREF(names);
+    if (PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void
+scripts_dealloc(Scripts *self)
+{
+    Py_XDECREF(self->names);
+    PyMem_Free(self->script_of);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+count(Scripts *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "Scripts.count: the text must be a str");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+#endif
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), counts[MAX_SCRIPTS + 1] = {0};
+    unsigned char order[MAX_SCRIPTS]; /* script numbers plus one, in the order first seen */
+    int seen = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        unsigned char script = c < BMP ? self->script_of[c] : 0;
+        if (script != 0 && counts[script]++ == 0)
+            order[seen++] = script;
+    }
+    PyObject *found = PyDict_New();
+    for (int k = 0; found != NULL && k < seen; k++) {
+        PyObject *number = PyLong_FromSsize_t(counts[order[k]]);
+        if (number == NULL || PyDict_SetItem(found, PyTuple_GET_ITEM(self->names, order[k] - 1), number) < 0)
+            Py_CLEAR(found);
+        Py_XDECREF(number);
+    }
+    return found;
+}
+
+static PyMethodDef scripts_methods[] = {
+    {"count", (PyCFunction)count, METH_O,
+     "count(text: str) -> dict[str, int]: the characters of each script in the text, in the order "
+     "of each script's first character."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ScriptsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "webui.leaderboard._language.Scripts",
+    .tp_basicsize = sizeof(Scripts),
+    .tp_dealloc = (destructor)scripts_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Scripts(ranges): code-point ranges of scripts made into a table once, to count "
+              "each script's characters in a text.",
+    .tp_methods = scripts_methods,
+    .tp_new = scripts_new,
+};
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_language",
-    .m_doc = "The language detector's ASCII path, compiled.",
+    .m_doc = "The language detector's ASCII path and count of scripts, compiled.",
     .m_size = -1,
 };
 
@@ -273,13 +419,13 @@ PyInit__language(void)
 {
     for (int c = 'a'; c <= 'z'; c++)
         is_letter[c] = is_letter[c - 'a' + 'A'] = 1;
-    if (PyType_Ready(&AsciiStopWordsType) < 0)
+    if (PyType_Ready(&AsciiStopWordsType) < 0 || PyType_Ready(&ScriptsType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddObject(module, "AsciiStopWords", Py_NewRef(&AsciiStopWordsType)) < 0) {
-        Py_DECREF(&AsciiStopWordsType);
+    if (PyModule_AddObjectRef(module, "AsciiStopWords", (PyObject *)&AsciiStopWordsType) < 0
+        || PyModule_AddObjectRef(module, "Scripts", (PyObject *)&ScriptsType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

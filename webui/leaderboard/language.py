@@ -45,6 +45,8 @@ _RANGES: tuple[tuple[int, int, str], ...] = (
     (0xAC00, 0xD7AF, "hangul"),
     (0xF900, 0xFAFF, "han"),
 )
+# Scripts whose ranges count letters only: Latin's also holds punctuation, signs and controls (÷, ¿).
+_LETTERS_ONLY = frozenset({"latin"})
 _SCRIPT_LANGUAGE = {
     "greek": "Greek",
     "armenian": "Armenian",
@@ -84,21 +86,12 @@ _LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
 for _lang, _words in _STOPWORDS.items():
     for _w in _words:
         _LANGUAGES_OF[_w] = (*_LANGUAGES_OF.get(_w, ()), _lang)
-# The ASCII path compiled (webui/leaderboard/_language.c) where the install built it, its table made
-# here once: the same answers as _latin_language, None for "unknown".
-_compiled_ascii_language: Callable[[str], str | None] | None
-try:
-    from webui.leaderboard._language import AsciiStopWords
-except ImportError:  # not built (no C compiler at install): _latin_language
-    _compiled_ascii_language = None
-else:
-    _compiled_ascii_language = AsciiStopWords(_STOPWORDS, MIN_LETTERS, MIN_STOPWORDS).language
 
 
 def _class_body(first: int, last: int, script: str) -> str:
     """The code points of one range that count for its script, as a regex character class body (the
     Latin range counts its letters only)."""
-    points = [c for c in range(first, last + 1) if script != "latin" or chr(c).isalpha()]
+    points = [c for c in range(first, last + 1) if script not in _LETTERS_ONLY or chr(c).isalpha()]
     spans: list[list[int]] = []
     for c in points:
         if spans and spans[-1][1] == c - 1:
@@ -115,6 +108,20 @@ _RUNS = {script: re.compile(f"[{body}]+") for script, body in _CLASSES.items()}
 _ANY_SCRIPT = re.compile(f"[{''.join(_CLASSES.values())}]")
 
 
+# The ASCII path and the count of scripts compiled (webui/leaderboard/_language.c) where the install
+# built it, their tables made here once: the same answers as _latin_language (None for "unknown")
+# and as the regex passes of scripts.
+_compiled_ascii_language: Callable[[str], str | None] | None
+_compiled_scripts: Callable[[str], dict[str, int]] | None
+try:
+    from webui.leaderboard._language import AsciiStopWords, Scripts
+except ImportError:  # not built (no C compiler at install): the Python versions
+    _compiled_ascii_language = _compiled_scripts = None
+else:
+    _compiled_ascii_language = AsciiStopWords(_STOPWORDS, MIN_LETTERS, MIN_STOPWORDS).language
+    _compiled_scripts = Scripts((first, last, script, script in _LETTERS_ONLY) for first, last, script in _RANGES).count
+
+
 def _script_of(ch: str) -> str:
     code = ord(ch)
     return next(script for first, last, script in _RANGES if first <= code <= last)
@@ -122,6 +129,8 @@ def _script_of(ch: str) -> str:
 
 def scripts(text: str) -> Counter[str]:
     """How many letters of each script the text holds (in order of first appearance)."""
+    if _compiled_scripts is not None:
+        return Counter(_compiled_scripts(text))
     counts: Counter[str] = Counter()
     rest = text
     # The regex engine counts, not a Python call per character: find the first letter of a script
