@@ -381,6 +381,9 @@ def test_scripts_and_languages_are_unchanged(compiled: str):
         "Straße und Größe ist",
         "não é você",
         "ça va très bien",
+        "ÇA VA TRÈS BIEN, ŒUVRE",
+        "ÄRGER ÜBER GRÖSSE, ẞ und Ö",
+        "AÑO ¡SÍ! NIÑO ÃÕ",
     ]
     for text in samples:
         nfc = unicodedata.normalize("NFC", text)
@@ -391,9 +394,10 @@ def test_scripts_and_languages_are_unchanged(compiled: str):
         assert language.detect_language(value) == ref_detect_language(value) == language.UNKNOWN  # type: ignore[arg-type]
 
 
-def test_every_mark_is_non_ascii():
-    """The ASCII path skips counting the marks."""
-    assert not any(ch.isascii() for marks in language._MARKS.values() for ch in marks)
+def test_every_mark_is_non_ascii_and_of_one_language():
+    """The ASCII path skips counting the marks; a mark found counts for its one language."""
+    marks = [ch for marks in language._MARKS.values() for ch in marks]
+    assert not any(ch.isascii() for ch in marks) and len(set(marks)) == len(marks)
 
 
 STOPWORDS = sorted(set().union(*language._STOPWORDS.values()))

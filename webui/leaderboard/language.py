@@ -77,6 +77,10 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 }
 # Letters (or marks) that only some Latin-script languages use; each one counts as a function word.
 _MARKS: dict[str, str] = {"Spanish": "ñ¿¡", "German": "ßäöü", "Portuguese": "ãõ", "French": "çèêëœ"}
+# Each mark once, with its language (the lists share none): one regex pass finds them all, not a
+# count per mark.
+_LANGUAGE_OF_MARK = {mark: lang for lang, marks in _MARKS.items() for mark in marks}
+_ANY_MARK = re.compile(f"[{''.join(_LANGUAGE_OF_MARK)}]")
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 # Keeps ASCII lower-case letters and blanks the rest: split() then gives _WORD's words of lower-case
 # ASCII text, without a match object per word.
@@ -129,13 +133,18 @@ def _script_of(ch: str) -> str:
 
 def scripts(text: str) -> Counter[str]:
     """How many letters of each script the text holds (in order of first appearance)."""
+    return Counter(_script_counts(text))
+
+
+def _script_counts(text: str) -> dict[str, int]:
+    """`scripts` as a plain dict (the detector needs no Counter)."""
     if _compiled_scripts is not None:
-        return Counter(_compiled_scripts(text))
-    counts: Counter[str] = Counter()
+        return _compiled_scripts(text)
+    counts: dict[str, int] = {}
     rest = text
     # The regex engine counts, not a Python call per character: find the first letter of a script
     # not yet counted, delete that script's runs and count what went. Removal keeps the order, so
-    # scripts come in the order of their first letters, as Counter.most_common's ties want.
+    # scripts come in the order of their first letters, as the detector's ties want.
     while (found := _ANY_SCRIPT.search(rest)) is not None:
         script = _script_of(found.group())
         left = _RUNS[script].sub("", rest)
@@ -153,12 +162,12 @@ def detect_language(text: str) -> str:
         if _compiled_ascii_language is not None:
             return _compiled_ascii_language(text) or UNKNOWN
         return _latin_language(text)
-    counts = scripts(unicodedata.normalize("NFC", text))
+    counts = _script_counts(unicodedata.normalize("NFC", text))
     if sum(counts.values()) < MIN_LETTERS:
         return UNKNOWN
-    if counts["kana"]:
+    if "kana" in counts:
         return "Japanese"
-    script, _ = counts.most_common(1)[0]
+    script = max(counts, key=counts.__getitem__)  # the first of equals, as Counter.most_common(1)
     if script == "han":
         return "Chinese"
     if script == "cyrillic":
@@ -184,8 +193,8 @@ def _latin_language(text: str) -> str:
         for lang in languages:
             hits[lang] += 1
     if not ascii_text:  # every mark is a non-ASCII letter
-        for lang, marks in _MARKS.items():
-            hits[lang] += sum(lowered.count(ch) for ch in marks)
+        for mark in _ANY_MARK.findall(lowered):
+            hits[_LANGUAGE_OF_MARK[mark]] += 1
     best = max(hits, key=hits.__getitem__)
     top = hits[best]
     if top < MIN_STOPWORDS or list(hits.values()).count(top) > 1:  # too few, or a tie
