@@ -1,12 +1,12 @@
 /* The language detector's hot parts, compiled: the ASCII path (webui.leaderboard.language.
  * _latin_language on ASCII text, where most prompts go) and the count of scripts for the rest.
  *
- * AsciiStopWords(stopwords, min_letters, min_stopwords): the stop-word lists ({language: words},
- * in the order that breaks no tie: ties give None) made once into a hash table.
- * .language(text) -> str | None, for an ASCII str: its words are the maximal runs of the letters
- * A-Z and a-z, lowered; fewer than `min_letters` letters in all, or no one language with the most
- * stop words, or fewer than `min_stopwords` of them: None; else that language. A word is a stop word of each language whose list holds it (each list counts a word
- * once); stop words with any character outside a-z never match an ASCII word, so they are left out.
+ * AsciiStopWords(stopwords, min_letters, min_stopwords): the stop-word lists ({language: words})
+ * made once into a hash table. .language(text) -> str | None, for an ASCII str: its words are the
+ * maximal runs of the letters A-Z and a-z, lowered; a word counts for each language whose list
+ * holds it. Fewer than `min_letters` letters in all, languages sharing the most stop words, or
+ * fewer than `min_stopwords` of them: None; else that language. Stop words with a character
+ * outside a-z can match no ASCII word, so they are left out.
  *
  * A word of up to MAX_LETTERS letters is its own key, five bits a letter (A and a both give 1):
  * the scan builds the key as it goes, with no lowered copy, no object per word and no string
@@ -17,7 +17,7 @@
  * of each script the text holds, the scripts in the order of their first characters; a range with
  * `letters only` counts only the code points that str.isalpha() takes (Py_UNICODE_ISALPHA, its test).
  *
- * Built where a C compiler is (setup.py, optional); language.py falls back to its Python version
+ * Built where a C compiler is (setup.py, optional); language.py falls back to its Python versions
  * elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
