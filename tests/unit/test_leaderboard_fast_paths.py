@@ -350,16 +350,23 @@ NOT_BUILT = "the C extensions are not built here (pip install -e . builds them; 
 
 
 def built() -> bool:
-    return identity._compiled_tokens_in is not None and style._compiled_word_count is not None
+    return (
+        identity._compiled_tokens_in is not None
+        and style._compiled_word_count is not None
+        and language._compiled_ascii_language is not None
+        and language._compiled_scripts is not None
+    )
 
 
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c), then the Python
-    versions that run where those were not built."""
+    """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c,
+    webui/leaderboard/_language.c), then the Python versions that run where those were not built."""
     if request.param == "python":
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
         monkeypatch.setattr(style, "_compiled_word_count", None)
+        monkeypatch.setattr(language, "_compiled_ascii_language", None)
+        monkeypatch.setattr(language, "_compiled_scripts", None)
     elif not built():
         pytest.skip(NOT_BUILT)
     return request.param
@@ -443,7 +450,7 @@ def test_the_non_ascii_lead_is_all_a_case_blind_ascii_letter_adds():
         assert {c for c in found if c.isascii()} == {ch, ch.upper()}
 
 
-def test_scripts_and_languages_are_unchanged():
+def test_scripts_and_languages_are_unchanged(compiled: str):
     samples = texts(2, 3000, 40) + [p for ps in PROMPTS.values() for p in ps]
     samples += [
         "",
@@ -463,6 +470,9 @@ def test_scripts_and_languages_are_unchanged():
         "Straße und Größe ist",
         "não é você",
         "ça va très bien",
+        "ÇA VA TRÈS BIEN, ŒUVRE",
+        "ÄRGER ÜBER GRÖSSE, ẞ und Ö",
+        "AÑO ¡SÍ! NIÑO ÃÕ",
     ]
     for text in samples:
         nfc = unicodedata.normalize("NFC", text)
@@ -473,9 +483,111 @@ def test_scripts_and_languages_are_unchanged():
         assert language.detect_language(value) == ref_detect_language(value) == language.UNKNOWN  # type: ignore[arg-type]
 
 
-def test_every_mark_is_non_ascii():
-    """The ASCII path skips counting the marks."""
-    assert not any(ch.isascii() for marks in language._MARKS.values() for ch in marks)
+def test_every_mark_is_non_ascii_and_of_one_language():
+    """The ASCII path skips counting the marks; a mark found counts for its one language."""
+    marks = [ch for marks in language._MARKS.values() for ch in marks]
+    assert not any(ch.isascii() for ch in marks) and len(set(marks)) == len(marks)
+
+
+STOPWORDS = sorted(set().union(*language._STOPWORDS.values()))
+
+
+def word_soup(rng: random.Random) -> str:
+    """A few stop words of the eight lists (ties are common), in any case, among other words and
+    the characters that end a word."""
+    others = ["theory", "thee", "th", "x", "i1", "don't", "abcdefghijkl", "abcdefghijklm", "Deutsch"]
+    seps = [" ", "  ", ", ", ".", "\n", "-", "'", "1", "_", "?", "\t"]
+    words = rng.choices(STOPWORDS + others, k=rng.randint(0, 9))
+    cased = [rng.choice([w, w.upper(), w.capitalize()]) for w in words]
+    return "".join(w + rng.choice(seps) for w in cased)
+
+
+def test_the_compiled_ascii_path_answers_as_python():
+    """_language.c against _latin_language (and the REFERENCE), on ASCII text: simulated prompts,
+    word soups of the stop-word lists, short and empty texts."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    rng = random.Random(8)
+    samples = [p for ps in PROMPTS.values() for p in ps] + ORDINARY + FILLER + [CODE_PROMPT, " ".join(FILLER)]
+    samples += [word_soup(rng) for _ in range(20_000)] + texts(9, 2000, 12)
+    samples += ["", " ", "a", "I", "ab", "abc", "a b", "a b c", "1 2 3", "the", "THE of", "de la", "the de"]
+    samples += ["the of " * 300, "x" * 600, "de la " * 100 + "the " * 100]
+    asked = [t for t in samples if t.isascii()]
+    answers = Counter()
+    for text in asked:
+        answer = language._compiled_ascii_language(text) or language.UNKNOWN
+        assert answer == language._latin_language(text) == ref_latin_language(text), text
+        answers[answer] += 1
+    ties = sum(map(tied, asked))
+    assert ties > 1000 and set(answers) >= {*language._STOPWORDS, language.UNKNOWN}, answers
+
+
+def tied(text: str) -> bool:
+    """Do two languages share the most stop words, at least MIN_STOPWORDS of them?"""
+    words = [w.lower() for w in language._WORD.findall(text)]
+    hits = sorted((sum(w in stop for w in words) for stop in language._STOPWORDS.values()), reverse=True)
+    return hits[0] >= language.MIN_STOPWORDS and hits[0] == hits[1]
+
+
+def test_the_compiled_script_count_counts_as_python(monkeypatch: pytest.MonkeyPatch):
+    """Every code point of the BMP (and two beyond) alone, all of them at once, and mixtures, in
+    the order of first appearance; the Python version and the REFERENCE agree with it."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    compiled = language._compiled_scripts
+    monkeypatch.setattr(language, "_compiled_scripts", None)
+    every = [*map(chr, range(0x10000)), "\U0001f600", "\U00020000"]
+    for ch in every:
+        assert compiled(ch) == ref_scripts(ch), hex(ord(ch))
+    counted = [ch for ch in every if ref_scripts(ch)]
+    rng = random.Random(10)
+    samples = ["".join(every), "".join(reversed(every)), ""]
+    samples += ["".join(rng.choices(counted + every[:0x250], k=rng.randint(0, 60))) for _ in range(2000)]
+    for text in samples:
+        assert list(compiled(text).items()) == list(language.scripts(text).items()) == list(ref_scripts(text).items())
+
+
+def test_the_compiled_stop_word_table():
+    """Its own lists: twelve letters fit a key, thirteen do not match a twelve-letter stop word,
+    the first language with the most stop words wins only alone; what it refuses, with a message."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    from webui.leaderboard._language import AsciiStopWords
+
+    table = AsciiStopWords({"A": ["abcdefghijkl", "q", "bé"], "B": ["q", "z"], "C": []}, 3, 2)
+    assert table.language("Abcdefghijkl abcdefghijkl") == "A"
+    assert table.language("abcdefghijklm zabcdefghijkl abcdefghijk q") is None
+    assert table.language("pabcdefghijkl Pabcdefghijkl q") is None  # p is 16: a 13th letter's bits out of 64
+    assert table.language("q q") is None and table.language("q q z") == "B" and table.language("z z") is None
+    assert table.language("be be be q") is None and AsciiStopWords({}, 3, 2).language("q q q") is None
+    with pytest.raises(ValueError, match="ASCII"):
+        table.language("q q é")
+    with pytest.raises(TypeError, match="str"):
+        table.language(b"q q")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="longer than 12 letters"):
+        AsciiStopWords({"A": ["abcdefghijklm"]}, 3, 2)
+    with pytest.raises(TypeError, match="stop word must be a str"):
+        AsciiStopWords({"A": [b"the"]}, 3, 2)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="at most 32 languages"):
+        AsciiStopWords({str(i): ["a"] for i in range(33)}, 3, 2)
+
+
+def test_the_compiled_script_table():
+    """What it refuses, with a message; the first range that holds a code point names its script."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    from webui.leaderboard._language import Scripts
+
+    table = Scripts([(0x61, 0x62, "ab", False), (0x62, 0x63, "bc", False), (0x30, 0x39, "digits", True)])
+    assert table.count("cba9") == {"bc": 1, "ab": 2}
+    with pytest.raises(TypeError, match="str"):
+        table.count(b"abc")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not within"):
+        Scripts([(0x20000, 0x2A6DF, "han", False)])
+    with pytest.raises(TypeError):
+        Scripts([(1, 2, "two")])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="at most 255 scripts"):
+        Scripts([(c, c, str(c), False) for c in range(256)])
 
 
 # --- vote index rows ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 
 UNKNOWN = "unknown"
 MIN_LETTERS = 3  # fewer letters than this: "unknown"
@@ -44,6 +45,8 @@ _RANGES: tuple[tuple[int, int, str], ...] = (
     (0xAC00, 0xD7AF, "hangul"),
     (0xF900, 0xFAFF, "han"),
 )
+# Scripts whose ranges count letters only: Latin's also holds punctuation, signs and controls (÷, ¿).
+_LETTERS_ONLY = frozenset({"latin"})
 _SCRIPT_LANGUAGE = {
     "greek": "Greek",
     "armenian": "Armenian",
@@ -74,6 +77,10 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 }
 # Letters (or marks) that only some Latin-script languages use; each one counts as a function word.
 _MARKS: dict[str, str] = {"Spanish": "ñ¿¡", "German": "ßäöü", "Portuguese": "ãõ", "French": "çèêëœ"}
+# Each mark once, with its language (the lists share none): one regex pass finds them all, not a
+# count per mark.
+_LANGUAGE_OF_MARK = {mark: lang for lang, marks in _MARKS.items() for mark in marks}
+_ANY_MARK = re.compile(f"[{''.join(_LANGUAGE_OF_MARK)}]")
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 # Keeps ASCII lower-case letters and blanks the rest: split() then gives _WORD's words of lower-case
 # ASCII text, without a match object per word.
@@ -88,7 +95,7 @@ for _lang, _words in _STOPWORDS.items():
 def _class_body(first: int, last: int, script: str) -> str:
     """The code points of one range that count for its script, as a regex character class body (the
     Latin range counts its letters only)."""
-    points = [c for c in range(first, last + 1) if script != "latin" or chr(c).isalpha()]
+    points = [c for c in range(first, last + 1) if script not in _LETTERS_ONLY or chr(c).isalpha()]
     spans: list[list[int]] = []
     for c in points:
         if spans and spans[-1][1] == c - 1:
@@ -105,6 +112,20 @@ _RUNS = {script: re.compile(f"[{body}]+") for script, body in _CLASSES.items()}
 _ANY_SCRIPT = re.compile(f"[{''.join(_CLASSES.values())}]")
 
 
+# The ASCII path and the count of scripts compiled (webui/leaderboard/_language.c) where the install
+# built it, their tables made here once: the same answers as _latin_language (None for "unknown")
+# and as the regex passes of scripts.
+_compiled_ascii_language: Callable[[str], str | None] | None
+_compiled_scripts: Callable[[str], dict[str, int]] | None
+try:
+    from webui.leaderboard._language import AsciiStopWords, Scripts
+except ImportError:  # not built (no C compiler at install): the Python versions
+    _compiled_ascii_language = _compiled_scripts = None
+else:
+    _compiled_ascii_language = AsciiStopWords(_STOPWORDS, MIN_LETTERS, MIN_STOPWORDS).language
+    _compiled_scripts = Scripts((first, last, script, script in _LETTERS_ONLY) for first, last, script in _RANGES).count
+
+
 def _script_of(ch: str) -> str:
     code = ord(ch)
     return next(script for first, last, script in _RANGES if first <= code <= last)
@@ -112,11 +133,18 @@ def _script_of(ch: str) -> str:
 
 def scripts(text: str) -> Counter[str]:
     """How many letters of each script the text holds (in order of first appearance)."""
-    counts: Counter[str] = Counter()
+    return Counter(_script_counts(text))
+
+
+def _script_counts(text: str) -> dict[str, int]:
+    """`scripts` as a plain dict (the detector needs no Counter)."""
+    if _compiled_scripts is not None:
+        return _compiled_scripts(text)
+    counts: dict[str, int] = {}
     rest = text
     # The regex engine counts, not a Python call per character: find the first letter of a script
     # not yet counted, delete that script's runs and count what went. Removal keeps the order, so
-    # scripts come in the order of their first letters, as Counter.most_common's ties want.
+    # scripts come in the order of their first letters, as the detector's ties want.
     while (found := _ANY_SCRIPT.search(rest)) is not None:
         script = _script_of(found.group())
         left = _RUNS[script].sub("", rest)
@@ -131,13 +159,15 @@ def detect_language(text: str) -> str:
         return UNKNOWN
     text = text[:MAX_CHARS]
     if text.isascii():  # the common case, without looking at each character
+        if _compiled_ascii_language is not None:
+            return _compiled_ascii_language(text) or UNKNOWN
         return _latin_language(text)
-    counts = scripts(unicodedata.normalize("NFC", text))
+    counts = _script_counts(unicodedata.normalize("NFC", text))
     if sum(counts.values()) < MIN_LETTERS:
         return UNKNOWN
-    if counts["kana"]:
+    if "kana" in counts:
         return "Japanese"
-    script, _ = counts.most_common(1)[0]
+    script = max(counts, key=counts.__getitem__)  # the first of equals, as Counter.most_common(1)
     if script == "han":
         return "Chinese"
     if script == "cyrillic":
@@ -163,8 +193,8 @@ def _latin_language(text: str) -> str:
         for lang in languages:
             hits[lang] += 1
     if not ascii_text:  # every mark is a non-ASCII letter
-        for lang, marks in _MARKS.items():
-            hits[lang] += sum(lowered.count(ch) for ch in marks)
+        for mark in _ANY_MARK.findall(lowered):
+            hits[_LANGUAGE_OF_MARK[mark]] += 1
     best = max(hits, key=hits.__getitem__)
     top = hits[best]
     if top < MIN_STOPWORDS or list(hits.values()).count(top) > 1:  # too few, or a tie
