@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -453,6 +454,38 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
     assert fetched == 0  # every row from the copy
     pd.testing.assert_frame_equal(rows, fetch(0))  # straight from SQLite
     assert rows["leak"].sum() >= 5
+
+
+def test_a_cold_catch_up_makes_the_session_index_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Rows go into an empty index without the session index (each row would update it at a random
+    place); it is there once the catch-up ends, and made again on open if one died before that."""
+
+    def indexes(index: VoteIndex) -> set[str]:
+        return {n for (n,) in index._db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+    logs = tmp_path / "logs"
+    record_votes(logs, 3, clock=1_767_225_600.0)
+    index = VoteIndex(logs)
+    during: list[set[str]] = []
+    commit = index._commit
+
+    def watched(*args: Any) -> bool:
+        during.append(indexes(index))
+        return commit(*args)
+
+    monkeypatch.setattr(index, "_commit", watched)
+    index.catch_up()
+    assert during and all("votes_session" not in found for found in during)
+    assert {"votes_session", "votes_file"} <= indexes(index)
+    record_votes(logs, 2, clock=1_767_312_000.0)
+    index.catch_up()  # not into an empty index: the index stays
+    assert "votes_session" in during[-1]
+    index._db.execute("DROP INDEX votes_session")  # as a catch-up that died mid-way leaves it
+    index.close()
+    again = VoteIndex(logs)
+    assert "votes_session" in indexes(again)
+    (session,) = again._db.execute("SELECT session FROM votes LIMIT 1").fetchone()
+    assert len(again.session_rows(session)) >= 1
 
 
 def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_path: Path, monkeypatch):

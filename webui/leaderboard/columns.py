@@ -106,9 +106,11 @@ class Builder:
         types.discard(type(None))
         if not types <= _TYPES[kind] or (nones and kind == "bool"):
             raise Unsupported(f"the column {name} holds {sorted(t.__name__ for t in types)} and {nones} None")
-        if kind == "text":
+        if kind == "text":  # the batch's codes (hashed in C), then its few distinct values' codes
+            local, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
             distinct = self._distinct[name]
-            return np.fromiter((-1 if v is None else distinct.setdefault(v, len(distinct)) for v in values), np.int32)
+            codes = [distinct.setdefault(value, len(distinct)) for value in uniques]
+            return np.array([*codes, -1], dtype=np.int32)[local]
         self._nones[name] += nones
         dtype = bool if kind == "bool" else np.float64 if nones or kind == "real" else np.int64
         try:

@@ -61,6 +61,8 @@ from webui.leaderboard.battles import (
 from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
 from webui.leaderboard.schema import (
     BOOL_COLUMNS,
+    DEFERRED_INDEX_NAMES,
+    DEFERRED_INDEXES,
     INTEGER_COLUMNS,
     REAL_COLUMNS,
     TEXT_COLUMNS,
@@ -186,7 +188,7 @@ class VoteIndex:
                 self._unchanged, self._identity = {}, identity
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
             self._copy = self._start_copy()
-            with _pool_for(self._unread_bytes(paths)) as pool:
+            with _pool_for(self._unread_bytes(paths)) as pool, self._deferring_indexes(self._copy is not None):
                 for path in paths:
                     before = self._stat(path)
                     self._catch_up_file(path, report, model_names, extra_words, pool)
@@ -199,6 +201,22 @@ class VoteIndex:
             self._copy = None
             self._lock.release()
         return report
+
+    @contextlib.contextmanager
+    def _deferring_indexes(self, cold: bool) -> Iterator[None]:
+        """Without schema.DEFERRED_INDEXES while a catch-up fills an empty index (`cold`)."""
+        if not cold:
+            yield
+            return
+        with self._transaction():
+            for name in DEFERRED_INDEX_NAMES:
+                self._db.execute(f"DROP INDEX IF EXISTS {name}")
+        try:
+            yield
+        finally:
+            with self._transaction():
+                for statement in DEFERRED_INDEXES:
+                    self._db.execute(statement)
 
     def _start_copy(self) -> _ColdCopy | None:
         """For a catch-up into an empty SQLite index: the columnar copy of the rows it adds, built
@@ -280,6 +298,8 @@ class VoteIndex:
     def _migrate(self) -> None:
         """Inside a write transaction: the newest tables, and this store's identity."""
         migrate(self._db)
+        for statement in DEFERRED_INDEXES:
+            self._db.execute(statement)
         # Names this index among others at the same place (a rebuild, a deleted file): the columnar
         # copy of its rows is only valid for the index that wrote it.
         self._db.execute(

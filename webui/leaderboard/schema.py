@@ -94,6 +94,13 @@ def _board_in_parts(d: Dialect) -> tuple[str, ...]:
     )
 
 
+# An index that a catch-up into an empty SQLite index drops while it inserts and makes again at
+# its end (webui.leaderboard.index): each row would update it at a random place, a page written
+# to the WAL per row at a million rows. Made again on every open too, should that catch-up die.
+DEFERRED_INDEXES = ("CREATE INDEX IF NOT EXISTS votes_session ON votes (session)",)
+DEFERRED_INDEX_NAMES = ("votes_session",)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
