@@ -64,7 +64,7 @@ bits_of(PyObject *firsts, uint64_t *bits)
         if (!PyBytes_Check(item)) {
             Py_DECREF(item);
             Py_DECREF(iterator);
-            PyErr_SetString(PyExc_TypeError, "tokens_in: every first token must be bytes");
+            PyErr_SetString(PyExc_TypeError, "every first token must be bytes");
             return -1;
         }
         set_bit(bits, hash_of((const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item)));
@@ -93,21 +93,33 @@ add_if_member(PyObject *firsts, PyObject *found, const char *start, Py_ssize_t l
     return added;
 }
 
+/* Parses a scan's (text, firsts) and sets the members' hash bits: the empty set the scan fills,
+ * or NULL with an error set (and the buffer released). */
+static PyObject *
+begin_scan(PyObject *args, const char *name, Py_buffer *text, PyObject **firsts, uint64_t *bits)
+{
+    if (!PyArg_ParseTuple(args, "y*O", text, firsts))
+        return NULL;
+    if (!PyAnySet_Check(*firsts)) {
+        PyErr_Format(PyExc_TypeError, "%s: the first tokens must be a set or frozenset", name);
+    } else if (bits_of(*firsts, bits) == 0) {
+        PyObject *found = PySet_New(NULL);
+        if (found != NULL)
+            return found;
+    }
+    PyBuffer_Release(text);
+    return NULL;
+}
+
 static PyObject *
 tokens_in(PyObject *module, PyObject *args)
 {
     Py_buffer text;
     PyObject *firsts;
     uint64_t bits[HASH_BITS / 64] = {0};
-    if (!PyArg_ParseTuple(args, "y*O", &text, &firsts))
+    PyObject *found = begin_scan(args, "tokens_in", &text, &firsts, bits);
+    if (found == NULL)
         return NULL;
-    PyObject *found = NULL;
-    if (!PyAnySet_Check(firsts)) {
-        PyErr_SetString(PyExc_TypeError, "tokens_in: the first tokens must be a set or frozenset");
-        goto done;
-    }
-    if (bits_of(firsts, bits) < 0 || (found = PySet_New(NULL)) == NULL)
-        goto done;
     const unsigned char *bytes = text.buf;
     Py_ssize_t size = text.len, i = 0;
     while (i < size) {
@@ -172,15 +184,9 @@ json_tokens_in(PyObject *module, PyObject *args)
     Py_buffer text;
     PyObject *firsts;
     uint64_t bits[HASH_BITS / 64] = {0};
-    if (!PyArg_ParseTuple(args, "y*O", &text, &firsts))
+    PyObject *found = begin_scan(args, "json_tokens_in", &text, &firsts, bits);
+    if (found == NULL)
         return NULL;
-    PyObject *found = NULL;
-    if (!PyAnySet_Check(firsts)) {
-        PyErr_SetString(PyExc_TypeError, "json_tokens_in: the first tokens must be a set or frozenset");
-        goto done;
-    }
-    if (bits_of(firsts, bits) < 0 || (found = PySet_New(NULL)) == NULL)
-        goto done;
     const unsigned char *bytes = text.buf;
     Py_ssize_t size = text.len, i = 0;
     while (i < size) {
