@@ -486,6 +486,12 @@ def test_a_cold_catch_up_makes_the_session_index_at_its_end(tmp_path: Path, monk
     assert "votes_session" in indexes(again)
     (session,) = again._db.execute("SELECT session FROM votes LIMIT 1").fetchone()
     assert len(again.session_rows(session)) >= 1
+    empty = VoteIndex(tmp_path / "empty")  # polled while no vote is logged: nothing is written
+    writes = []
+    transaction = empty._transaction
+    monkeypatch.setattr(empty, "_transaction", lambda: writes.append(1) or transaction())
+    empty.catch_up()
+    assert writes == []
 
 
 def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_path: Path, monkeypatch):

@@ -187,8 +187,9 @@ class VoteIndex:
             if identity != self._identity:  # rebuilt (here or by another process): look at everything
                 self._unchanged, self._identity = {}, identity
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
-            self._copy = self._start_copy()
-            with _pool_for(self._unread_bytes(paths)) as pool, self._deferring_indexes(self._copy is not None):
+            unread = self._unread_bytes(paths)
+            self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
+            with _pool_for(unread) as pool, self._deferring_indexes(self._copy is not None):
                 for path in paths:
                     before = self._stat(path)
                     self._catch_up_file(path, report, model_names, extra_words, pool)
