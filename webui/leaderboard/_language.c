@@ -194,17 +194,26 @@ stopwords_dealloc(AsciiStopWords *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *
-language(AsciiStopWords *self, PyObject *text)
+/* 0 when `text` is a str ready to read, else -1 with a TypeError naming `who`. */
+static int
+ready_str(PyObject *text, const char *who)
 {
     if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "AsciiStopWords.language: the text must be a str");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s: the text must be a str", who);
+        return -1;
     }
 #if PY_VERSION_HEX < 0x030C0000 /* 3.12 made every str ready, and deprecated the call */
     if (PyUnicode_READY(text) < 0)
-        return NULL;
+        return -1;
 #endif
+    return 0;
+}
+
+static PyObject *
+language(AsciiStopWords *self, PyObject *text)
+{
+    if (ready_str(text, "AsciiStopWords.language") < 0)
+        return NULL;
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "AsciiStopWords.language: the text must be ASCII");
         return NULL;
@@ -359,14 +368,8 @@ scripts_dealloc(Scripts *self)
 static PyObject *
 count(Scripts *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "Scripts.count: the text must be a str");
+    if (ready_str(text, "Scripts.count") < 0)
         return NULL;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-#endif
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text), counts[MAX_SCRIPTS + 1] = {0};

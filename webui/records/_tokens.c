@@ -74,23 +74,24 @@ bits_of(PyObject *firsts, uint64_t *bits)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* Adds the run to `found` (as str) if it is a member of `firsts`; -1 on an error. */
+/* Adds the run (in any case) to `found`, lowered, if that is a member of `firsts`; -1 on an error. */
 static int
-add_if_member(PyObject *firsts, PyObject *found, const char *start, Py_ssize_t length)
+add_lowered_if_member(PyObject *firsts, PyObject *found, const unsigned char *start, Py_ssize_t length)
 {
-    PyObject *run = PyBytes_FromStringAndSize(start, length);
+    PyObject *run = PyBytes_FromStringAndSize(NULL, length);
     if (run == NULL)
         return -1;
+    char *lowered = PyBytes_AS_STRING(run);
+    for (Py_ssize_t k = 0; k < length; k++)
+        lowered[k] = (char)(start[k] >= 'A' && start[k] <= 'Z' ? start[k] | 0x20 : start[k]);
     int member = PySet_Contains(firsts, run);
+    if (member > 0) {
+        PyObject *text = PyUnicode_DecodeASCII(lowered, length, NULL);
+        member = text == NULL ? -1 : PySet_Add(found, text);
+        Py_XDECREF(text);
+    }
     Py_DECREF(run);
-    if (member <= 0)
-        return member;
-    PyObject *text = PyUnicode_DecodeASCII(start, length, NULL);
-    if (text == NULL)
-        return -1;
-    int added = PySet_Add(found, text);
-    Py_DECREF(text);
-    return added;
+    return member < 0 ? -1 : 0;
 }
 
 /* Parses a scan's (text, firsts) and sets the members' hash bits: the empty set the scan fills,
@@ -133,7 +134,7 @@ tokens_in(PyObject *module, PyObject *args)
         while (end < size && kind_of[bytes[end]] == kind)
             hash = hash_step(hash, bytes[end++]);
         if (bit_is_set(bits, hash)) {
-            if (add_if_member(firsts, found, (const char *)bytes + i, end - i) < 0) {
+            if (add_lowered_if_member(firsts, found, bytes + i, end - i) < 0) {
                 Py_CLEAR(found);
                 goto done;
             }
@@ -152,26 +153,6 @@ hex_value(unsigned char c)
         return c - '0';
     c |= 0x20;
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Adds the run (any case) to `found` lowered, as tokens_in does; -1 on an error. */
-static int
-add_lowered_if_member(PyObject *firsts, PyObject *found, const unsigned char *start, Py_ssize_t length)
-{
-    PyObject *run = PyBytes_FromStringAndSize(NULL, length);
-    if (run == NULL)
-        return -1;
-    char *lowered = PyBytes_AS_STRING(run);
-    for (Py_ssize_t k = 0; k < length; k++)
-        lowered[k] = (char)(start[k] >= 'A' && start[k] <= 'Z' ? start[k] | 0x20 : start[k]);
-    int member = PySet_Contains(firsts, run);
-    if (member > 0) {
-        PyObject *text = PyUnicode_DecodeASCII(lowered, length, NULL);
-        member = text == NULL ? -1 : PySet_Add(found, text);
-        Py_XDECREF(text);
-    }
-    Py_DECREF(run);
-    return member < 0 ? -1 : 0;
 }
 
 /* json_tokens_in(line, firsts): tokens_in over a JSON text as written (any case, escapes as
