@@ -18,6 +18,8 @@ import re
 import unicodedata
 from collections import Counter
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from webui.leaderboard import battles, categories, ingest, language, style
@@ -275,6 +277,19 @@ def ref_parse_lines(data, base):
         else:
             records.append((base + start, len(raw), record))
     return records, bad
+
+
+def ref_style_matrix(counts):
+    out = []
+    for f in style.FEATURES:
+        a, b = counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)
+        total = a + b
+        out.append(np.divide(a - b, total, out=np.zeros_like(total), where=total > 0))
+    diff = np.column_stack(out)
+    columns = [diff[:, j].copy() for j in range(diff.shape[1])]
+    mean, spread = np.array([c.mean() for c in columns]), np.array([c.std() for c in columns])
+    safe = np.where(spread > 0, spread, 1.0)
+    return np.where(spread > 0, (diff - mean) / safe, 0.0)
 
 
 # --- generated inputs -----------------------------------------------------------------------
@@ -661,6 +676,29 @@ CODE = [
 
 def pieces(rng: random.Random, choices: list[str], size: int) -> str:
     return "".join(rng.choice(choices) for _ in range(rng.randint(0, size)))
+
+
+@pytest.mark.parametrize("kind", [int, float])
+def test_the_style_matrix_is_unchanged(kind: type):
+    """Standardised in place, a column at a time, from counts as the index stores them (integers)
+    or as conversations give them (floats): the very same numbers, a constant feature all 0."""
+    rng = np.random.default_rng(3)
+    columns = [f"{f}_{side}" for side in ("a", "b") for f in style.FEATURES]
+    counts = pd.DataFrame(rng.integers(0, 40, (5_000, len(columns))), columns=columns).astype(kind)
+    counts.loc[rng.random(5_000) < 0.3, ["headers_a", "headers_b"]] = 0  # both 0: a difference of 0
+    counts["bold_a"], counts["bold_b"] = 9, 3  # the same difference in every battle: no spread
+    x = style.style_matrix(counts)
+    assert np.array_equal(x, ref_style_matrix(counts)) and not x[:, 2].any()
+    assert np.array_equal(style.style_differences(counts), battles_differences(counts))
+
+
+def battles_differences(counts):
+    return np.column_stack(
+        [
+            np.divide(a - b, a + b, out=np.zeros(len(a)), where=a + b > 0)
+            for a, b in ((counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)) for f in style.FEATURES)
+        ]
+    )
 
 
 def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):

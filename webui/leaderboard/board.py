@@ -17,7 +17,7 @@ import pandas as pd
 
 from webui.config import Settings
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import SPEED_FIELDS, STYLE_COUNT_COLUMNS, Hygiene, battles_frame, drop_reasons, names_in
+from webui.leaderboard.battles import SPEED_FIELDS, Hygiene, battles_frame, drop_reasons, names_in
 from webui.leaderboard.categories import category_counts, category_masks
 from webui.leaderboard.fingerprints import fingerprints_of, split_by_fingerprint
 from webui.leaderboard.history import ratings_over_time
@@ -182,9 +182,7 @@ def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
     )
 
 
-def rate(
-    used: pd.DataFrame, options: BoardOptions, style: pd.DataFrame | None = None, coded: ratings.Coded | None = None
-) -> Rated:
+def rate(used: pd.DataFrame, options: BoardOptions, coded: ratings.Coded | None = None) -> Rated:
     """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`
     (`coded`: the same, encoded)."""
     coded = coded or (ratings.encode(used) if not used.empty else None)
@@ -194,8 +192,7 @@ def rate(
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
-        counts = style.loc[used.index] if style is not None else _stored_style(used)
-        styled, coefficients = style_table(used, options.rounds, options.seed, counts, ranked, coded)
+        styled, coefficients = style_table(used, options.rounds, options.seed, None, ranked, coded)
         table = table.merge(styled, on="model", how="left")
     table = (
         table.merge(model_speeds(used), on="model", how="left")
@@ -212,11 +209,6 @@ def rate(
         ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
         ratings.pair_counts(used, order, g) if order else pd.DataFrame(),
     )
-
-
-def _stored_style(battles: pd.DataFrame) -> pd.DataFrame | None:
-    """The style counts the rows carry (None: compute them from the conversations)."""
-    return battles[list(STYLE_COUNT_COLUMNS)].astype(float) if "length_a" in battles else None
 
 
 def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_lines: int = 0) -> Board:
@@ -244,12 +236,11 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
         all_battles.loc[out, "drop_reason"] = "flagged_voter"
         eligible &= ~out
     used = all_battles[eligible].reset_index(drop=True)
-    style = _stored_style(used) if options.style and not used.empty else None
     dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
     if not options.include_named:
         dropped[NAMED] = int(named.sum())
     coded = ratings.encode(used)  # the model names, read once for every table below
-    rated = rate(used, options, style, coded)
+    rated = rate(used, options, coded)
     return Board(
         battles=all_battles,
         counted=used,

@@ -40,17 +40,17 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard import ratings
-from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, drop_reasons
+from webui.leaderboard.battles import drop_reasons
 from webui.leaderboard.board import NAMED, Board, BoardOptions, Rated
 from webui.leaderboard.style import (
     StyleFit,
     battle_terms,
+    counts_of,
     from_scale,
     gram_of_sums,
     ridge_terms,
     standardise,
     style_columns,
-    style_counts,
     style_differences,
 )
 from webui.leaderboard.voters import utc_day_number
@@ -233,14 +233,7 @@ def _per_day(battles: pd.DataFrame, options: BoardOptions) -> dict[tuple[str, in
 
 def _differences(battles: pd.DataFrame) -> np.ndarray:
     """`style.style_differences` of the battles' style counts."""
-    return style_differences(_style_counts(battles))
-
-
-def _style_counts(battles: pd.DataFrame) -> pd.DataFrame:
-    """The style counts the rows carry, or computed from their conversations."""
-    if "length_a" in battles:
-        return battles[list(STYLE_COUNT_COLUMNS)].astype(float)
-    return style_counts(battles)
+    return style_differences(counts_of(battles))
 
 
 # How far (log-odds) the earlier battles' logits may move from the full build's fit before its
@@ -287,7 +280,7 @@ class StyleTally:
         n = len(coded.models)  # the tally's models, in its order
         theta = from_scale(table["style_rating"].reindex(coded.models).to_numpy(float))
         params = np.concatenate([theta, board.rated.style_coefficients.to_numpy(float)])
-        diff = style_differences(_style_counts(board.counted))
+        diff = style_differences(counts_of(board.counted))
         columns = [diff[:, j].copy() for j in range(diff.shape[1])]  # contiguous: the full build's sums
         mean, spread = np.array([c.mean() for c in columns]), np.array([c.std() for c in columns])
         x = np.column_stack([standardise(diff, mean, spread), np.ones(len(diff))])

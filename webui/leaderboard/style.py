@@ -126,6 +126,13 @@ def _line_matches(at_line_start: re.Pattern[str], after_newline: re.Pattern[str]
     return (first is not None) + len(after_newline.findall(text, first.end() if first else 0))
 
 
+def counts_of(battles: pd.DataFrame) -> pd.DataFrame:
+    """The style counts of `battles`: the ones their rows carry (the vote index's, as they are
+    stored: `style_differences` reads each column as float), or computed from their conversations."""
+    stored = [f"{f}_{side}" for side in ("a", "b") for f in FEATURES]
+    return battles[stored] if stored[0] in battles else style_counts(battles)
+
+
 def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
     """Each side's raw counts: columns length_a, headers_a, ..., length_b, ... (one row per battle)."""
     a = [reply_style(c) for c in battles["conversation_a"]]
@@ -136,20 +143,29 @@ def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
 
 
 def style_matrix(counts: pd.DataFrame) -> np.ndarray:
-    """Normalised, standardised differences: one column per feature."""
+    """Normalised, standardised differences: one column per feature (`standardise` by each
+    column's mean and spread, done in place, a column at a time: this matrix has a row per battle)."""
     diff = style_differences(counts)
-    columns = [diff[:, j].copy() for j in range(diff.shape[1])]  # contiguous: the sums as before
-    return standardise(diff, np.array([c.mean() for c in columns]), np.array([c.std() for c in columns]))
+    for j in range(diff.shape[1]):
+        column = diff[:, j].copy()  # contiguous: the sums as before
+        mean, spread = column.mean(), column.std()
+        if spread > 0:
+            column -= mean
+            column /= spread
+        else:
+            column[:] = 0.0
+        diff[:, j] = column
+    return diff
 
 
 def style_differences(counts: pd.DataFrame) -> np.ndarray:
     """Each battle's normalised differences (A - B) / (A + B), 0 when both are 0: one column per feature."""
-    out = []
-    for f in FEATURES:
+    out = np.zeros((len(counts), len(FEATURES)))
+    for j, f in enumerate(FEATURES):
         a, b = counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)
         total = a + b
-        out.append(np.divide(a - b, total, out=np.zeros_like(total), where=total > 0))
-    return np.column_stack(out) if out else np.zeros((len(counts), 0))
+        np.divide(a - b, total, out=out[:, j], where=total > 0)
+    return out
 
 
 def standardise(diff: np.ndarray, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
@@ -338,7 +354,7 @@ def _inputs(
     battles: pd.DataFrame, counts: pd.DataFrame | None, coded: Coded | None = None
 ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     coded = coded or encode(battles)
-    x = style_matrix(counts if counts is not None else style_counts(battles))
+    x = style_matrix(counts if counts is not None else counts_of(battles))
     return coded.models, coded.a, coded.b, coded.score, x
 
 
