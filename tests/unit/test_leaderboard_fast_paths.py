@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import battles, categories, ingest, language, style
+from webui.leaderboard import battles, categories, ingest, language, ratings, style
 from webui.leaderboard.simulate import CODE_PROMPT, FILLER, ORDINARY, PROMPTS, TRUE, simulate
 from webui.records import identity
 from webui.records.identity import identity_words, word_pattern
@@ -370,14 +370,17 @@ def built() -> bool:
         and style._compiled_word_count is not None
         and language._compiled_ascii_language is not None
         and language._compiled_scripts is not None
+        and ratings._compiled_elo_updates is not None
     )
 
 
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c,
-    webui/leaderboard/_language.c), then the Python versions that run where those were not built."""
+    webui/leaderboard/_language.c, webui/leaderboard/_elo.c), then the Python versions that run
+    where those were not built."""
     if request.param == "python":
+        monkeypatch.setattr(ratings, "_compiled_elo_updates", None)
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
         monkeypatch.setattr(style, "_compiled_word_count", None)
         monkeypatch.setattr(language, "_compiled_ascii_language", None)
@@ -676,6 +679,52 @@ CODE = [
 
 def pieces(rng: random.Random, choices: list[str], size: int) -> str:
     return "".join(rng.choice(choices) for _ in range(rng.randint(0, size)))
+
+
+def ref_elo_updates(rating, a, b, score, k, scale, base):
+    rating = list(rating)
+    for i, j, s in zip(a.tolist(), b.tolist(), score.tolist(), strict=True):
+        old_i, old_j = rating[i], rating[j]
+        change = k * (s - 1.0 / (1.0 + base ** ((old_j - old_i) / scale)))
+        rating[i], rating[j] = old_i + change, old_j - change
+    return rating
+
+
+def test_the_online_elo_is_unchanged(compiled: str):
+    """To the last bit, on long runs where ratings drift far apart, with other steps and bases,
+    from codes of another integer type, and on no battles."""
+    rng = np.random.default_rng(11)
+    for n, count, k, scale, base in (
+        (2, 1, 4.0, 400.0, 10.0),
+        (9, 60_000, 4.0, 400.0, 10.0),
+        (40, 20_000, 32.0, 173.0, 2.5),
+    ):
+        a = rng.integers(0, n, count)
+        b = (a + rng.integers(1, n, count)) % n if n > 1 else a
+        score = rng.choice([0.0, 0.5, 1.0], count, p=[0.2, 0.1, 0.7])  # skewed: ratings spread wide
+        start = list(rng.normal(1000.0, 300.0, n))
+        got = ratings.elo_updates(start, a, b, score, k, scale, base)
+        assert got == ref_elo_updates(start, a, b, score, k, scale, base)
+        assert ratings.elo_updates(start, a.astype(np.int32), b.astype(np.int16), score, k, scale, base) == got
+    nothing = np.zeros(0, np.int64)
+    assert ratings.elo_updates([1000.0, 1010.0], nothing, nothing, np.zeros(0)) == [1000.0, 1010.0]
+
+
+def test_the_compiled_online_elo_refuses_what_it_cannot_rate():
+    if ratings._compiled_elo_updates is None:
+        pytest.skip(NOT_BUILT)
+    elo = ratings._compiled_elo_updates
+    one, two = np.array([0]), np.array([2])
+    with pytest.raises(IndexError, match="model 2 of 2"):
+        elo([1000.0, 1000.0], one, two, np.array([1.0]), 4.0, 400.0, 10.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        elo([1000.0, 1000.0], one, np.array([1, 0]), np.array([1.0]), 4.0, 400.0, 10.0)
+    with pytest.raises(TypeError, match="8-byte integers"):
+        elo([1000.0, 1000.0], one.astype(np.int32), one, np.array([1.0]), 4.0, 400.0, 10.0)
+    with pytest.raises(OverflowError):
+        elo([0.0, 1e6], np.array([0]), np.array([1]), np.array([1.0]), 4.0, 1.0, 10.0)
+    with pytest.raises(OverflowError):
+        ref_elo_updates([0.0, 1e6], np.array([0]), np.array([1]), np.array([1.0]), 4.0, 1.0, 10.0)
 
 
 @pytest.mark.parametrize("kind", [int, float])

@@ -24,7 +24,7 @@ from webui.leaderboard.history import ratings_over_time
 from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.speed import model_speeds
 from webui.leaderboard.style import style_table
-from webui.leaderboard.voters import over_daily_cap, voter_agreement
+from webui.leaderboard.voters import AGREEMENT_READS, over_daily_cap, voter_agreement
 from webui.records.identity import identity_words
 from webui.records.storage import ReadReport, read_logs
 
@@ -229,7 +229,7 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
     capped = over_daily_cap(all_battles, eligible, options.votes_per_day)
     all_battles.loc[capped, "drop_reason"] = "over_daily_cap"
     eligible &= ~capped
-    voters = voter_agreement(all_battles[eligible])
+    voters = voter_agreement(all_battles.loc[eligible, list(AGREEMENT_READS)])  # not a copy of every column
     flagged = set(voters.loc[voters["flagged"], "voter"]) if not voters.empty else set()
     if options.exclude_flagged and flagged:
         out = eligible & all_battles["voter"].isin(flagged)

@@ -28,6 +28,7 @@ from webui.leaderboard.ratings import Coded, encode, fit_bt, fit_bt_many
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked
 VOTER_COLUMNS = ("voter", "votes", "decisive", "agreed", "expected", "z", "p_value", "flagged")
+AGREEMENT_READS = ("voter", "model_a", "model_b", "winner")  # the battles' columns voter_agreement reads
 
 
 def utc_day(tstamp: float) -> str:
