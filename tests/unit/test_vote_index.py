@@ -600,3 +600,21 @@ def test_an_index_from_before_numbered_migrations_is_read_again(tmp_path: Path):
     with contextlib.closing(sqlite3.connect(tmp_path / INDEX_NAME)) as db:
         assert db.execute("SELECT version FROM migrations").fetchall() == [(m.version,) for m in MIGRATIONS]
     index.close()
+
+
+def test_flags_and_nulls_are_stored_as_sqlite_binds_them_without_adapters(tmp_path: Path):
+    """The store registers adapters for bool and None (a faster path through Python 3.11's
+    sqlite3): they must store what sqlite3 stores without them, 0/1 and NULL."""
+    from webui.leaderboard.store import open_store
+
+    assert sqlite3.adapters[(bool, sqlite3.PrepareProtocol)] is int  # the fast path is the one taken
+    assert (type(None), sqlite3.PrepareProtocol) in sqlite3.adapters
+    store = open_store(tmp_path / "s.sqlite3")
+    with store.transaction():
+        store.execute("CREATE TABLE t (flag INTEGER, other)")
+        store.executemany("INSERT INTO t VALUES (?, ?)", [(True, None), (False, 2.5), (None, True)])
+    stored = store.execute("SELECT flag, typeof(flag), other, typeof(other) FROM t ORDER BY rowid").fetchall()
+    assert stored == [(1, "integer", None, "null"), (0, "integer", 2.5, "real"), (None, "null", 1, "integer")]
+    plain = sqlite3.connect(":memory:")  # a connection of its own stores the same
+    assert plain.execute("SELECT typeof(?), typeof(?), ?", (None, True, False)).fetchone() == ("null", "integer", 0)
+    store.close()
