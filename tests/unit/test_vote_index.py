@@ -241,7 +241,7 @@ def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it(scan: s
     """Whenever a reply names a word the line passes the test (no leak is missed), and a line whose
     only match is inside another word ("late" in "template_name") does not."""
     from webui.leaderboard.battles import identity_leak
-    from webui.leaderboard.index import _might_name
+    from webui.leaderboard.ingest import might_name
     from webui.records import identity
 
     if scan == "python":
@@ -289,16 +289,16 @@ def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it(scan: s
         reply = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
         record = logged(reply, "hello")
         line = encode(record)
-        might = _might_name(line, words)
+        might = might_name(line, words)
         if identity_leak(record, words):
             leaked += 1
             assert might, reply
         passed += might
     assert leaked > 300 and passed < 3000  # both kinds were tried
     plain = encode(logged("a template", "relate"))
-    assert b"late" in plain.lower() and not _might_name(plain, words)
+    assert b"late" in plain.lower() and not might_name(plain, words)
     spelled = plain.replace(b"a template", b"\\u004cate-7B")  # JSON may escape any character
-    assert json.loads(spelled)["states"][0]["messages"][-1][1] == "Late-7B" and _might_name(spelled, words)
+    assert json.loads(spelled)["states"][0]["messages"][-1][1] == "Late-7B" and might_name(spelled, words)
 
 
 def vm_steps(index: VoteIndex) -> list[int]:
@@ -342,11 +342,18 @@ def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path:
     from webui.leaderboard import ingest
 
     alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
-    alone.catch_up()
+    by_one, rows_by_one = alone.catch_up(), alone.rows()
+    again_by_one = alone.catch_up(extra_words="terminal")  # a word added: a recheck alone
     monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)  # many chunks in flight at once
+    monkeypatch.setattr(index_module, "RECHECK_BATCH", 97)  # rows checked again in many batches
     pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
-    assert pooled.catch_up().votes == 3002
+    by_workers = pooled.catch_up()
+    assert by_workers.votes == 3002 and by_workers.rechecked == by_one.rechecked > 0  # late-7b joins halfway
+    pd.testing.assert_frame_equal(pooled.rows(), rows_by_one)
+    # A recheck alone gets workers of its own.
+    assert pooled.catch_up(extra_words="terminal").rechecked == again_by_one.rechecked > 0
+    assert pooled.rows()["leak"].sum() > rows_by_one["leak"].sum()
     pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
 
 

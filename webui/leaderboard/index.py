@@ -56,9 +56,8 @@ from webui.leaderboard.battles import (
     ROW_COLUMNS,
     SPEED_COLUMNS,
     conversation_columns,
-    identity_leak,
 )
-from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk
+from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk, recheck
 from webui.leaderboard.schema import (
     BOOL_COLUMNS,
     DEFERRED_INDEX_NAMES,
@@ -71,7 +70,7 @@ from webui.leaderboard.schema import (
     quoted,
 )
 from webui.leaderboard.store import Store, StoreError, open_store
-from webui.records.identity import identity_words, json_first_tokens
+from webui.records.identity import identity_words
 from webui.records.storage import log_files
 
 INDEX_NAME = "votes-index.sqlite3"
@@ -80,6 +79,7 @@ HEAD_BYTES = 4096  # how much of a file's start identifies it
 PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker processes
 MAX_WORKERS = 4
 PIPELINE_DEPTH = 4  # chunks read ahead of the one being committed
+RECHECK_BATCH = 20_000  # rows a worker checks again at a time
 SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writing it again
 # Loaded with every row (what the board needs); the rest only for exports (`details`) and, for a
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
@@ -189,12 +189,13 @@ class VoteIndex:
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
             unread = self._unread_bytes(paths)
             self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
-            with _pool_for(unread) as pool, self._deferring_indexes(self._copy is not None):
-                for path in paths:
-                    before = self._stat(path)
-                    self._catch_up_file(path, report, model_names, extra_words, pool)
-                    self._unchanged[path.name] = before  # read to its end as it stood then
-            report.rechecked = self._recheck(self._words(model_names, extra_words))
+            with _pool_for(unread) as pool:
+                with self._deferring_indexes(self._copy is not None):
+                    for path in paths:
+                        before = self._stat(path)
+                        self._catch_up_file(path, report, model_names, extra_words, pool)
+                        self._unchanged[path.name] = before  # read to its end as it stood then
+                report.rechecked = self._recheck(self._words(model_names, extra_words), pool)
             if self._copy is not None and self._copy.builder.rows >= SNAPSHOT_MIN_ROWS:
                 with contextlib.suppress(OSError):  # only slower: the first load makes the copy
                     self._save_copy(self._copy)
@@ -430,7 +431,7 @@ class VoteIndex:
         self._db.execute("INSERT INTO word_sets (key, words) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, text))
         return int(self._db.execute("SELECT id FROM word_sets WHERE key = ?", (key,)).fetchone()[0])
 
-    def _recheck(self, words: Sequence[str]) -> int:
+    def _recheck(self, words: Sequence[str], pool: Executor | None = None) -> int:
         """Check again, against `words`, every row of this server's files checked with another word
         list (another server's rows are its own to check: only it has their lines). Which lists
         are in use comes from meta, so that with nothing to check no row is read."""
@@ -452,7 +453,8 @@ class VoteIndex:
                 (old_id, self.server, newest),
             ).fetchall()
             before = {row_id: bool(leak) for row_id, _, _, _, leak in targets}
-            changed = [(int(leak), row_id) for row_id, leak in self._leaks(targets, check) if leak != before[row_id]]
+            found = self._leaks(targets, check, pool)
+            changed = [(int(leak), row_id) for row_id, leak in found if leak != before[row_id]]
             if self._copy is not None:
                 self._copy.leaks.extend(changed)
             with self._transaction():
@@ -501,22 +503,22 @@ class VoteIndex:
         if after != before:
             self._db.execute(_SET_META, (_IN_USE + self.server, json.dumps(sorted(after))))
 
-    def _leaks(self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str]) -> Iterator[tuple[int, bool]]:
-        """(row id, leaks?) for rows re-read from their lines; only the lines that might name
-        one of `words` (`_might_name`) are parsed."""
-        for name, rows in _by_file(targets):
-            try:
-                handle = (self.log_dir / name).open("rb")
-            except OSError:
-                continue  # the file went away: its rows keep their last check
-            with handle:
-                for row_id, offset, length in rows:
-                    line = os.pread(handle.fileno(), length, offset)
-                    if not _might_name(line, words):
-                        yield row_id, False
-                        continue
-                    record = parse(line)
-                    yield row_id, bool(record is not None and identity_leak(record, words))
+    def _leaks(
+        self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str], pool: Executor | None
+    ) -> list[tuple[int, bool]]:
+        """(row id, leaks?) for rows re-read from their lines (`ingest.recheck`), in `pool`, or in
+        a pool of their own when they are many, else here."""
+        batches = [
+            (self.log_dir / name, rows[start : start + RECHECK_BATCH])
+            for name, rows in _by_file(targets)
+            for start in range(0, len(rows), RECHECK_BATCH)
+        ]
+        size = sum(length for _, _, _, length, _ in targets)
+        with contextlib.nullcontext(pool) if pool is not None else _pool_for(size) as workers:
+            if workers is None:
+                return [found for path, rows in batches for found in recheck(path, rows, words)]
+            futures = [workers.submit(recheck, path, rows, tuple(words)) for path, rows in batches]
+            return [found for future in futures for found in future.result()]
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -689,14 +691,6 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 def _head(handle: Any, size: int) -> str:
     return hashlib.sha256(os.pread(handle.fileno(), size, 0)).hexdigest() + f":{size}"
-
-
-def _might_name(line: bytes, words: Sequence[str]) -> bool:
-    """False only where no reply in the log line can name one of `words`: none of their first
-    tokens is a token of the line (webui.records.identity.json_first_tokens). A substring test
-    would not do: "late" (of late-7b) is in every "template_name"."""
-    found = json_first_tokens(line, words)
-    return found is None or bool(found)
 
 
 def _by_file(targets: list[tuple[int, str, int, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:

@@ -5,21 +5,31 @@
 names known so far plus the chunk's own: each line's row first, keeping only the replies to
 check, since those words are known only once every line has been read. The index (webui.leaderboard.index) decides where the
 chunks come from and commits them in order; on a long catch-up it hands chunks to a process pool,
-since parsing and checking text, not SQLite, is what takes the time.
+since parsing and checking text, not SQLite, is what takes the time. `recheck` checks indexed
+rows again against a grown word list, re-reading their lines, in those processes too.
 """
 
 from __future__ import annotations
 
 import json
 import operator
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.leaderboard.battles import ROW_COLUMNS, TEXT_ROW_COLUMNS, as_text, names_in, unchecked_vote_row
-from webui.records.identity import identity_words, leaked_identity
+from webui.leaderboard.battles import (
+    ROW_COLUMNS,
+    TEXT_ROW_COLUMNS,
+    as_text,
+    identity_leak,
+    names_in,
+    unchecked_vote_row,
+)
+from webui.records.identity import identity_words, json_first_tokens, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in TEXT_ROW_COLUMNS)
@@ -76,6 +86,34 @@ def derive(
             row["leak"] = leaked_identity(replies, words)
         rows.append((offset, length, replies is not None, *sql_values(row)))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
+
+
+def recheck(path: Path, rows: Sequence[tuple[int, int, int]], words: Sequence[str]) -> list[tuple[int, bool]]:
+    """(row id, does a reply name one of `words`?) for `rows` (row id, offset, length) of the log
+    file `path`, each re-read from its line; only the lines that might name one (`might_name`)
+    are parsed. None where the file is gone: its rows keep their last check."""
+    try:
+        handle = path.open("rb")
+    except OSError:
+        return []
+    found = []
+    with handle:
+        for row_id, offset, length in rows:
+            line = os.pread(handle.fileno(), length, offset)
+            if not might_name(line, words):
+                found.append((row_id, False))
+                continue
+            record = parse(line)
+            found.append((row_id, bool(record is not None and identity_leak(record, words))))
+    return found
+
+
+def might_name(line: bytes, words: Sequence[str]) -> bool:
+    """False only where no reply in the log line can name one of `words`: none of their first
+    tokens is a token of the line (webui.records.identity.json_first_tokens). A substring test
+    would not do: "late" (of late-7b) is in every "template_name"."""
+    found = json_first_tokens(line, words)
+    return found is None or bool(found)
 
 
 def parse(line: bytes) -> dict[str, Any] | None:
