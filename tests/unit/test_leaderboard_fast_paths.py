@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import battles, categories, ingest, language, ratings, style
+from webui.leaderboard import battles, categories, ingest, language, ratings, schema, style
 from webui.leaderboard.simulate import CODE_PROMPT, FILLER, ORDINARY, PROMPTS, TRUE, simulate
 from webui.records import identity
 from webui.records.identity import identity_words, word_pattern
@@ -258,6 +258,8 @@ def ref_derive(data, start, at_end, known_names, model_names, extra_words):
 
 def ref_sql_values(row):
     out = [row[column] for column in battles.ROW_COLUMNS]
+    for flag in schema.BOOL_COLUMNS:  # since: 0/1, as SQLite keeps them (sqlite3 binds an int sooner)
+        out[battles.ROW_COLUMNS.index(flag)] = int(out[battles.ROW_COLUMNS.index(flag)])
     for position in ingest._TEXT_POSITIONS:
         value = out[position]
         if value is not None and not isinstance(value, str):

@@ -29,6 +29,7 @@ from webui.leaderboard.battles import (
     names_in,
     unchecked_vote_row,
 )
+from webui.leaderboard.schema import BOOL_COLUMNS
 from webui.records.identity import identity_words, json_first_tokens, leaked_identity
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
@@ -139,7 +140,11 @@ def parse_lines(data: bytes, base: int) -> Iterator[tuple[int, int, dict[str, An
 
 
 def sql_values(row: dict[str, Any]) -> tuple[Any, ...]:
-    """Row values SQLite stores: text columns that are not text (a malformed log) as JSON."""
+    """Row values SQLite stores: flags as 0 and 1 (set so in `row`: sqlite3 binds an int at once,
+    a bool only after a lookup in its adapters), text columns that are not text (a malformed
+    log) as JSON."""
+    for flag in BOOL_COLUMNS:
+        row[flag] = int(row[flag])
     out = _ROW_VALUES(row)
     if set(map(type, _TEXT_VALUES(row))) <= _TEXT_TYPES:  # the usual case, without a loop in Python
         return out
