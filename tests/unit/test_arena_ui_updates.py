@@ -59,3 +59,18 @@ def test_outputs_only_the_server_changes_go_bare_even_unchanged() -> None:
     box = {"__type__": "update", "interactive": True}
     delta([chat, "x", "notice", box])
     assert delta([dict(chat), "x", "notice", dict(box)], bare=[0, 1]) == [["a"], "x", gr.skip(), gr.skip()]
+
+
+def test_the_page_script_component_copies_as_gradio_copies_it_on_every_page_load() -> None:
+    """gr.HTML takes a quoted word of its js_on_load that names one of its own arguments for a
+    custom event and puts that event in the page's config; gradio deep-copies the config for
+    every page and fell back, leaving half an event loop behind. Nothing callable is in it."""
+    import copy
+
+    from webui.ui.page import install
+
+    page = install(["chat-stop"], {"1": ["vote-a"]}, ["chat-text", "battle-text"])
+    config = page.get_config()
+    assert not [key for key, value in config.items() if callable(value)]
+    copied = copy.deepcopy(config)
+    assert copied["js_on_load"] == config["js_on_load"] and '"chat-text", "battle-text"' in config["js_on_load"]

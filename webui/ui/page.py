@@ -84,7 +84,7 @@ if (!window.__arenaPage) {
   });
   if (!window.matchMedia(ARENA.narrow).matches && window.matchMedia("(hover: hover)").matches) {
     setTimeout(() => {
-      const box = ARENA.inputs.map((id) => document.querySelector(`#${id} textarea`)).find(shown);
+      const box = ARENA.message_boxes.map((id) => document.querySelector(`#${id} textarea`)).find(shown);
       if (box && !typing(document.activeElement)) box.focus({ preventScroll: true });
     }, 400);
   }
@@ -97,7 +97,9 @@ def page_script(stop_ids: Sequence[str], vote_keys: Mapping[str, Sequence[str]],
         "css": CSS,
         "stop": list(stop_ids),
         "votes": {k: list(v) for k, v in vote_keys.items()},
-        "inputs": list(input_ids),
+        # Not "inputs": gradio takes a quoted word of js_on_load that names one of gr.HTML's
+        # arguments for a custom event, puts it in the page's config, and fails to copy that.
+        "message_boxes": list(input_ids),
         "narrow": NARROW,
     }
     return _JS.replace("ARENA_CONFIG", json.dumps(config))
