@@ -60,7 +60,9 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
 
 def graph() -> dict[str, set[str]]:
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    modules = set(files)
+    # A compiled module (setup.py builds it from C; its .pyi stub names it) is a module of its own,
+    # importing nothing of the package, not its package's __init__.
+    modules = set(files) | {module_name(p) for p in PACKAGE.rglob("*.pyi")}
     return {name: imports_of(path, modules) for name, path in files.items()}
 
 
