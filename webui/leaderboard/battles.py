@@ -17,7 +17,7 @@ import pandas as pd
 
 from webui.leaderboard.categories import has_code, is_long
 from webui.leaderboard.language import detect_language
-from webui.leaderboard.style import FEATURES, text_style
+from webui.leaderboard.style import STYLE_COUNT_COLUMNS, text_style
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 from webui.types import PAIR_VOTES
 
@@ -28,7 +28,6 @@ WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 # identity check under the word list the row was checked with (`redacted`: the write-time check,
 # final); `error`/`stopped` say how the replies ended; the style counts and the prompt flags feed
 # style control and the categories; the speeds are the judged replies' (None where not logged).
-STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)
 SPEED_FIELDS = ("ttft_s", "tokens_per_s")  # per turn in each vote state (webui.records.storage.vote_state)
 SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS)
 # What served each side (webui.models.fingerprint), None in older logs: the board keeps a name's

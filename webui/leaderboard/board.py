@@ -192,7 +192,7 @@ def rate(used: pd.DataFrame, options: BoardOptions, coded: ratings.Coded | None 
     coefficients = pd.Series(dtype=float, name="coefficient")
     if options.style and not used.empty:
         ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])
-        styled, coefficients = style_table(used, options.rounds, options.seed, None, ranked, coded)
+        styled, coefficients = style_table(used, options.rounds, options.seed, ranked=ranked, coded=coded)
         table = table.merge(styled, on="model", how="left")
     table = (
         table.merge(model_speeds(used), on="model", how="left")

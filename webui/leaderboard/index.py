@@ -619,18 +619,15 @@ def _frame(data: list[tuple], session: bool = False) -> pd.DataFrame:
 
 
 _TEXT_AT = [4 + ROW_COLUMNS.index(c) for c in TEXT_COLUMNS]
-_INTEGER_AT = [4 + ROW_COLUMNS.index(c) for c in INTEGER_COLUMNS]
 
 
 def _typed(rows: list[tuple]) -> list[list]:
-    """Rows as a store that checks types wants them: 0/1 for flags, and text for text columns even
-    where a malformed record put a number (SQLite keeps what it is given; the board reads it alike)."""
+    """Rows as a store that checks types wants them: text for text columns even where a malformed
+    record put a number (SQLite keeps what it is given; the board reads it alike). Flags come as
+    0/1 already (ingest.sql_values)."""
     out = []
     for row in rows:
         values = list(row)
-        for at in _INTEGER_AT:
-            if isinstance(values[at], bool):
-                values[at] = int(values[at])
         for at in _TEXT_AT:
             if values[at] is not None and not isinstance(values[at], str):
                 values[at] = str(values[at])

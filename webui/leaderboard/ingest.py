@@ -92,7 +92,7 @@ def derive(
 def recheck(path: Path, rows: Sequence[tuple[int, int, int]], words: Sequence[str]) -> list[tuple[int, bool]]:
     """(row id, does a reply name one of `words`?) for `rows` (row id, offset, length) of the log
     file `path`, each re-read from its line; only the lines that might name one (`might_name`)
-    are parsed. None where the file is gone: its rows keep their last check."""
+    are parsed. Nothing where the file is gone: its rows keep their last check."""
     try:
         handle = path.open("rb")
     except OSError:

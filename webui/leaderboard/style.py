@@ -48,6 +48,7 @@ from webui.leaderboard import confidence
 from webui.leaderboard.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
 
 FEATURES = ("length", "headers", "bold", "lists")
+STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)  # each side's raw counts
 STYLE_COLUMNS = (
     "model",
     "style_rating",
@@ -129,7 +130,7 @@ def _line_matches(at_line_start: re.Pattern[str], after_newline: re.Pattern[str]
 def counts_of(battles: pd.DataFrame) -> pd.DataFrame:
     """The style counts of `battles`: the ones their rows carry (the vote index's, as they are
     stored: `style_differences` reads each column as float), or computed from their conversations."""
-    stored = [f"{f}_{side}" for side in ("a", "b") for f in FEATURES]
+    stored = list(STYLE_COUNT_COLUMNS)
     return battles[stored] if stored[0] in battles else style_counts(battles)
 
 
@@ -137,9 +138,8 @@ def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
     """Each side's raw counts: columns length_a, headers_a, ..., length_b, ... (one row per battle)."""
     a = [reply_style(c) for c in battles["conversation_a"]]
     b = [reply_style(c) for c in battles["conversation_b"]]
-    columns = [f"{f}_a" for f in FEATURES] + [f"{f}_b" for f in FEATURES]
     rows = [list(x) + list(y) for x, y in zip(a, b, strict=True)]
-    return pd.DataFrame(rows, columns=columns, index=battles.index, dtype=float)
+    return pd.DataFrame(rows, columns=list(STYLE_COUNT_COLUMNS), index=battles.index, dtype=float)
 
 
 def style_matrix(counts: pd.DataFrame) -> np.ndarray:
