@@ -373,15 +373,17 @@ def built() -> bool:
         and language._compiled_ascii_language is not None
         and language._compiled_scripts is not None
         and ratings._compiled_elo_updates is not None
+        and ingest._compiled_vote_values is not None
     )
 
 
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c,
-    webui/leaderboard/_language.c, webui/leaderboard/_elo.c), then the Python versions that run
-    where those were not built."""
+    webui/leaderboard/_language.c, webui/leaderboard/_elo.c, webui/leaderboard/_rows.c), then the
+    Python versions that run where those were not built."""
     if request.param == "python":
+        monkeypatch.setattr(ingest, "_compiled_vote_values", None)
         monkeypatch.setattr(ratings, "_compiled_elo_updates", None)
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
         monkeypatch.setattr(style, "_compiled_word_count", None)
@@ -1000,7 +1002,63 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
     assert 0 < raised < len(odd_records) // 4
 
 
-def test_vote_index_chunks_are_unchanged(odd_records: list[dict]):
+def test_the_compiled_vote_row_answers_as_python_or_leaves_it_to_python(odd_records: list[dict]):
+    """webui/leaderboard/_rows.c: where it answers, the values, replies and names the Python path
+    gives; it answers for every vote as we log them, and leaves odd shapes to Python."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    answered = left = 0
+    plain = len(odd_records) // 5  # the fixture's simulated votes come first, unaltered
+    for i, record in enumerate(odd_records):
+        fast = ingest._compiled_vote_values(copy.deepcopy(record))
+        unchecked = battles.unchecked_vote_row(record)
+        if fast is None:
+            assert i >= plain, record
+            left += 1
+            continue
+        answered += 1
+        values, replies, names = fast
+        assert unchecked is not None, record
+        row, expected_replies = unchecked
+        expected = list(ingest.sql_values(row))
+        assert typed(values) == typed(expected), record
+        assert replies == expected_replies and type(replies) is type(expected_replies), record
+        assert names == battles.names_in(record), record
+    assert answered > plain and left > len(odd_records) // 20
+
+
+class Text(str):
+    """Text of another type than str, which only the Python path writes as the index keeps it."""
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.update(mode=Text("battle")),
+        lambda r: r["states"][0]["messages"][1].__setitem__(1, Text("a reply")),
+        lambda r: r["states"][0].update(model_name=Text("x")),
+        lambda r: r["states"][0].update(messages=tuple(r["states"][0]["messages"])),
+        lambda r: r["states"][1].update(offset=-1),
+        lambda r: r["states"][1].update(offset=2**70),
+        lambda r: r["states"][1].update(ttft_s=[3]),
+        lambda r: r.update(models=["<h3>Model A: x</h3>", "<h3>Model B: y</h3>"]),
+        lambda r: r.update(tstamp=1),
+        lambda r: r.update(ip=0),
+        lambda r: r.update(type=Text("leftvote")),
+        lambda r: r.update(states=tuple(r["states"])),
+    ],
+)
+def test_the_compiled_vote_row_leaves_odd_shapes_to_python(odd_records: list[dict], change):
+    if not built():
+        pytest.skip(NOT_BUILT)
+    record = copy.deepcopy(odd_records[0])
+    assert ingest._compiled_vote_values(record) is not None
+    change(record)
+    assert ingest._compiled_vote_values(record) is None
+    assert ingest._compiled_vote_values(list(record.items())) is None
+
+
+def test_vote_index_chunks_are_unchanged(odd_records: list[dict], compiled: str):
     rng = random.Random(12)
     lines = []
     for record in odd_records:

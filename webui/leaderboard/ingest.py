@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import operator
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
+from webui.leaderboard import battles
 from webui.leaderboard.battles import (
     ROW_COLUMNS,
     TEXT_ROW_COLUMNS,
@@ -32,11 +33,30 @@ from webui.leaderboard.battles import (
 from webui.leaderboard.schema import BOOL_COLUMNS
 from webui.records.identity import identity_words, json_first_tokens, leaked_identity
 
+# A vote's values, replies to check and names in one pass (webui/leaderboard/_rows.c), where the
+# install built it: None for any record it leaves to the Python path (not a vote, an odd shape).
+_compiled_vote_values: Callable[[dict[str, Any]], tuple[list[Any], tuple[str, ...] | None, set[str]] | None] | None
+try:
+    from webui.leaderboard import _rows
+except ImportError:
+    _compiled_vote_values = None
+else:
+    _rows.configure(
+        battles.WINNERS,
+        battles.ANONYMOUS_NAMES,
+        battles.text_style,
+        battles.detect_language,
+        battles.has_code,
+        battles.is_long,
+    )
+    _compiled_vote_values = _rows.vote_values
+
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in TEXT_ROW_COLUMNS)
 _ROW_VALUES = operator.itemgetter(*ROW_COLUMNS)
 _TEXT_VALUES = operator.itemgetter(*TEXT_ROW_COLUMNS)
 _TEXT_TYPES = {str, type(None)}
+_LEAK_AT = ROW_COLUMNS.index("leak")
 
 
 @dataclass
@@ -71,21 +91,29 @@ def derive(
     end = data.rfind(b"\n") + 1
     names: set[str] = set()
     bad = 0
-    found: list[tuple[int, int, dict[str, Any], tuple[str, ...] | None]] = []  # no record outlives its line
+    found: list[tuple[int, int, list[Any], tuple[str, ...] | None]] = []  # no record outlives its line
+    compiled = _compiled_vote_values
     for offset, length, record in parse_lines(data[:end], start):
         if record is None:
             bad += 1
             continue
+        fast = compiled(record) if compiled is not None else None
+        if fast is not None:
+            values, replies, record_names = fast
+            names |= record_names
+            found.append((offset, length, values, replies))
+            continue
         names |= names_in(record)
         unchecked = unchecked_vote_row(record)
         if unchecked is not None:
-            found.append((offset, length, *unchecked))
+            row, replies = unchecked
+            found.append((offset, length, list(sql_values(row)), replies))
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
-    for offset, length, row, replies in found:
+    for offset, length, values, replies in found:
         if replies is not None:
-            row["leak"] = leaked_identity(replies, words)
-        rows.append((offset, length, replies is not None, *sql_values(row)))
+            values[_LEAK_AT] = int(leaked_identity(replies, words))
+        rows.append((offset, length, replies is not None, *values))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
 
 
