@@ -11,6 +11,7 @@ random into the odd shapes old logs and malformed lines take.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import random
@@ -23,6 +24,11 @@ import pandas as pd
 import pytest
 
 from webui.leaderboard import battles, categories, ingest, language, ratings, schema, style
+
+try:
+    from webui.leaderboard import _rows
+except ImportError:  # not built: the tests of the compiled steps skip
+    _rows = None  # type: ignore[assignment]
 from webui.leaderboard.simulate import CODE_PROMPT, FILLER, ORDINARY, PROMPTS, TRUE, simulate
 from webui.records import identity
 from webui.records.identity import identity_words, word_pattern
@@ -1025,6 +1031,73 @@ def test_the_compiled_vote_row_answers_as_python_or_leaves_it_to_python(odd_reco
         assert replies == expected_replies and type(replies) is type(expected_replies), record
         assert names == battles.names_in(record), record
     assert answered > plain and left > len(odd_records) // 20
+
+
+def test_the_compiled_name_scan_finds_what_the_expression_finds():
+    """webui/leaderboard/_rows.c's model_names_in against ingest._python_model_names_in, on log
+    bytes cut at random places and on soups of the pieces that trip a scanner."""
+    if not built():
+        pytest.skip(NOT_BUILT)
+    lines = [json.dumps(r).encode() for r in simulated_votes()]
+    lines += [json.dumps(r, separators=(",", ":"), ensure_ascii=False).encode() for r in simulated_votes()[:50]]
+    data = b"\n".join(lines)
+    rng = random.Random(5)
+    for _ in range(300):
+        start = rng.randrange(len(data))
+        piece = data[start : start + rng.randint(0, 5000)]
+        assert _rows.model_names_in(piece) == ingest._python_model_names_in(piece)
+    parts = [
+        b'"model_name"',
+        b":",
+        b" ",
+        b"\t",
+        b"\n",
+        b'"',
+        b"\\",
+        b'\\"',
+        b"x",
+        b"\xc3\xa9",
+        b"model_name",
+        b"\\u00e9",
+    ]
+    for _ in range(3000):
+        soup = b"".join(rng.choices(parts, k=rng.randint(0, 30)))
+        assert _rows.model_names_in(soup) == ingest._python_model_names_in(soup), soup
+    assert _rows.model_names_in(b'{"model_name" :\t"a\\"b", "model_name": 3, "model_name":"c"}') == {b'a\\"b', b"c"}
+    assert _rows.model_names_in(bytearray(b'"model_name":"d"')) == {b"d"}
+
+
+def test_logged_names_are_the_names_the_lines_give(tmp_path, compiled: str):
+    path = tmp_path / "2026-01-01-conv.json"
+    lines = [
+        b'{"type": "chat", "states": [{"model_name": "caf\\u00e9-7b"}, {"model_name": "Model A"}]}',
+        b'{"model_name": ""}',
+        b'not a record, "model_name": "ghost-1b"',
+        b'{"model_name": "bad \\x escape"}',
+        b'{"model_name":"tail-2b"}',
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"model_name": "torn')
+    assert ingest.logged_names(path, 0, 1) == {"café-7b", "ghost-1b", "tail-2b"}
+    second = len(lines[0]) + 1
+    assert ingest.logged_names(path, second, second + 1) == {"ghost-1b", "tail-2b"}
+    assert ingest.logged_names(path, path.stat().st_size, path.stat().st_size + 1) == set()
+    assert ingest.logged_names(tmp_path / "gone.json", 0, 10) == set()
+
+
+def simulated_votes() -> list[dict]:
+    return [json.loads(line) for line in _simulated_lines()]
+
+
+@functools.lru_cache(maxsize=1)
+def _simulated_lines() -> tuple[str, ...]:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        simulate(Path(folder), 200, seed=6, days=2)
+        return tuple(
+            line for path in sorted(Path(folder).glob("*-conv.json")) for line in path.read_text().splitlines()
+        )
 
 
 class Text(str):

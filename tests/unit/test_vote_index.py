@@ -341,6 +341,9 @@ def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path:
     from webui.leaderboard import index as index_module
     from webui.leaderboard import ingest
 
+    # Without foreseeing names (test_a_long_catch_up_foresees_the_names_to_come): late-7b joins
+    # halfway, and the votes before it are checked again.
+    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
     alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
     by_one, rows_by_one = alone.catch_up(), alone.rows()
     again_by_one = alone.catch_up(extra_words="terminal")  # a word added: a recheck alone
@@ -355,6 +358,67 @@ def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path:
     assert pooled.catch_up(extra_words="terminal").rechecked == again_by_one.rechecked > 0
     assert pooled.rows()["leak"].sum() > rows_by_one["leak"].sum()
     pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
+
+
+@pytest.mark.parametrize("workers", [False, True])
+def test_a_long_catch_up_foresees_the_names_to_come(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: bool
+):
+    """The names in the unread bytes are known before the first chunk is checked: no vote is read
+    twice, and the rows are those of a catch-up that learnt late-7b halfway and checked again."""
+    from webui.leaderboard import index as index_module
+    from webui.leaderboard import ingest
+
+    monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
+    if workers:
+        monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(index_module, "FORESEE_BYTES", 1 << 20)  # pieces that split lines
+    foreseeing = VoteIndex(simulated, tmp_path / "foreseeing.sqlite3")
+    report = foreseeing.catch_up()
+    with monkeypatch.context() as patch:
+        patch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
+        surprised = VoteIndex(simulated, tmp_path / "surprised.sqlite3")
+        assert surprised.catch_up().rechecked > 0
+    assert report.votes == 3002 and report.rechecked == 0
+    pd.testing.assert_frame_equal(foreseeing.rows(), surprised.rows())
+
+
+def test_a_name_foreseen_wrongly_costs_a_check_of_the_leaks_only(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A "model_name" in a line that is no record is foreseen, but no vote names it: the votes
+    checked with it that leak are checked again without it, and only those."""
+    from webui.leaderboard import ingest
+
+    monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
+    logs = tmp_path / "logs"
+    shutil.copytree(simulated, logs)
+    first = log_files(logs)[0]
+    first.write_bytes(b'not a record: {"model_name": "terminal"}\n' + first.read_bytes())
+    foreseeing = VoteIndex(logs, tmp_path / "foreseeing.sqlite3")
+    rechecked = foreseeing.catch_up().rechecked
+    with monkeypatch.context() as patch:
+        patch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
+        surprised = VoteIndex(logs, tmp_path / "surprised.sqlite3")
+        surprised.catch_up()
+    leaks_with_terminal = int(surprised.rows()["leak"].sum())
+    surprised.catch_up(extra_words="terminal")
+    leaks_with_terminal = int(surprised.rows()["leak"].sum()) - leaks_with_terminal
+    assert 0 < leaks_with_terminal <= rechecked < 3002 // 5
+    surprised.catch_up()  # "terminal" taken away again
+    pd.testing.assert_frame_equal(foreseeing.rows(), surprised.rows())
+
+
+def test_words_taken_away_check_again_only_the_votes_that_leaked(simulated: Path, tmp_path: Path):
+    index = VoteIndex(simulated, tmp_path / "index.sqlite3")
+    index.catch_up()
+    index.catch_up(extra_words="terminal, hello")
+    leaking = int(index.rows()["leak"].sum())
+    assert index.catch_up(extra_words="terminal").rechecked == leaking  # no vote that did not leak
+    fresh = VoteIndex(simulated, tmp_path / "fresh.sqlite3")
+    fresh.catch_up(extra_words="terminal")
+    pd.testing.assert_frame_equal(index.rows(), fresh.rows())
+    assert index.catch_up().rechecked == int(fresh.rows()["leak"].sum())
 
 
 def test_reindex_gives_the_same_rows(simulated: Path, tmp_path: Path):
@@ -437,6 +501,7 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
     from webui.leaderboard import ingest
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())  # zeta-9 comes as a surprise
     if workers:
         monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)

@@ -1,7 +1,8 @@
 /* A battle vote's index row, compiled: webui.leaderboard.battles.unchecked_vote_row, names_in and
  * webui.leaderboard.ingest.sql_values in one pass over the record, for the shape votes are logged
  * in. A cold index reads every vote once, and walking a record's dictionaries in Python was the
- * largest part of that (docs/performance.md).
+ * largest part of that (docs/performance.md). And the names a log's bytes hold, found without
+ * parsing them (webui.leaderboard.ingest.logged_names).
  *
  * configure(winners, anonymous, text_style, detect_language, has_code, is_long): once, with the
  * tables and the text functions the Python version uses (the counts and the language stay theirs).
@@ -22,6 +23,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <string.h>
 
 /* The columns, in battles.ROW_COLUMNS order (tests check the order against it). */
 enum {
@@ -541,6 +543,55 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* model_names_in(data: bytes) -> set[bytes]: the raw JSON text (escapes as written) of every
+ * string that follows a "model_name" key in `data`; ingest._python_model_names_in is the same
+ * as a regular expression. */
+static PyObject *
+model_names_in(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    static const char key[] = "\"model_name\"";
+    const size_t key_size = sizeof key - 1;
+    const char *at = view.buf, *end = at + view.len;
+    PyObject *found = PySet_New(NULL);
+    if (found == NULL)
+        goto done;
+    const char *hit;
+    while ((size_t)(end - at) >= key_size && (hit = memmem(at, end - at, key, key_size)) != NULL) {
+        at = hit + key_size;
+        while (at < end && (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r'))
+            at++;
+        if (at < end && *at == ':')
+            at++;
+        else
+            at = end; /* (not a key: look again from the next byte, as the expression does) */
+        while (at < end && (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r'))
+            at++;
+        if (at == end || *at != '"') {
+            at = hit + 1; /* the key's closing quote may open another key */
+            continue;
+        }
+        const char *start = ++at;
+        while (at < end && *at != '"')
+            at += *at == '\\' ? 2 : 1;
+        if (at >= end)
+            break; /* no closing quote */
+        PyObject *name = PyBytes_FromStringAndSize(start, at - start);
+        if (name == NULL || PySet_Add(found, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(found);
+            goto done;
+        }
+        Py_DECREF(name);
+        at++;
+    }
+done:
+    PyBuffer_Release(&view);
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(winners, anonymous, text_style, detect_language, has_code, is_long) -> None: the tables and "
@@ -548,6 +599,8 @@ static PyMethodDef methods[] = {
     {"vote_values", vote_values, METH_O,
      "vote_values(record) -> (values, replies, names) | None: a battle vote's index row as "
      "ingest.sql_values gives it, the replies to check and names_in(record); None where Python must read it."},
+    {"model_names_in", model_names_in, METH_O,
+     "model_names_in(data: bytes) -> set[bytes]: the raw JSON strings that follow a \"model_name\" key."},
     {NULL, NULL, 0, NULL},
 };
 

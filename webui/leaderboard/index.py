@@ -57,7 +57,7 @@ from webui.leaderboard.battles import (
     SPEED_COLUMNS,
     conversation_columns,
 )
-from webui.leaderboard.ingest import Chunk, derive, parse, read_chunk, recheck
+from webui.leaderboard.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
 from webui.leaderboard.schema import (
     BOOL_COLUMNS,
     DEFERRED_INDEX_NAMES,
@@ -80,6 +80,7 @@ PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker process
 MAX_WORKERS = 4
 PIPELINE_DEPTH = 4  # chunks read ahead of the one being committed
 RECHECK_BATCH = 20_000  # rows a worker checks again at a time
+FORESEE_BYTES = 64 << 20  # log bytes a worker scans for names at a time
 SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writing it again
 # Loaded with every row (what the board needs); the rest only for exports (`details`) and, for a
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
@@ -190,10 +191,11 @@ class VoteIndex:
             unread = self._unread_bytes(paths)
             self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
             with _pool_for(unread) as pool:
+                foreseen = self._foresee(paths, pool) if unread > CHUNK_BYTES else set()
                 with self._deferring_indexes(self._copy is not None):
                     for path in paths:
                         before = self._stat(path)
-                        self._catch_up_file(path, report, model_names, extra_words, pool)
+                        self._catch_up_file(path, report, model_names, extra_words, pool, foreseen)
                         self._unchanged[path.name] = before  # read to its end as it stood then
                 report.rechecked = self._recheck(self._words(model_names, extra_words), pool)
             if self._copy is not None and self._copy.builder.rows >= SNAPSHOT_MIN_ROWS:
@@ -314,16 +316,41 @@ class VoteIndex:
             (_IN_USE + self.server, self.server),
         )
 
+    def _foresee(self, paths: list[Path], pool: Executor | None) -> set[str]:
+        """The names that the unread part of `paths` holds (ingest.logged_names), in `pool` when
+        given: each chunk is then checked against the names that later chunks bring, and the
+        rows need no second check once they are all read."""
+        done = dict(self._db.execute('SELECT name, "offset" FROM files').fetchall())
+        pieces = []
+        for path in paths:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            pieces += [
+                (path, start, start + FORESEE_BYTES) for start in range(done.get(path.name, 0), size, FORESEE_BYTES)
+            ]
+        if pool is None:
+            return set().union(*(logged_names(*piece) for piece in pieces))
+        return set().union(*(future.result() for future in [pool.submit(logged_names, *piece) for piece in pieces]))
+
     def _catch_up_file(
-        self, path: Path, report: CatchUpReport, model_names: Sequence[str], extra: str, pool: Executor | None
+        self,
+        path: Path,
+        report: CatchUpReport,
+        model_names: Sequence[str],
+        extra: str,
+        pool: Executor | None,
+        foreseen: AbstractSet[str],
     ) -> None:
         """Read ahead (in `pool` when given) and commit each chunk in order with the file's new
-        offset, provided nobody else moved that offset meanwhile (then start again from theirs)."""
+        offset, provided nobody else moved that offset meanwhile (then start again from theirs).
+        The chunks are checked against the names known, seen so far and `foreseen`."""
         with path.open("rb") as handle:
             while True:
                 with self._transaction():
                     offset, _ = self._file_position(path.name, handle, report)
-                    known = [n for (n,) in self._db.execute("SELECT name FROM names")]
+                    known = sorted({n for (n,) in self._db.execute("SELECT name FROM names")} | foreseen)
                 if self._pipeline(path.name, handle, offset, known, model_names, extra, pool, report):
                     return
 
@@ -442,10 +469,13 @@ class VoteIndex:
         others = [row for row in found if row is not None]  # None: rebuilt by another process meanwhile
         rechecked = 0
         for old_id, old_words in others:
-            old = set(json.loads(old_words))
-            grown = old <= set(words)  # only added words: a row that leaked still leaks
-            check = sorted(set(words) - old) if grown else list(words)
-            where = "word_set = ? AND leak = 0" if grown else "word_set = ?"
+            old, new = set(json.loads(old_words)), set(words)
+            if old <= new:  # only added words: a row that leaked still leaks; the rest, for those
+                check, where = sorted(new - old), "word_set = ? AND leak = 0"
+            elif old >= new:  # only words taken away: a row that did not leak still does not
+                check, where = list(words), "word_set = ? AND leak = 1"
+            else:
+                check, where = list(words), "word_set = ?"
             newest = int(self._db.execute("SELECT coalesce(max(id), 0) FROM votes").fetchone()[0])
             targets = self._db.execute(
                 f'SELECT id, file, "offset", length, leak FROM votes WHERE {where} AND {mine} '

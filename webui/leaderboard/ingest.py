@@ -3,10 +3,11 @@
 `derive` parses the whole lines of one chunk and builds a row per battle vote
 (webui.leaderboard.battles.vote_row), checking the replies against the identity words of the
 names known so far plus the chunk's own: each line's row first, keeping only the replies to
-check, since those words are known only once every line has been read. The index (webui.leaderboard.index) decides where the
-chunks come from and commits them in order; on a long catch-up it hands chunks to a process pool,
-since parsing and checking text, not SQLite, is what takes the time. `recheck` checks indexed
-rows again against a grown word list, re-reading their lines, in those processes too.
+check, since those words are known only once every line has been read. The index
+(webui.leaderboard.index) decides where the chunks come from and commits them in order; on a long
+catch-up it hands chunks to a process pool, since parsing and checking text, not SQLite, is what
+takes the time, and first foresees the names to come (`logged_names`). `recheck` checks indexed
+rows again against another word list, re-reading their lines, in those processes too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +38,11 @@ from webui.records.identity import identity_words, json_first_tokens, leaked_ide
 # A vote's values, replies to check and names in one pass (webui/leaderboard/_rows.c), where the
 # install built it: None for any record it leaves to the Python path (not a vote, an odd shape).
 _compiled_vote_values: Callable[[dict[str, Any]], tuple[list[Any], tuple[str, ...] | None, set[str]] | None] | None
+_compiled_model_names_in: Callable[[bytes], set[bytes]] | None  # (the same module: logged_names)
 try:
     from webui.leaderboard import _rows
 except ImportError:
-    _compiled_vote_values = None
+    _compiled_vote_values = _compiled_model_names_in = None
 else:
     _rows.configure(
         battles.WINNERS,
@@ -49,7 +52,7 @@ else:
         battles.has_code,
         battles.is_long,
     )
-    _compiled_vote_values = _rows.vote_values
+    _compiled_vote_values, _compiled_model_names_in = _rows.vote_values, _rows.model_names_in
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
 _TEXT_POSITIONS = tuple(ROW_COLUMNS.index(c) for c in TEXT_ROW_COLUMNS)
@@ -135,6 +138,48 @@ def recheck(path: Path, rows: Sequence[tuple[int, int, int]], words: Sequence[st
             record = parse(line)
             found.append((row_id, bool(record is not None and identity_leak(record, words))))
     return found
+
+
+def logged_names(path: Path, start: int, end: int) -> set[str]:
+    """The names that "model_name" keys give in the lines of the log file `path` from byte `start`
+    to past `end` (to the end of a line), found in the bytes, without parsing a line: a forecast
+    of what `names_in` will find there, so that a long catch-up checks its first votes against
+    names that appear only later (each such name would make every earlier vote be read again).
+    It may find more (such a key elsewhere in a record, or in a line that is no record) or fewer
+    (a name only in "models"); the index's recheck settles the difference either way."""
+    raw: set[bytes] = set()
+    scan = _compiled_model_names_in or _python_model_names_in
+    try:
+        handle = path.open("rb")
+    except OSError:
+        return set()
+    with handle:
+        offset = start
+        while offset < end:
+            data, at_end = read_chunk(handle, offset)
+            whole = len(data) if at_end else data.rfind(b"\n") + 1
+            raw |= scan(data[:whole])
+            if at_end or not whole:
+                break
+            offset += whole
+    names = set()
+    for text in raw:
+        try:
+            name = json.loads(b'"' + text + b'"')
+        except ValueError:
+            continue
+        if name not in battles.ANONYMOUS_NAMES:
+            names.add(name)
+    return names
+
+
+_MODEL_NAME = re.compile(rb'"model_name"[ \t\n\r]*:[ \t\n\r]*"((?:[^"\\]|\\.)*)"', re.DOTALL)
+
+
+def _python_model_names_in(data: bytes) -> set[bytes]:
+    """What webui/leaderboard/_rows.c's model_names_in finds: the raw JSON text of each string
+    after a "model_name" key."""
+    return set(_MODEL_NAME.findall(data))
 
 
 def might_name(line: bytes, words: Sequence[str]) -> bool:
