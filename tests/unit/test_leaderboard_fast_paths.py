@@ -412,7 +412,9 @@ def test_find_identity_is_unchanged(compiled: str):
             ["tülu", "01.ai", "ſtral"],
             ["llama"],
         ):
-            assert identity.find_identity(replies, words) == ref_find_identity(replies, words), replies
+            expected = ref_find_identity(replies, words)
+            assert identity.find_identity(replies, words) == expected, replies
+            assert identity.leaked_identity(replies, words) == (expected is not None), replies
 
 
 def test_the_compiled_token_scan_finds_what_python_finds():
@@ -794,7 +796,14 @@ def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
         assert categories.is_long(text) == ref_is_long(text), text
     assert categories.has_code(None) is False and categories.is_long(None) is False  # type: ignore[arg-type]
     spaces = "".join(c for c in map(chr, range(0x3100)) if c.isspace())
-    for text in (spaces, "x" + spaces + "y" + spaces + "\U0001f600", "\U0001f600 \u0085\u00a0é"):
+    latin = "".join(map(chr, range(256)))  # one byte a character: the compiled version's table
+    for text in (
+        spaces,
+        "x" + spaces + "y" + spaces + "\U0001f600",
+        "\U0001f600 \u0085\u00a0é",
+        latin * 2,
+        "a\u0085b\xa0cé",
+    ):
         assert style.word_count(text) == len(text.split()), text
 
 

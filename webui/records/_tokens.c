@@ -4,8 +4,10 @@
  * that are whole tokens of `text`, a token being a maximal run of the bytes a-z or a maximal run
  * of 0-9 (any other byte, upper case included, only separates: the caller lowers the text first).
  * The pure-Python version splits the text twice and makes an object per token (about 200 for a
- * vote's replies); here a run becomes an object only when its hash falls on a bit that a member's
- * hash set, which few do (about 50 members in 16,384 bits).
+ * vote's replies); here a run is hashed only when its first two characters begin a member (or its
+ * one character is one), and becomes an object only when that hash falls on a bit that a member's
+ * hash set, which few do (about 50 members in 16,384 bits). The bits of the last set of members
+ * are kept: the identity check passes the same (cached) set for every vote.
  *
  * json_tokens_in(line, firsts) -> set[str] | None: the same over a JSON text as it is written (any
  * case; escapes only separate runs), or None where the bytes cannot tell (identity.json_first_tokens).
@@ -20,8 +22,27 @@
 
 enum { OTHER = 0, LETTER = 1, DIGIT = 2 };
 #define HASH_BITS 16384 /* a run whose hash's bit is clear is no member */
+/* A run's first two characters (or its one and none) as a number: a-z 1-26, 0-9 27-36, none 0. */
+#define SLOTS 37
+#define LEADS (SLOTS * SLOTS)
 
 static unsigned char kind_of[256];
+static unsigned char slot_of[256];
+
+/* What a set of members gives a scan: their hashes' bits and their leads' bits. */
+typedef struct {
+    uint64_t hashes[HASH_BITS / 64];
+    uint64_t leads[(LEADS + 63) / 64];
+} Members;
+
+static PyObject *last_members; /* the set the cache below was made of (a reference is held) */
+static Members last_bits;
+
+static int
+lead_of(const unsigned char *start, Py_ssize_t length)
+{
+    return slot_of[start[0]] * SLOTS + (length > 1 ? slot_of[start[1]] : 0);
+}
 
 static uint32_t
 hash_step(uint32_t hash, unsigned char byte)
@@ -52,9 +73,9 @@ bit_is_set(const uint64_t *bits, uint32_t hash)
     return (bits[hash / 64] >> (hash % 64)) & 1;
 }
 
-/* The members' hash bits. */
+/* The members' hash bits and lead bits. */
 static int
-bits_of(PyObject *firsts, uint64_t *bits)
+bits_of(PyObject *firsts, uint64_t *bits, uint64_t *leads)
 {
     PyObject *iterator = PyObject_GetIter(firsts);
     PyObject *item;
@@ -67,7 +88,13 @@ bits_of(PyObject *firsts, uint64_t *bits)
             PyErr_SetString(PyExc_TypeError, "every first token must be bytes");
             return -1;
         }
-        set_bit(bits, hash_of((const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item)));
+        const unsigned char *member = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t length = PyBytes_GET_SIZE(item);
+        set_bit(bits, hash_of(member, length));
+        if (length > 0) {
+            int lead = lead_of(member, length);
+            leads[lead / 64] |= (uint64_t)1 << (lead % 64);
+        }
         Py_DECREF(item);
     }
     Py_DECREF(iterator);
@@ -94,16 +121,25 @@ add_lowered_if_member(PyObject *firsts, PyObject *found, const unsigned char *st
     return member < 0 ? -1 : 0;
 }
 
-/* Parses a scan's (text, firsts) and sets the members' hash bits: the empty set the scan fills,
- * or NULL with an error set (and the buffer released). */
+/* The bits of `firsts` (a set of bytes), or -1 with an error set. */
+static int
+members_of(PyObject *firsts, const char *name, uint64_t *bits, uint64_t *leads)
+{
+    if (!PyAnySet_Check(firsts)) {
+        PyErr_Format(PyExc_TypeError, "%s: the first tokens must be a set or frozenset", name);
+        return -1;
+    }
+    return bits_of(firsts, bits, leads);
+}
+
+/* Parses a scan's (text, firsts) and sets the members' bits: the empty set the scan fills, or
+ * NULL with an error set (and the buffer released). */
 static PyObject *
-begin_scan(PyObject *args, const char *name, Py_buffer *text, PyObject **firsts, uint64_t *bits)
+begin_scan(PyObject *args, const char *name, Py_buffer *text, PyObject **firsts, uint64_t *bits, uint64_t *leads)
 {
     if (!PyArg_ParseTuple(args, "y*O", text, firsts))
         return NULL;
-    if (!PyAnySet_Check(*firsts)) {
-        PyErr_Format(PyExc_TypeError, "%s: the first tokens must be a set or frozenset", name);
-    } else if (bits_of(*firsts, bits) == 0) {
+    if (members_of(*firsts, name, bits, leads) == 0) {
         PyObject *found = PySet_New(NULL);
         if (found != NULL)
             return found;
@@ -117,10 +153,24 @@ tokens_in(PyObject *module, PyObject *args)
 {
     Py_buffer text;
     PyObject *firsts;
-    uint64_t bits[HASH_BITS / 64] = {0};
-    PyObject *found = begin_scan(args, "tokens_in", &text, &firsts, bits);
-    if (found == NULL)
+    if (!PyArg_ParseTuple(args, "y*O", &text, &firsts))
         return NULL;
+    if (firsts != last_members || !PyFrozenSet_CheckExact(firsts)) { /* a set may change: not kept */
+        static Members fresh;
+        memset(&fresh, 0, sizeof fresh);
+        if (members_of(firsts, "tokens_in", fresh.hashes, fresh.leads) < 0) {
+            PyBuffer_Release(&text);
+            return NULL;
+        }
+        last_bits = fresh;
+        Py_XSETREF(last_members, Py_NewRef(firsts));
+    }
+    PyObject *found = PySet_New(NULL);
+    if (found == NULL) {
+        PyBuffer_Release(&text);
+        return NULL;
+    }
+    const uint64_t *bits = last_bits.hashes, *leads = last_bits.leads;
     const unsigned char *bytes = text.buf;
     Py_ssize_t size = text.len, i = 0;
     while (i < size) {
@@ -129,19 +179,17 @@ tokens_in(PyObject *module, PyObject *args)
             i++;
             continue;
         }
-        uint32_t hash = hash_step(2166136261u, bytes[i]);
         Py_ssize_t end = i + 1;
         while (end < size && kind_of[bytes[end]] == kind)
-            hash = hash_step(hash, bytes[end++]);
-        if (bit_is_set(bits, hash)) {
-            if (add_lowered_if_member(firsts, found, bytes + i, end - i) < 0) {
-                Py_CLEAR(found);
-                goto done;
-            }
+            end++;
+        int lead = lead_of(bytes + i, end - i);
+        if ((leads[lead / 64] >> (lead % 64)) & 1 && bit_is_set(bits, hash_of(bytes + i, end - i))
+            && add_lowered_if_member(firsts, found, bytes + i, end - i) < 0) {
+            Py_CLEAR(found);
+            break;
         }
         i = end;
     }
-done:
     PyBuffer_Release(&text);
     return found;
 }
@@ -164,8 +212,8 @@ json_tokens_in(PyObject *module, PyObject *args)
 {
     Py_buffer text;
     PyObject *firsts;
-    uint64_t bits[HASH_BITS / 64] = {0};
-    PyObject *found = begin_scan(args, "json_tokens_in", &text, &firsts, bits);
+    uint64_t bits[HASH_BITS / 64] = {0}, leads[(LEADS + 63) / 64] = {0};
+    PyObject *found = begin_scan(args, "json_tokens_in", &text, &firsts, bits, leads);
     if (found == NULL)
         return NULL;
     const unsigned char *bytes = text.buf;
@@ -243,5 +291,9 @@ PyInit__tokens(void)
         kind_of[c] = LETTER;
     for (int c = '0'; c <= '9'; c++)
         kind_of[c] = DIGIT;
+    for (int c = 'a'; c <= 'z'; c++)
+        slot_of[c] = (unsigned char)(c - 'a' + 1);
+    for (int c = '0'; c <= '9'; c++)
+        slot_of[c] = (unsigned char)(c - '0' + 27);
     return PyModule_Create(&module_def);
 }

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 # Words that give away who is answering. FastChat's list (minus its canned error strings, which our
 # finish reasons cover) plus the families of the models people run today. Matched as whole words
@@ -251,21 +251,7 @@ def _python_json_tokens_in(line: bytes, firsts: frozenset[bytes]) -> set[str] | 
 def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
     """The identity word or name found in the first reply that has one (the longest match there),
     as written; None if none."""
-    texts = [r for r in replies if r]
-    if not texts:
-        return None
-    key = tuple(words)
-    lowered, matchers = "\n".join(texts).lower(), _matchers(key)
-    # A first token in the text is a substring of it: for a few words (a recheck of the words just
-    # added), a search for each rules out most texts sooner than splitting the text into tokens.
-    if len(matchers) <= _FEW_WORDS and not any(first in lowered for first, _, _ in matchers):
-        return None
-    tokens = _tokens_of(lowered, key)
-    if not tokens:
-        return None
-    candidates = [(ascii_only, every) for first, ascii_only, every in matchers if first in tokens]
-    for reply in texts:
-        variants = [ascii_only if reply.isascii() else every for ascii_only, every in candidates]
+    for reply, variants in _candidates(replies, words):
         found = [m for m in (_leftmost(v, reply) for v in variants) if m]
         if found:
             return max(found, key=len)  # the whole name rather than its family
@@ -274,5 +260,28 @@ def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:
 
 def leaked_identity(replies: Iterable[str], words: Sequence[str]) -> bool:
     """Does any reply name a model, maker or product? (Replies only: a user asking "are you
-    llama?" does not disqualify the answer; the answer "I am Llama" does.)"""
-    return find_identity(replies, words) is not None
+    llama?" does not disqualify the answer; the answer "I am Llama" does.) `find_identity` is not
+    None, without finding which match comes first: any one will do."""
+    return any(
+        pattern.search(reply) for reply, variants in _candidates(replies, words) for v in variants for pattern in v
+    )
+
+
+def _candidates(replies: Iterable[str], words: Sequence[str]) -> Iterator[tuple[str, list[_Variants]]]:
+    """(reply, the patterns of each word whose first token the replies hold, for that reply's
+    text) for each non-empty reply, in order; none where no reply holds such a token."""
+    texts = [r for r in replies if r]
+    if not texts:
+        return
+    key = tuple(words)
+    lowered, matchers = "\n".join(texts).lower(), _matchers(key)
+    # A first token in the text is a substring of it: for a few words (a recheck of the words just
+    # added), a search for each rules out most texts sooner than splitting the text into tokens.
+    if len(matchers) <= _FEW_WORDS and not any(first in lowered for first, _, _ in matchers):
+        return
+    tokens = _tokens_of(lowered, key)
+    if not tokens:
+        return
+    candidates = [(ascii_only, every) for first, ascii_only, every in matchers if first in tokens]
+    for reply in texts:
+        yield reply, [ascii_only if reply.isascii() else every for ascii_only, every in candidates]
