@@ -461,6 +461,37 @@ def test_the_freed_heap_goes_back_to_the_system():
     assert before - after > 100_000  # kB
 
 
+def test_a_day_file_shorter_than_its_head_is_not_read_again(simulated: Path, tmp_path: Path):
+    """A day's first vote makes a file shorter than the bytes that identify one (HEAD_BYTES): the
+    votes after it are added, not the file read again (which bumped the generation and made the
+    live board load every row back out of SQLite). A short file rewritten is still read again."""
+    lines = log_files(simulated)[0].read_bytes().splitlines(keepends=True)[:6]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    day = logs / log_files(simulated)[0].name
+    day.write_bytes(lines[0])
+    assert len(lines[0]) < 4096 < len(b"".join(lines[:3]))
+    index = VoteIndex(logs, tmp_path / "index.sqlite3")
+    index.catch_up()
+    for count, line in enumerate(lines[1:4], start=2):
+        with day.open("ab") as out:
+            out.write(line)
+        report = index.catch_up()
+        assert (report.reread_files, report.votes, index.count(), index.state()[0]) == (0, 1, count, 0)
+    assert VoteIndex(logs, tmp_path / "index.sqlite3").catch_up().reread_files == 0  # another process too
+    # The head grew with the file: a change past the first line's bytes is seen.
+    rewritten = lines[0] + lines[4] + b"".join(lines[2:4]) + lines[5]  # longer: not told by its size
+    assert rewritten[: len(lines[0])] == lines[0] and len(rewritten) > day.stat().st_size
+    day.write_bytes(rewritten)
+    report = index.catch_up()
+    assert report.reread_files == 1 and index.count() == 5
+    short = logs / "2026-02-01-conv.json"
+    short.write_bytes(lines[0])
+    index.catch_up()
+    short.write_bytes(lines[5])  # rewritten, as short
+    assert index.catch_up().reread_files == 1 and index.count() == 6
+
+
 def test_reindex_gives_the_same_rows(simulated: Path, tmp_path: Path):
     index = VoteIndex(simulated, tmp_path / "index.sqlite3")
     index.catch_up()

@@ -438,7 +438,10 @@ class VoteIndex:
                     f"the log file {name} is indexed for the server {server!r}, not {self.server!r}: "
                     "each server that shares a database needs its own --server-name"
                 )
-            if offset <= size and _head(handle, min(offset, HEAD_BYTES)) == head:
+            covered = _head_length(head)
+            if offset <= size and covered <= size and _head(handle, covered) == head:
+                if covered < min(size, HEAD_BYTES):  # a file that was short: know more of it from now on
+                    self._db.execute("UPDATE files SET head = ? WHERE name = ?", (_head(handle, HEAD_BYTES), name))
                 return offset, bad
             self._db.execute("DELETE FROM votes WHERE file = ?", (name,))
             self._bump_generation()
@@ -732,7 +735,18 @@ def give_back_freed_memory() -> None:
 
 
 def _head(handle: Any, size: int) -> str:
-    return hashlib.sha256(os.pread(handle.fileno(), size, 0)).hexdigest() + f":{size}"
+    """What identifies a log file: the hash of its first `size` bytes (fewer in a shorter file),
+    and how many bytes that was. A file first indexed while shorter than HEAD_BYTES (a day's first
+    vote) is compared on those bytes, and its head grows once the file does."""
+    start = os.pread(handle.fileno(), size, 0)
+    return hashlib.sha256(start).hexdigest() + f":{len(start)}"
+
+
+def _head_length(head: str) -> int:
+    """How many bytes a stored head covers (HEAD_BYTES where it cannot say: compared, and found
+    to differ, the file is read again, as it would be)."""
+    _, _, length = head.rpartition(":")
+    return int(length) if length.isdigit() else HEAD_BYTES
 
 
 def _by_file(targets: list[tuple[int, str, int, int, int]]) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
