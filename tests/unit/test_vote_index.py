@@ -343,7 +343,7 @@ def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path:
 
     # Without foreseeing names (test_a_long_catch_up_foresees_the_names_to_come): late-7b joins
     # halfway, and the votes before it are checked again.
-    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
+    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
     alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
     by_one, rows_by_one = alone.catch_up(), alone.rows()
     again_by_one = alone.catch_up(extra_words="terminal")  # a word added: a recheck alone
@@ -376,7 +376,7 @@ def test_a_long_catch_up_foresees_the_names_to_come(
     foreseeing = VoteIndex(simulated, tmp_path / "foreseeing.sqlite3")
     report = foreseeing.catch_up()
     with monkeypatch.context() as patch:
-        patch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
+        patch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
         surprised = VoteIndex(simulated, tmp_path / "surprised.sqlite3")
         assert surprised.catch_up().rechecked > 0
     assert report.votes == 3002 and report.rechecked == 0
@@ -398,7 +398,7 @@ def test_a_name_foreseen_wrongly_costs_a_check_of_the_leaks_only(
     foreseeing = VoteIndex(logs, tmp_path / "foreseeing.sqlite3")
     rechecked = foreseeing.catch_up().rechecked
     with monkeypatch.context() as patch:
-        patch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())
+        patch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
         surprised = VoteIndex(logs, tmp_path / "surprised.sqlite3")
         surprised.catch_up()
     leaks_with_terminal = int(surprised.rows()["leak"].sum())
@@ -572,7 +572,7 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
     from webui.leaderboard import ingest
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
-    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, paths, pool: set())  # zeta-9 comes as a surprise
+    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())  # zeta-9 comes as a surprise
     if workers:
         monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)

@@ -189,10 +189,11 @@ class VoteIndex:
             if identity != self._identity:  # rebuilt (here or by another process): look at everything
                 self._unchanged, self._identity = {}, identity
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
-            unread = self._unread_bytes(paths)
+            ranges = self._unread(paths)
+            unread = sum(size - start for _, start, size in ranges)
             self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
             with _pool_for(unread) as pool:
-                foreseen = self._foresee(paths, pool) if unread > CHUNK_BYTES else set()
+                foreseen = self._foresee(ranges, pool) if unread > CHUNK_BYTES else set()
                 with self._deferring_indexes(self._copy is not None):
                     for path in paths:
                         before = self._stat(path)
@@ -265,15 +266,18 @@ class VoteIndex:
             return None
         return info.st_size, info.st_mtime_ns, info.st_ino
 
-    def _unread_bytes(self, paths: list[Path]) -> int:
+    def _unread(self, paths: list[Path]) -> list[tuple[Path, int, int]]:
+        """(path, offset indexed so far, size) of each of `paths` with bytes not read yet."""
         done = dict(self._db.execute('SELECT name, "offset" FROM files').fetchall())
-        total = 0
+        found = []
         for path in paths:
             try:
-                total += max(0, path.stat().st_size - done.get(path.name, 0))
+                size = path.stat().st_size
             except OSError:
                 continue
-        return total
+            if size > done.get(path.name, 0):
+                found.append((path, done.get(path.name, 0), size))
+        return found
 
     def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
         """Forget everything and index the logs from the start."""
@@ -319,20 +323,15 @@ class VoteIndex:
             (_IN_USE + self.server, self.server),
         )
 
-    def _foresee(self, paths: list[Path], pool: Executor | None) -> set[str]:
-        """The names that the unread part of `paths` holds (ingest.logged_names), in `pool` when
-        given: each chunk is then checked against the names that later chunks bring, and the
+    def _foresee(self, ranges: list[tuple[Path, int, int]], pool: Executor | None) -> set[str]:
+        """The names that the unread `ranges` (`_unread`) hold (ingest.logged_names), in `pool`
+        when given: each chunk is then checked against the names that later chunks bring, and the
         rows need no second check once they are all read."""
-        done = dict(self._db.execute('SELECT name, "offset" FROM files').fetchall())
-        pieces = []
-        for path in paths:
-            try:
-                size = path.stat().st_size
-            except OSError:
-                continue
-            pieces += [
-                (path, start, start + FORESEE_BYTES) for start in range(done.get(path.name, 0), size, FORESEE_BYTES)
-            ]
+        pieces = [
+            (path, start, start + FORESEE_BYTES)
+            for path, offset, size in ranges
+            for start in range(offset, size, FORESEE_BYTES)
+        ]
         if pool is None:
             return set().union(*(logged_names(*piece) for piece in pieces))
         return set().union(*(future.result() for future in [pool.submit(logged_names, *piece) for piece in pieces]))

@@ -38,7 +38,7 @@ from webui.records.identity import identity_words, json_first_tokens, leaked_ide
 # A vote's values, replies to check and names in one pass (webui/leaderboard/_rows.c), where the
 # install built it: None for any record it leaves to the Python path (not a vote, an odd shape).
 _compiled_vote_values: Callable[[dict[str, Any]], tuple[list[Any], tuple[str, ...] | None, set[str]] | None] | None
-_compiled_model_names_in: Callable[[bytes], set[bytes]] | None  # (the same module: logged_names)
+_compiled_model_names_in: Callable[[memoryview], set[bytes]] | None  # (the same module: logged_names)
 try:
     from webui.leaderboard import _rows
 except ImportError:
@@ -158,7 +158,7 @@ def logged_names(path: Path, start: int, end: int) -> set[str]:
         while offset < end:
             data, at_end = read_chunk(handle, offset)
             whole = len(data) if at_end else data.rfind(b"\n") + 1
-            raw |= scan(data[:whole])
+            raw |= scan(memoryview(data)[:whole])  # (no copy of the chunk)
             if at_end or not whole:
                 break
             offset += whole
@@ -176,7 +176,7 @@ def logged_names(path: Path, start: int, end: int) -> set[str]:
 _MODEL_NAME = re.compile(rb'"model_name"[ \t\n\r]*:[ \t\n\r]*"((?:[^"\\]|\\.)*)"', re.DOTALL)
 
 
-def _python_model_names_in(data: bytes) -> set[bytes]:
+def _python_model_names_in(data: bytes | memoryview) -> set[bytes]:
     """What webui/leaderboard/_rows.c's model_names_in finds: the raw JSON text of each string
     after a "model_name" key."""
     return set(_MODEL_NAME.findall(data))
