@@ -23,7 +23,7 @@ test: $(VENV)/.installed-test
 install: $(VENV)/.installed
 
 # what an install reads: a change to any of them installs again (setup.py and the C files: the compiled parts)
-INSTALL_INPUTS = pyproject.toml setup.py $(wildcard webui/*/*.c) scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
+INSTALL_INPUTS = pyproject.toml setup.py $(wildcard webui/*/*.c webui/*/*/*.c) scripts/install.sh scripts/install-vllm.sh scripts/install-llamacpp.sh
 
 $(VENV)/.installed: $(INSTALL_INPUTS)
 	test -x $(PY) || python3 -m venv $(VENV)

@@ -4,7 +4,7 @@
     python -m bench.leaderboard_board --old 4817e92          # and the code of a commit beside it
     python -m bench.leaderboard_board --sizes 20000 --json out.json
 
-Measures `webui.leaderboard.board.board_from_battles` with the default options (200 bootstrap
+Measures `webui.leaderboard.board.build.board_from_battles` with the default options (200 bootstrap
 rounds, style control, 20 history points), the vote index's part already done: the rows are a
 synthetic battles table shaped like `VoteIndex.rows()` (10 models of known strength, a style
 effect, ties, 1% identity leaks and errors, 5% named votes, one voter per ~300 votes, seven
@@ -93,8 +93,8 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
 
 def child(n: int) -> dict[str, Any]:
     """Measure in this process (a fresh one): the board of `n` synthetic votes."""
-    from webui.leaderboard.battles import drop_reasons
-    from webui.leaderboard.board import BoardOptions, board_from_battles
+    from webui.leaderboard.board.build import BoardOptions, board_from_battles
+    from webui.leaderboard.votes.rows import drop_reasons
 
     rows = synthetic_rows(n)
     rows["drop_reason"] = drop_reasons(rows, True)

@@ -35,7 +35,8 @@ import pandas as pd
 
 from webui.arena.pairing import Evidence, draw_smart, pair_gains
 from webui.arena.rules import draw_pair
-from webui.leaderboard import ratings, simulate
+from webui.leaderboard import simulate
+from webui.leaderboard.stats import ratings
 
 NEWCOMER = simulate.LATE
 ESTABLISHED = {name: rating for name, rating in simulate.TRUE.items() if name != NEWCOMER}

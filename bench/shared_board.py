@@ -4,7 +4,7 @@
 
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work), indexed, the board
 built once (options as the app's defaults), then, best of --rounds, CPU time of what the builder
-and each reader of a shared board do (webui.leaderboard.board_data): the battle rows encoded (once
+and each reader of a shared board do (webui.leaderboard.board.codec): the battle rows encoded (once
 per full build) and decoded (once per full build, by each reader); the tables encoded (every
 published version) and decoded (each reader, every version); and, for comparison, the whole board
 pickled and compressed as the stored board was before (zlib level 1) and loaded back. Sizes in
@@ -37,10 +37,10 @@ def best_cpu_s(work: Callable[[], Any], rounds: int) -> tuple[float, Any]:
 
 
 def measure(votes: int, work: Path, rounds: int) -> dict[str, Any]:
-    from webui.leaderboard import board_data
-    from webui.leaderboard.board import BoardOptions, board_from_rows
-    from webui.leaderboard.index import VoteIndex
+    from webui.leaderboard.board import codec
+    from webui.leaderboard.board.build import BoardOptions, board_from_rows
     from webui.leaderboard.simulate import simulate
+    from webui.leaderboard.votes.index import VoteIndex
 
     logs = work / str(votes)
     if not (logs / "truth.json").exists():
@@ -50,10 +50,10 @@ def measure(votes: int, work: Path, rounds: int) -> dict[str, Any]:
         index.catch_up()
         board = board_from_rows(index.rows(), BoardOptions(), index.skipped_lines())
         index.close()
-    rows_s, rows = best_cpu_s(lambda: board_data.encode_rows(board), rounds)
-    tables_s, tables = best_cpu_s(lambda: board_data.encode_rest(board), rounds)
-    read_rows_s, frames = best_cpu_s(lambda: board_data.decode_rows(rows), rounds)
-    read_tables_s, _ = best_cpu_s(lambda: board_data.decode(tables, frames), rounds)
+    rows_s, rows = best_cpu_s(lambda: codec.encode_rows(board), rounds)
+    tables_s, tables = best_cpu_s(lambda: codec.encode_rest(board), rounds)
+    read_rows_s, frames = best_cpu_s(lambda: codec.decode_rows(rows), rounds)
+    read_tables_s, _ = best_cpu_s(lambda: codec.decode(tables, frames), rounds)
     pickle_s, pickled = best_cpu_s(
         lambda: zlib.compress(pickle.dumps(board, protocol=pickle.HIGHEST_PROTOCOL), 1), rounds
     )

@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(votes: int, work: Path) -> dict[str, Any]:
-    from webui.leaderboard.board import BoardOptions, board_from_rows
-    from webui.leaderboard.incremental import Tally
-    from webui.leaderboard.index import VoteIndex
+    from webui.leaderboard.board.build import BoardOptions, board_from_rows
+    from webui.leaderboard.board.tally import Tally
     from webui.leaderboard.simulate import simulate
+    from webui.leaderboard.votes.index import VoteIndex
 
     logs = work / f"logs-{votes}"
     if not logs.exists():

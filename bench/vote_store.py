@@ -58,7 +58,7 @@ def server_cpu(folder: Path) -> float:
 
 
 def cold_index(logs: Path, work: Path, database: str, server_busy: Callable[[], float]) -> dict[str, Any]:
-    from webui.leaderboard.index import VoteIndex
+    from webui.leaderboard.votes.index import VoteIndex
 
     path = work / "index.sqlite3"
     for leftover in work.glob("index.sqlite3*"):

@@ -123,7 +123,7 @@ def run_step(name: str, *args: str) -> dict[str, Any]:
         return {}
     if name == "old":
         return _old(Path(args[0]), Path(args[1]))
-    from webui.leaderboard.index import VoteIndex
+    from webui.leaderboard.votes.index import VoteIndex
 
     index = VoteIndex(Path(args[0]), Path(args[1]))
     return {"index": _index, "board": _board, "live": _live}[name](index)
@@ -144,7 +144,7 @@ def _index(index: Any) -> dict[str, Any]:
 
 
 def _end_fork_server() -> None:
-    """The index's workers are children of the fork server (webui.leaderboard.index), so their CPU,
+    """The index's workers are children of the fork server (webui.leaderboard.votes.index), so their CPU,
     and the server's, reaches this process's RUSAGE_CHILDREN only once the server has ended and
     been waited for: end it (a private call; a bench may)."""
     from multiprocessing import forkserver
@@ -162,7 +162,7 @@ def _cpu() -> tuple[float, float]:
 
 
 def _board(index: Any) -> dict[str, Any]:
-    from webui.leaderboard.board import BoardOptions, board_from_rows
+    from webui.leaderboard.board.build import BoardOptions, board_from_rows
 
     started = time.perf_counter()
     index.catch_up()
@@ -180,8 +180,8 @@ def _live(index: Any) -> dict[str, Any]:
     import itertools
 
     from tests.records import battle, vote
-    from webui.leaderboard.board import BoardOptions
-    from webui.leaderboard.live import LiveBoard
+    from webui.leaderboard.board.build import BoardOptions
+    from webui.leaderboard.board.live import LiveBoard
     from webui.records.privacy import IdentityPolicy
     from webui.records.storage import JsonlRecorder
 

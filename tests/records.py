@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from webui.leaderboard.index import VoteIndex
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.types import Finished, FinishReason, SamplingParams
 

@@ -36,7 +36,7 @@ import pandas as pd
 import pytest
 
 from webui.config import PACKAGE_DIR
-from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.board.build import BoardOptions, board_from_logs
 from webui.leaderboard.simulate import simulate
 
 ROOT = PACKAGE_DIR.parent

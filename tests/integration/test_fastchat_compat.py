@@ -19,7 +19,7 @@ import pytest
 
 from webui.engine import collect
 from webui.engine.registry import build_registry
-from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.board.build import BoardOptions, board_from_logs
 from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.records.storage import JsonlRecorder
 from webui.types import Message

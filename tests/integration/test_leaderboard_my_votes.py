@@ -15,7 +15,7 @@ from gradio_client import Client
 from tests.servers import serve_app
 from webui.config import Settings
 from webui.leaderboard.__main__ import main as leaderboard_main
-from webui.leaderboard.snapshot import load_snapshot
+from webui.leaderboard.snapshots.snapshot import load_snapshot
 from webui.records.storage import read_logs
 from webui.server.app import create_app
 from webui.services import build_services

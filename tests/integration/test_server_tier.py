@@ -27,8 +27,8 @@ from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the f
 from tests.proxy import Proxy, start_proxy
 from tests.servers import free_port, wait_models_ready
 from tests.tiny import tiny_models_yaml
-from webui.leaderboard.categories import ALL
-from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.stats.categories import ALL
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.storage import log_files
 
 NAMES = ("web1", "web2")

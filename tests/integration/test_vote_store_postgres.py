@@ -17,17 +17,17 @@ import pytest
 
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.records import battle, vote
+from webui.db.schema import LATEST, MIGRATIONS
+from webui.db.store import StoreError, open_store
 from webui.leaderboard.__main__ import main as leaderboard_cli
-from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
-from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.live import LiveBoard
-from webui.leaderboard.schema import LATEST, MIGRATIONS
-from webui.leaderboard.shared import SharedBoard
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_index, board_from_rows
+from webui.leaderboard.board.lease import SharedBoard
+from webui.leaderboard.board.live import LiveBoard
+from webui.leaderboard.board.view import DATABASE_AWAY, LeaderboardView
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.store import StoreError, open_store
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
-from webui.ui.leaderboard_tab import DATABASE_AWAY, LeaderboardView
 
 OPTIONS = BoardOptions(rounds=20, min_battles=0)
 

@@ -1,4 +1,4 @@
-"""The shared board's data format (webui.leaderboard.board_data): a real board, carried forward by
+"""The shared board's data format (webui.leaderboard.board.codec): a real board, carried forward by
 the tally and split by fingerprint, comes back equal in every table, column type and value; damaged
 bytes, or a pickle, are refused with a clear error rather than run."""
 
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from tests.records import simulated_rows
-from webui.leaderboard import board_data
-from webui.leaderboard.board import Board, BoardOptions, board_from_rows
-from webui.leaderboard.incremental import Tally
+from webui.leaderboard.board import codec
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
+from webui.leaderboard.board.tally import Tally
 
 OPTIONS = BoardOptions(rounds=10, min_battles=30, votes_per_day=20, history_points=4)
 
@@ -49,8 +49,8 @@ def assert_same(ours: Board, theirs: Board) -> None:
 
 
 def round_trip(board: Board) -> Board:
-    rows = board_data.decode_rows(board_data.encode_rows(board))
-    return board_data.decode(board_data.encode_rest(board), rows)
+    rows = codec.decode_rows(codec.encode_rows(board))
+    return codec.decode(codec.encode_rest(board), rows)
 
 
 def test_a_board_comes_back_equal(boards: tuple[Board, Board]):
@@ -66,30 +66,30 @@ def test_a_board_comes_back_equal(boards: tuple[Board, Board]):
 
 def test_the_rows_travel_apart_from_the_tables(boards: tuple[Board, Board]):
     full, added = boards
-    rest = board_data.encode_rest(added)
-    rows_of_full = board_data.decode_rows(board_data.encode_rows(full))
-    assert_same(board_data.decode(rest, rows_of_full), added)  # the tally's board on the full build's rows
+    rest = codec.encode_rest(added)
+    rows_of_full = codec.decode_rows(codec.encode_rows(full))
+    assert_same(codec.decode(rest, rows_of_full), added)  # the tally's board on the full build's rows
 
 
 def test_damaged_or_foreign_bytes_are_refused(boards: tuple[Board, Board]):
     full, _ = boards
-    rest = board_data.encode_rest(full)
-    rows = board_data.decode_rows(board_data.encode_rows(full))
+    rest = codec.encode_rest(full)
+    rows = codec.decode_rows(codec.encode_rows(full))
     pickled = zlib.compress(pickle.dumps(full))
     for blob, says in (
         (pickled, "not in this arena's board format"),
         (rest[: len(rest) // 2], "damaged"),
-        (board_data.MAGIC + b"not zlib", "damaged"),
+        (codec.MAGIC + b"not zlib", "damaged"),
     ):
-        with pytest.raises(board_data.BoardDataError, match=says):
-            board_data.decode(blob, rows)
-    head = board_data.MAGIC + zlib.compress(b"\x02\x00\x00\x00{}")
-    with pytest.raises(board_data.BoardDataError, match="damaged"):
-        board_data.decode(head, rows)  # a header without the board's fields
+        with pytest.raises(codec.BoardDataError, match=says):
+            codec.decode(blob, rows)
+    head = codec.MAGIC + zlib.compress(b"\x02\x00\x00\x00{}")
+    with pytest.raises(codec.BoardDataError, match="damaged"):
+        codec.decode(head, rows)  # a header without the board's fields
 
 
 def test_what_cannot_be_stored_is_refused_when_writing(boards: tuple[Board, Board]):
     full, _ = boards
     odd = dataclasses.replace(full, voters=full.voters.assign(when=pd.Timestamp("2026-01-01")))
     with pytest.raises(TypeError, match="when"):
-        board_data.encode_rest(odd)
+        codec.encode_rest(odd)

@@ -1,4 +1,4 @@
-"""A table built in batches (webui.leaderboard.columns.Builder) is the table its rows' frame
+"""A table built in batches (webui.leaderboard.votes.row_cache.Builder) is the table its rows' frame
 would be, once written and read back; values of another kind are refused, not guessed at."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import columns
+from webui.leaderboard.votes import row_cache
 
 KINDS = {"flag": "bool", "count": "int", "maybe": "int", "never": "int", "time": "real", "name": "text"}
 
@@ -18,17 +18,17 @@ def through_a_frame(rows: list[tuple], path: Path) -> pd.DataFrame:
     """What the index's first load writes: the rows' frame, flags cast, saved and read back."""
     frame = pd.DataFrame.from_records(rows, columns=list(KINDS))
     frame["flag"] = frame["flag"].astype(bool)
-    columns.save(frame, path, {})
-    return columns.load(path)[0]
+    row_cache.save(frame, path, {})
+    return row_cache.load(path)[0]
 
 
 def through_the_builder(batches: list[list[tuple]], path: Path) -> pd.DataFrame:
-    builder = columns.Builder(KINDS)
+    builder = row_cache.Builder(KINDS)
     for batch in batches:
         builder.add(dict(zip(KINDS, zip(*batch, strict=True), strict=True)))
     values, codes = builder.arrays()
-    columns.write(path, list(KINDS), values, codes, {"from": "builder"})
-    frame, meta = columns.load(path)
+    row_cache.write(path, list(KINDS), values, codes, {"from": "builder"})
+    frame, meta = row_cache.load(path)
     assert meta == {"from": "builder"}
     return frame
 
@@ -54,7 +54,7 @@ def test_batches_give_the_frame_of_all_their_rows(tmp_path: Path):
     ],
 )
 def test_a_value_of_another_kind_is_refused(odd: tuple):
-    builder = columns.Builder(KINDS)
-    with pytest.raises(columns.Unsupported):
+    builder = row_cache.Builder(KINDS)
+    with pytest.raises(row_cache.Unsupported):
         builder.add(dict(zip(KINDS, zip(odd, strict=True), strict=True)))
     assert builder.rows == 0

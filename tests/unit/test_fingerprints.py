@@ -20,16 +20,16 @@ from webui.arena.handlers import Handlers
 from webui.arena.rules import Owner, PaneSettings
 from webui.engine.registry import build_registry
 from webui.leaderboard.__main__ import main
-from webui.leaderboard.board import BoardOptions, board_from_index, board_from_logs
-from webui.leaderboard.fingerprints import SEPARATOR, labelled
-from webui.leaderboard.index import VoteIndex
+from webui.leaderboard.board.build import BoardOptions, board_from_index, board_from_logs
+from webui.leaderboard.board.view import display_table
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.stats.fingerprints import SEPARATOR, labelled
+from webui.leaderboard.votes.index import VoteIndex
 from webui.models import fingerprint as fp
 from webui.records.events import ClientInfo, Conversation
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, read_logs
 from webui.services import Services
-from webui.ui.leaderboard_tab import display_table
 
 MiB = 1 << 20
 
@@ -272,7 +272,7 @@ def test_an_index_made_before_fingerprints_gains_their_columns(tmp_path: Path, m
     import contextlib
     import sqlite3
 
-    from webui.leaderboard import schema
+    from webui.db import schema
 
     with monkeypatch.context() as patched:
         patched.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
@@ -295,7 +295,8 @@ def test_an_index_made_before_fingerprints_gains_their_columns(tmp_path: Path, m
 
 
 def test_smart_pairing_reads_the_row_of_what_a_name_serves_now(tmp_path: Path):
-    from webui.ui.leaderboard_tab import LeaderboardView
+    from webui.leaderboard.board.view import LeaderboardView
+    from webui.ui.leaderboard_tab import pairing_evidence
 
     for n, print_id in ((3, None), (6, "1a2b3c4d5e6f"), (9, "99aa00bb11cc")):  # each row its own count
         record_battles(tmp_path, {"alpha": [print_id]}, n=n)
@@ -304,7 +305,7 @@ def test_smart_pairing_reads_the_row_of_what_a_name_serves_now(tmp_path: Path):
     try:
         view.live.sync()
         table = view.board()[0].table.set_index("model")
-        evidence = view.pairing_evidence()
+        evidence = pairing_evidence(view)()
     finally:
         view.close()
     assert evidence is not None and set(evidence.ratings) == {"alpha", "alpha @ 1a2b3c", "beta"}  # the old weights' row

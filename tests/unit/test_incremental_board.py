@@ -1,4 +1,4 @@
-"""The board carried forward vote by vote (webui.leaderboard.incremental) gives what a full build
+"""The board carried forward vote by vote (webui.leaderboard.board.tally) gives what a full build
 of the same rows gives: ratings, intervals, Elo, counts, drops (the daily cap and hygiene
 included); it declines what it cannot add exactly; the live board publishes through it."""
 
@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, simulated_rows, vote
-from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
-from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.live import LiveBoard
-from webui.leaderboard.ratings import TABLE_COLUMNS, ranks
-from webui.leaderboard.style import FEATURES
+from webui.db.columns import FEATURES
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_index, board_from_rows
+from webui.leaderboard.board.live import LiveBoard
+from webui.leaderboard.board.tally import Tally
+from webui.leaderboard.stats.ratings import TABLE_COLUMNS, ranks
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 

@@ -1,5 +1,6 @@
 """The package's shape: no import cycles between modules (counting imports inside functions and
-under TYPE_CHECKING), and stages that only import the stages below them."""
+under TYPE_CHECKING), stages that only import the stages below them, and the leaderboard's rooms
+that keep to their own."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ LAYERS = [
     {"arena"},
     {"services"},
     {"leaderboard", "access"},
-    {"engine", "records"},
+    {"engine", "records", "db"},
     {"models"},
     {"config", "errors", "types", "handoff", "__init__"},
 ]
@@ -121,3 +122,60 @@ def test_stages_import_only_the_stages_below() -> None:
 @pytest.mark.parametrize("module", ["webui.records.storage", "webui.records.events"])
 def test_records_do_not_depend_on_the_leaderboard(module: str) -> None:
     assert not [m for m in graph()[module] if m.startswith("webui.leaderboard")]
+
+
+# The leaderboard's rooms (webui/leaderboard/__init__.py has the map): each may import itself and
+# the rooms listed for it. `votes` and `stats` never import each other, so that building a vote's
+# row loads no rating code and the statistics read features only as columns.
+ROOMS = {
+    "votes": {"votes"},
+    "stats": {"stats"},
+    "board": {"board", "votes", "stats", "snapshots"},  # the view says what changed since a snapshot
+    "snapshots": {"snapshots", "board", "stats"},
+}
+
+
+def room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "leaderboard" else None
+
+
+def test_every_leaderboard_module_is_in_a_room() -> None:
+    """Beside the rooms, only the map (__init__), the command line and the simulator."""
+    top = PACKAGE / "leaderboard"
+    assert {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ROOMS)
+    assert {p.name for p in top.glob("*.py")} == {"__init__.py", "__main__.py", "simulate.py"}
+
+
+def test_leaderboard_rooms_import_only_their_neighbours() -> None:
+    crossing = sorted(
+        f"{a} imports {b}"
+        for a, deps in graph().items()
+        if (mine := room(a)) is not None
+        for b in deps
+        if b.startswith("webui.leaderboard") and room(b) not in ROOMS[mine]
+    )
+    assert not crossing, "\n".join(crossing)
+
+
+def test_the_statistics_read_no_files() -> None:
+    """`stats` is pure: tables in, tables out; no I/O module, database or thread (the names of the
+    vote row's columns, webui.db.columns, are not I/O)."""
+    io_modules = (
+        "sqlite3",
+        "psycopg",
+        "threading",
+        "multiprocessing",
+        "concurrent",
+        "subprocess",
+        "webui.db.store",
+        "webui.db.schema",
+    )
+    found = []
+    for path in (PACKAGE / "leaderboard" / "stats").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.name}: {n}" for n in names if n.startswith(io_modules)]
+    assert not found, found

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import ratings
-from webui.leaderboard.battles import Hygiene, battles_frame, counted
-from webui.leaderboard.board import BoardOptions, build_board
+from webui.leaderboard.board.build import BoardOptions, build_board
+from webui.leaderboard.stats import ratings
+from webui.leaderboard.votes.rows import Hygiene, battles_frame, counted
 from webui.records.identity import identity_words
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from tests.records import battle, chat_event, conversation, vote
 from webui.leaderboard.__main__ import main
-from webui.leaderboard.board import BoardOptions, board_from_logs
-from webui.leaderboard.export import preference_pairs, write_table
+from webui.leaderboard.board.build import BoardOptions, board_from_logs
+from webui.leaderboard.board.export import preference_pairs, write_table
+from webui.leaderboard.board.view import LeaderboardView, display_table
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 from webui.types import Finished, FinishReason
-from webui.ui.leaderboard_tab import LeaderboardView, display_table
 
 
 @pytest.fixture
@@ -276,7 +276,7 @@ def test_display_table_of_nothing():
 
 
 def test_view_shows_categories_and_my_votes(log_dir: Path):
-    from webui.ui.leaderboard_tab import category_choices
+    from webui.leaderboard.board.view import category_choices
 
     view = LeaderboardView(log_dir, BoardOptions(rounds=0))
     view.live.sync()
@@ -299,7 +299,7 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch, cap
 
     import pandas as pd
 
-    from webui.leaderboard import export
+    from webui.leaderboard.board import export
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a))

@@ -1,4 +1,4 @@
-"""Rank confidence (webui.leaderboard.confidence) and speed beside quality (webui.leaderboard.speed),
+"""Rank confidence (webui.leaderboard.stats.confidence) and speed beside quality (webui.leaderboard.stats.speed),
 on constructed counts whose answers are known, and the speeds carried from a reply to the board."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, chat_event, vote
-from webui.leaderboard import ratings, style
-from webui.leaderboard.battles import STYLE_COUNT_COLUMNS, vote_row
-from webui.leaderboard.board import BoardOptions, board_from_logs
-from webui.leaderboard.confidence import battles_to_separate, gain_per_battle, next_comparison, order_probability
-from webui.leaderboard.speed import model_speeds
+from webui.db.columns import STYLE_COUNT_COLUMNS
+from webui.leaderboard.board.build import BoardOptions, board_from_logs
+from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats.confidence import battles_to_separate, gain_per_battle, next_comparison, order_probability
+from webui.leaderboard.stats.speed import model_speeds
+from webui.leaderboard.votes.rows import vote_row
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, read_logs
 from webui.types import Finished, FinishReason

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import ratings
-from webui.leaderboard.battles import battles_frame
-from webui.leaderboard.board import BoardOptions, build_board
-from webui.leaderboard.export import preference_pairs
+from webui.leaderboard.board.build import BoardOptions, build_board
+from webui.leaderboard.board.export import preference_pairs
+from webui.leaderboard.stats import ratings
+from webui.leaderboard.votes.rows import battles_frame
 from webui.records.identity import find_identity, identity_words
 
 MODELS = [

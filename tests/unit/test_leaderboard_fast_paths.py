@@ -23,10 +23,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import battles, categories, ingest, language, ratings, schema, style
+from webui.db import columns as db_columns
+from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.votes import features, ingest, language
+from webui.leaderboard.votes import rows as vote_rows
 
 try:
-    from webui.leaderboard import _rows
+    from webui.leaderboard.votes import _rows
 except ImportError:  # not built: the tests of the compiled steps skip
     _rows = None  # type: ignore[assignment]
 from webui.leaderboard.simulate import CODE_PROMPT, FILLER, ORDINARY, PROMPTS, TRUE, simulate
@@ -127,11 +130,11 @@ def ref_has_code(text):
 
 
 def ref_is_long(text):
-    return len((text or "").split()) >= categories.LONG_PROMPT_WORDS
+    return len((text or "").split()) >= features.LONG_PROMPT_WORDS
 
 
 def ref_vote_row(record, identity_words=None):
-    if record.get("type") not in battles.WINNERS:
+    if record.get("type") not in vote_rows.WINNERS:
         return None
     states, models = record.get("states"), record.get("models")
     if not (isinstance(states, list) and len(states) == 2 and isinstance(models, list) and len(models) == 2):
@@ -147,7 +150,7 @@ def ref_vote_row(record, identity_words=None):
 
 
 def ref_row(record, states, models, convs):
-    anony = models[0] in battles.ANONYMOUS_NAMES and models[1] in battles.ANONYMOUS_NAMES
+    anony = models[0] in vote_rows.ANONYMOUS_NAMES and models[1] in vote_rows.ANONYMOUS_NAMES
     names = [s.get("model_name") for s in states] if anony else list(models)
     prompts = [m["content"] for m in convs[0] if m["role"] == "user"]
     ip = record.get("ip") or ""
@@ -158,7 +161,7 @@ def ref_row(record, states, models, convs):
         "tstamp": float(record.get("tstamp", 0.0)),
         "model_a": names[0],
         "model_b": names[1],
-        "winner": battles.WINNERS[record["type"]],
+        "winner": vote_rows.WINNERS[record["type"]],
         "anony": anony,
         "mode": record.get("mode", "battle" if anony else "side_by_side"),
         "battle_id": record.get("battle_id"),
@@ -177,9 +180,9 @@ def ref_row(record, states, models, convs):
         "long_prompt": ref_is_long("\n".join(prompts)),
     }
     counts = [ref_reply_style(c) for c in convs]
-    row.update(zip(battles.STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
+    row.update(zip(db_columns.STYLE_COUNT_COLUMNS, (*counts[0], *counts[1]), strict=True))
     for side, state in zip("ab", states, strict=True):
-        for name in battles.SPEED_FIELDS:
+        for name in db_columns.SPEED_FIELDS:
             values = state.get(name)
             last = values[-1] if isinstance(values, list) and values else None
             ok = type(last) in (int, float) and math.isfinite(last)
@@ -211,7 +214,7 @@ def ref_text(value):
 
 
 def ref_base_reason(states, models, names, prompts):
-    if (models[0] in battles.ANONYMOUS_NAMES) != (models[1] in battles.ANONYMOUS_NAMES):
+    if (models[0] in vote_rows.ANONYMOUS_NAMES) != (models[1] in vote_rows.ANONYMOUS_NAMES):
         return "invalid"
     if not all(isinstance(n, str) and n for n in names):
         return "invalid"
@@ -225,7 +228,7 @@ def ref_base_reason(states, models, names, prompts):
 
 
 def ref_anony_names_match(models, states):
-    if models[0] in battles.ANONYMOUS_NAMES:
+    if models[0] in vote_rows.ANONYMOUS_NAMES:
         return True
     hidden = [s.get("model_name") for s in states]
     return hidden == [None, None] or hidden == list(models)
@@ -235,7 +238,7 @@ def ref_names_in(record):
     states, models = record.get("states"), record.get("models")
     found = {s.get("model_name") for s in states if isinstance(s, dict)} if isinstance(states, list) else set()
     found |= {ref_public_name(m) for m in models if isinstance(m, str)} if isinstance(models, list) else set()
-    return {n for n in found if isinstance(n, str) and n not in battles.ANONYMOUS_NAMES}
+    return {n for n in found if isinstance(n, str) and n not in vote_rows.ANONYMOUS_NAMES}
 
 
 def ref_openai_messages(state):
@@ -263,9 +266,9 @@ def ref_derive(data, start, at_end, known_names, model_names, extra_words):
 
 
 def ref_sql_values(row):
-    out = [row[column] for column in battles.ROW_COLUMNS]
-    for flag in schema.BOOL_COLUMNS:  # since: 0/1, as SQLite keeps them (sqlite3 binds an int sooner)
-        out[battles.ROW_COLUMNS.index(flag)] = int(out[battles.ROW_COLUMNS.index(flag)])
+    out = [row[column] for column in db_columns.ROW_COLUMNS]
+    for flag in db_columns.BOOL_COLUMNS:  # since: 0/1, as SQLite keeps them (sqlite3 binds an int sooner)
+        out[db_columns.ROW_COLUMNS.index(flag)] = int(out[db_columns.ROW_COLUMNS.index(flag)])
     for position in ingest._TEXT_POSITIONS:
         value = out[position]
         if value is not None and not isinstance(value, str):
@@ -289,7 +292,7 @@ def ref_parse_lines(data, base):
 
 def ref_style_matrix(counts):
     out = []
-    for f in style.FEATURES:
+    for f in db_columns.FEATURES:
         a, b = counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)
         total = a + b
         out.append(np.divide(a - b, total, out=np.zeros_like(total), where=total > 0))
@@ -375,7 +378,7 @@ NOT_BUILT = "the C extensions are not built here (pip install -e . builds them; 
 def built() -> bool:
     return (
         identity._compiled_tokens_in is not None
-        and style._compiled_word_count is not None
+        and features._compiled_word_count is not None
         and language._compiled_ascii_language is not None
         and language._compiled_scripts is not None
         and ratings._compiled_elo_updates is not None
@@ -385,14 +388,14 @@ def built() -> bool:
 
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The compiled steps (webui/records/_tokens.c, webui/leaderboard/_counts.c,
-    webui/leaderboard/_language.c, webui/leaderboard/_elo.c, webui/leaderboard/_rows.c), then the
+    """The compiled steps (webui/records/_tokens.c, webui/leaderboard/votes/_counts.c,
+    webui/leaderboard/votes/_language.c, webui/leaderboard/stats/_elo.c, webui/leaderboard/votes/_rows.c), then the
     Python versions that run where those were not built."""
     if request.param == "python":
         monkeypatch.setattr(ingest, "_compiled_vote_values", None)
         monkeypatch.setattr(ratings, "_compiled_elo_updates", None)
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
-        monkeypatch.setattr(style, "_compiled_word_count", None)
+        monkeypatch.setattr(features, "_compiled_word_count", None)
         monkeypatch.setattr(language, "_compiled_ascii_language", None)
         monkeypatch.setattr(language, "_compiled_scripts", None)
     elif not built():
@@ -582,7 +585,7 @@ def test_the_compiled_stop_word_table():
     the first language with the most stop words wins only alone; what it refuses, with a message."""
     if not built():
         pytest.skip(NOT_BUILT)
-    from webui.leaderboard._language import AsciiStopWords
+    from webui.leaderboard.votes._language import AsciiStopWords
 
     table = AsciiStopWords({"A": ["abcdefghijkl", "q", "bé"], "B": ["q", "z"], "C": []}, 3, 2)
     assert table.language("Abcdefghijkl abcdefghijkl") == "A"
@@ -606,7 +609,7 @@ def test_the_compiled_script_table():
     """What it refuses, with a message; the first range that holds a code point names its script."""
     if not built():
         pytest.skip(NOT_BUILT)
-    from webui.leaderboard._language import Scripts
+    from webui.leaderboard.votes._language import Scripts
 
     table = Scripts([(0x61, 0x62, "ab", False), (0x62, 0x63, "bc", False), (0x30, 0x39, "digits", True)])
     assert table.count("cba9") == {"bc": 1, "ab": 2}
@@ -744,7 +747,7 @@ def test_the_style_matrix_is_unchanged(kind: type):
     """Standardised in place, a column at a time, from counts as the index stores them (integers)
     or as conversations give them (floats): the very same numbers, a constant feature all 0."""
     rng = np.random.default_rng(3)
-    columns = [f"{f}_{side}" for side in ("a", "b") for f in style.FEATURES]
+    columns = [f"{f}_{side}" for side in ("a", "b") for f in db_columns.FEATURES]
     counts = pd.DataFrame(rng.integers(0, 40, (5_000, len(columns))), columns=columns).astype(kind)
     counts.loc[rng.random(5_000) < 0.3, ["headers_a", "headers_b"]] = 0  # both 0: a difference of 0
     counts["bold_a"], counts["bold_b"] = 9, 3  # the same difference in every battle: no spread
@@ -757,7 +760,9 @@ def battles_differences(counts):
     return np.column_stack(
         [
             np.divide(a - b, a + b, out=np.zeros(len(a)), where=a + b > 0)
-            for a, b in ((counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)) for f in style.FEATURES)
+            for a, b in (
+                (counts[f"{f}_a"].to_numpy(float), counts[f"{f}_b"].to_numpy(float)) for f in db_columns.FEATURES
+            )
         ]
     )
 
@@ -788,13 +793,13 @@ def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
             {"role": "assistant", "content": text},
             {"role": "assistant", "content": text[::-1]},
         ]
-        assert style.reply_style(conversation) == ref_reply_style(conversation), text
-        assert style.text_style(text) == ref_reply_style(conversation[1:2]), text  # one line or several
-        assert style.word_count(text) == len(text.split()), text
-        assert style.word_count(text + "\u2003" + text) == len((text + "\u2003" + text).split()), text
-        assert categories.has_code(text) == ref_has_code(text), text
-        assert categories.is_long(text) == ref_is_long(text), text
-    assert categories.has_code(None) is False and categories.is_long(None) is False  # type: ignore[arg-type]
+        assert features.reply_style(conversation) == ref_reply_style(conversation), text
+        assert features.text_style(text) == ref_reply_style(conversation[1:2]), text  # one line or several
+        assert features.word_count(text) == len(text.split()), text
+        assert features.word_count(text + "\u2003" + text) == len((text + "\u2003" + text).split()), text
+        assert features.has_code(text) == ref_has_code(text), text
+        assert features.is_long(text) == ref_is_long(text), text
+    assert features.has_code(None) is False and features.is_long(None) is False  # type: ignore[arg-type]
     spaces = "".join(c for c in map(chr, range(0x3100)) if c.isspace())
     latin = "".join(map(chr, range(256)))  # one byte a character: the compiled version's table
     for text in (
@@ -804,7 +809,7 @@ def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
         latin * 2,
         "a\u0085b\xa0cé",
     ):
-        assert style.word_count(text) == len(text.split()), text
+        assert features.word_count(text) == len(text.split()), text
 
 
 def _reply(r, state, k, rng):
@@ -860,7 +865,7 @@ def _reasons(r, state, k, rng):
 
 def _speed(r, state, k, rng):
     odd_values = [[], [2], [True], [float("inf")], [float("nan")], [10**400], ["3"], "x", None, [0.5, None], [1.5, 2.5]]
-    state[rng.choice(battles.SPEED_FIELDS)] = rng.choice(odd_values)
+    state[rng.choice(db_columns.SPEED_FIELDS)] = rng.choice(odd_values)
 
 
 def _roles(r, state, k, rng):
@@ -991,18 +996,18 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
                 expected = ref_vote_row(copy.deepcopy(record), words)
             except Exception:  # a field of the wrong type: now a vote that does not count
                 raised += 1
-                row = battles.vote_row(record, words)
+                row = vote_rows.vote_row(record, words)
                 assert row is not None and row["base_reason"] == "invalid", record
-                assert list(row) == list(battles.ROW_COLUMNS) and all(
+                assert list(row) == list(db_columns.ROW_COLUMNS) and all(
                     v is None or isinstance(v, (str, int, float, bool)) for v in row.values()
                 ), row
                 continue
-            row = battles.vote_row(record, words)
+            row = vote_rows.vote_row(record, words)
             assert (row is None) == (expected is None)
             if row is not None:
                 assert list(row) == list(expected) and typed(row.values()) == typed(expected.values()), record
                 if row["base_reason"] is None and not row["redacted"]:
-                    assert battles.identity_leak(record, WORDS) == (
+                    assert vote_rows.identity_leak(record, WORDS) == (
                         ref_find_identity(
                             [
                                 m["content"]
@@ -1018,7 +1023,7 @@ def test_vote_rows_are_unchanged(odd_records: list[dict]):
 
 
 def test_the_compiled_vote_row_answers_as_python_or_leaves_it_to_python(odd_records: list[dict]):
-    """webui/leaderboard/_rows.c: where it answers, the values, replies and names the Python path
+    """webui/leaderboard/votes/_rows.c: where it answers, the values, replies and names the Python path
     gives; it answers for every vote as we log them, and leaves odd shapes to Python."""
     if not built():
         pytest.skip(NOT_BUILT)
@@ -1026,7 +1031,7 @@ def test_the_compiled_vote_row_answers_as_python_or_leaves_it_to_python(odd_reco
     plain = len(odd_records) // 5  # the fixture's simulated votes come first, unaltered
     for i, record in enumerate(odd_records):
         fast = ingest._compiled_vote_values(copy.deepcopy(record))
-        unchecked = battles.unchecked_vote_row(record)
+        unchecked = vote_rows.unchecked_vote_row(record)
         if fast is None:
             assert i >= plain, record
             left += 1
@@ -1038,12 +1043,12 @@ def test_the_compiled_vote_row_answers_as_python_or_leaves_it_to_python(odd_reco
         expected = list(ingest.sql_values(row))
         assert typed(values) == typed(expected), record
         assert replies == expected_replies and type(replies) is type(expected_replies), record
-        assert names == battles.names_in(record), record
+        assert names == vote_rows.names_in(record), record
     assert answered > plain and left > len(odd_records) // 20
 
 
 def test_the_compiled_name_scan_finds_what_the_expression_finds():
-    """webui/leaderboard/_rows.c's model_names_in against ingest._python_model_names_in, on log
+    """webui/leaderboard/votes/_rows.c's model_names_in against ingest._python_model_names_in, on log
     bytes cut at random places and on soups of the pieces that trip a scanner."""
     if not built():
         pytest.skip(NOT_BUILT)

@@ -12,9 +12,9 @@ import pytest
 from webui.access.ratelimit import VOTE, RateLimited, build_rate_limiter
 from webui.config import Settings, settings_from_cli
 from webui.leaderboard.__main__ import main
-from webui.leaderboard.board import BoardOptions, board_from_logs
+from webui.leaderboard.board.build import BoardOptions, board_from_logs
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.voters import utc_day, voter_agreement
+from webui.leaderboard.stats.voters import utc_day, voter_agreement
 from webui.records.events import ClientInfo
 from webui.services import Services
 

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import ratings, style
-from webui.leaderboard.battles import STYLE_COUNT_COLUMNS
-from webui.leaderboard.board import Board, BoardOptions, board_from_logs
-from webui.leaderboard.history import cut_points
+from webui.db.columns import STYLE_COUNT_COLUMNS
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_logs
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats.history import cut_points
 
 
 @pytest.fixture(scope="module")

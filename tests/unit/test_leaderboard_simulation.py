@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard import ratings, style
+from webui.leaderboard.stats import ratings, style
 
 TRUE = {"m0": 1150.0, "m1": 1050.0, "m2": 1000.0, "m3": 900.0, "m4": 900.0}
 

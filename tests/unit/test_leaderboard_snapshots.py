@@ -17,10 +17,11 @@ import pytest
 
 from tests.records import battle, vote
 from webui.leaderboard.__main__ import main
-from webui.leaderboard.board import Board, BoardOptions, board_from_battles, board_from_logs
-from webui.leaderboard.changes import changes, changes_lines, since_line
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_battles, board_from_logs
+from webui.leaderboard.board.view import LeaderboardView
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.snapshot import (
+from webui.leaderboard.snapshots.changes import changes, changes_lines, since_line
+from webui.leaderboard.snapshots.snapshot import (
     FORMAT_VERSION,
     Entry,
     Snapshot,
@@ -34,7 +35,6 @@ from webui.leaderboard.snapshot import (
 )
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, log_files
-from webui.ui.leaderboard_tab import LeaderboardView
 
 OPTIONS = BoardOptions(rounds=20, history_points=0)
 THEN = dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc)

@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from webui.leaderboard import ratings
-from webui.leaderboard.board import BoardOptions, build_board, category_board, my_votes
-from webui.leaderboard.categories import CODING, category_masks, has_code
-from webui.leaderboard.history import ratings_over_time
-from webui.leaderboard.language import detect_language
-from webui.leaderboard.style import reply_style, style_table
+from webui.leaderboard.board.build import BoardOptions, build_board, category_board, my_votes
+from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats.categories import CODING, category_masks
+from webui.leaderboard.stats.history import ratings_over_time
+from webui.leaderboard.stats.style import style_table
+from webui.leaderboard.votes.features import has_code, reply_style, with_features
+from webui.leaderboard.votes.language import detect_language
 
 
 def conversation(prompt: str, reply: str) -> list[dict[str, str]]:
@@ -41,7 +42,7 @@ def style_battles(n: int, beta: float, seed: int = 0) -> pd.DataFrame:
                 "conversation_b": conversation("q", "w " * lb),
             }
         )
-    return pd.DataFrame(rows)
+    return with_features(pd.DataFrame(rows))
 
 
 def test_a_model_that_wins_only_by_length_loses_its_lead_under_style_control():
@@ -98,7 +99,7 @@ def category_battles(n: int, seed: int = 0) -> pd.DataFrame:
                 "conversation_b": conversation(prompt, "b"),
             }
         )
-    return pd.DataFrame(rows)
+    return with_features(pd.DataFrame(rows))
 
 
 def test_categories_split_the_board():

@@ -1,4 +1,4 @@
-"""The live board (webui.leaderboard.live): readers never wait for a build, a vote reaches the
+"""The live board (webui.leaderboard.board.live): readers never wait for a build, a vote reaches the
 board through the recorder's nudge, a failed build keeps the last board, and loading only the new
 rows gives the same board as loading them all."""
 
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, vote
-from webui.leaderboard.board import Board, BoardOptions, board_from_index, board_from_rows
-from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.live import LiveBoard
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_index, board_from_rows
+from webui.leaderboard.board.live import LiveBoard
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 
@@ -119,7 +119,7 @@ def test_loading_only_new_rows_builds_the_board_loading_all_would(recorder: Json
 
 
 def test_an_index_that_cannot_be_kept_beside_the_logs_goes_elsewhere(recorder: JsonlRecorder, tmp_path: Path):
-    from webui.ui.leaderboard_tab import open_index
+    from webui.leaderboard.board.view import open_index
 
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the index's folder would be")

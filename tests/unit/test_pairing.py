@@ -20,10 +20,11 @@ from webui.arena.pairing import RIDGE, Evidence, choose_pair, draw_smart, pair_g
 from webui.arena.rules import Refused
 from webui.config import Settings, settings_from_cli
 from webui.errors import ConfigError
-from webui.leaderboard.board import BoardOptions
+from webui.leaderboard.board.build import BoardOptions
+from webui.leaderboard.board.view import LeaderboardView
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
-from webui.ui.leaderboard_tab import LeaderboardView
+from webui.ui.leaderboard_tab import pairing_evidence
 
 OLD = {"a": 1100.0, "b": 1000.0, "c": 990.0, "d": 900.0}
 
@@ -128,12 +129,13 @@ def test_smart_pairing_reads_the_live_board(tmp_path: Path) -> None:
     try:
         view.live.sync()
         board, _ = view.board()
-        evidence = view.pairing_evidence()
+        evidence_of = pairing_evidence(view)
+        evidence = evidence_of()
         assert evidence is not None
         assert evidence.battles == {frozenset(("strong", "weak")): 13.0}  # the named one does not count
         assert evidence.ratings == dict(zip(board.table["model"], board.table["rating"], strict=True))
         assert evidence.ratings["strong"] > evidence.ratings["weak"]
-        assert view.pairing_evidence() is evidence, "converted once per board version"
+        assert evidence_of() is evidence, "converted once per board version"
     finally:
         view.close()
 

@@ -1,4 +1,4 @@
-"""The builder's lease and the stored board (webui.leaderboard.shared), on an SQLite store and an
+"""The builder's lease and the stored board (webui.leaderboard.board.lease), on an SQLite store and an
 injected clock: one builder at a time, a silent builder taken over after the lease, a closing one
 at once, a stale builder writes nothing, a long build keeps its lease, readers load each board
 once and its battle rows once per full build."""
@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from tests.records import simulated_rows
-from webui.leaderboard.board import Board, BoardOptions, board_from_rows
-from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import LOADED_COLUMNS, VoteIndex
-from webui.leaderboard.live import LiveBoard
-from webui.leaderboard.schema import migrate
-from webui.leaderboard.shared import Lease, LeaseLost, Published, SharedBoard, next_lease
+from webui.db.schema import migrate
+from webui.db.store import StoreError, open_store
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
+from webui.leaderboard.board.lease import Lease, LeaseLost, Published, SharedBoard, next_lease
+from webui.leaderboard.board.live import LiveBoard
+from webui.leaderboard.board.tally import Tally
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.store import StoreError, open_store
+from webui.leaderboard.votes.index import LOADED_COLUMNS, VoteIndex
 
 LEASE_S = 30.0
 

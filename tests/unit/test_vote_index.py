@@ -1,4 +1,4 @@
-"""The vote index (webui.leaderboard.index): the same board as the logs give, and nothing lost or
+"""The vote index (webui.leaderboard.votes.index): the same board as the logs give, and nothing lost or
 counted twice when a writer dies, a line is torn, logs are copied in or the identity words grow."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from tests.records import battle, chat_event, vote
-from webui.leaderboard.battles import SPEED_COLUMNS
-from webui.leaderboard.board import BoardOptions, board_from_index, board_from_logs
-from webui.leaderboard.index import INDEX_NAME, VoteIndex
-from webui.leaderboard.schema import MIGRATIONS
+from webui.db.columns import SPEED_COLUMNS
+from webui.db.schema import MIGRATIONS
+from webui.leaderboard.board.build import BoardOptions, board_from_index, board_from_logs
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, ReplyEnd, VoteContext, encode, log_files, vote_record
 from webui.types import Finished, FinishReason
@@ -240,8 +240,8 @@ def logged(*replies: str) -> dict:
 def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it(scan: str, monkeypatch: pytest.MonkeyPatch):
     """Whenever a reply names a word the line passes the test (no leak is missed), and a line whose
     only match is inside another word ("late" in "template_name") does not."""
-    from webui.leaderboard.battles import identity_leak
-    from webui.leaderboard.ingest import might_name
+    from webui.leaderboard.votes.ingest import might_name
+    from webui.leaderboard.votes.rows import identity_leak
     from webui.records import identity
 
     if scan == "python":
@@ -338,8 +338,8 @@ def test_a_catch_up_with_nothing_new_reads_no_rows(tmp_path: Path):
 
 
 def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from webui.leaderboard import index as index_module
-    from webui.leaderboard import ingest
+    from webui.leaderboard.votes import index as index_module
+    from webui.leaderboard.votes import ingest
 
     # Without foreseeing names (test_a_long_catch_up_foresees_the_names_to_come): late-7b joins
     # halfway, and the votes before it are checked again.
@@ -366,8 +366,8 @@ def test_a_long_catch_up_foresees_the_names_to_come(
 ):
     """The names in the unread bytes are known before the first chunk is checked: no vote is read
     twice, and the rows are those of a catch-up that learnt late-7b halfway and checked again."""
-    from webui.leaderboard import index as index_module
-    from webui.leaderboard import ingest
+    from webui.leaderboard.votes import index as index_module
+    from webui.leaderboard.votes import ingest
 
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
     if workers:
@@ -388,7 +388,7 @@ def test_a_name_foreseen_wrongly_costs_a_check_of_the_leaks_only(
 ):
     """A "model_name" in a line that is no record is foreseen, but no vote names it: the votes
     checked with it that leak are checked again without it, and only those."""
-    from webui.leaderboard import ingest
+    from webui.leaderboard.votes import ingest
 
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
     logs = tmp_path / "logs"
@@ -424,7 +424,7 @@ def test_words_taken_away_check_again_only_the_votes_that_leaked(simulated: Path
 def test_a_long_catch_up_gives_back_the_memory_it_freed(
     simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from webui.leaderboard import index as index_module
+    from webui.leaderboard.votes import index as index_module
 
     calls: list[int] = []  # by thread: a live board left running by another test may catch up meanwhile
     monkeypatch.setattr(index_module, "give_back_freed_memory", lambda: calls.append(threading.get_ident()))
@@ -437,7 +437,7 @@ def test_a_long_catch_up_gives_back_the_memory_it_freed(
 
 _FREED_HEAP = """
 import ctypes, sys
-from webui.leaderboard.index import give_back_freed_memory
+from webui.leaderboard.votes.index import give_back_freed_memory
 def rss():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS"))
 kept = [b"x" * 1000 + bytes([i % 256]) for i in range(200_000)]  # 200 MB in blocks malloc keeps
@@ -533,7 +533,7 @@ def test_exports_read_the_text_back_from_the_lines(tmp_path: Path):
 def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(
     simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from webui.leaderboard import index as index_module
+    from webui.leaderboard.votes import index as index_module
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
     logs, path = tmp_path / "logs", tmp_path / "index.sqlite3"
@@ -568,8 +568,8 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
 ):
     """Built as the chunks commit, the copy holds what SQLite holds, in its order, with the
     identity checks that the catch-up's own recheck changed; so the first load reads no row back."""
-    from webui.leaderboard import index as index_module
-    from webui.leaderboard import ingest
+    from webui.leaderboard.votes import index as index_module
+    from webui.leaderboard.votes import ingest
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
     monkeypatch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())  # zeta-9 comes as a surprise
@@ -638,7 +638,7 @@ def test_a_cold_catch_up_makes_the_session_index_at_its_end(tmp_path: Path, monk
 
 
 def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_path: Path, monkeypatch):
-    from webui.leaderboard import index as index_module
+    from webui.leaderboard.votes import index as index_module
 
     monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
     logs = tmp_path / "logs"
@@ -663,7 +663,7 @@ def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_p
 
 
 def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: Path):
-    from webui.leaderboard.battles import names_in
+    from webui.leaderboard.votes.rows import names_in
 
     record = {
         "type": "leftvote",
@@ -688,8 +688,8 @@ def test_a_rebuild_by_another_process_is_noticed(tmp_path: Path):
 
 
 def test_building_a_board_leaves_the_rows_it_was_given_alone(simulated: Path, tmp_path: Path):
-    from webui.leaderboard.battles import drop_reasons
-    from webui.leaderboard.board import board_from_battles
+    from webui.leaderboard.board.build import board_from_battles
+    from webui.leaderboard.votes.rows import drop_reasons
 
     index = VoteIndex(simulated, tmp_path / "index.sqlite3")
     index.catch_up()
@@ -748,7 +748,7 @@ def test_an_index_from_before_numbered_migrations_is_read_again(tmp_path: Path):
 def test_flags_and_nulls_are_stored_as_sqlite_binds_them_without_adapters(tmp_path: Path):
     """The store registers adapters for bool and None (a faster path through Python 3.11's
     sqlite3): they must store what sqlite3 stores without them, 0/1 and NULL."""
-    from webui.leaderboard.store import open_store
+    from webui.db.store import open_store
 
     assert sqlite3.adapters[(bool, sqlite3.PrepareProtocol)] is int  # the fast path is the one taken
     assert (type(None), sqlite3.PrepareProtocol) in sqlite3.adapters

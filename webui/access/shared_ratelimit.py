@@ -3,7 +3,7 @@ limit on one server is refused by every other (docs/deploy.md, "Several servers"
 
 It decides as webui.access.ratelimit.RateLimiter does (sliding windows; a refused attempt is not
 counted; an action counted only when all of its limits admit it), and keeps one row per counted
-action in `rate_hits` (webui/leaderboard/schema.py, migration 2). Guarantees:
+action in `rate_hits` (webui/db/schema.py, migration 2). Guarantees:
 
 - one client's checks are serialised across servers by a transaction-scoped advisory lock on its
   name, so two servers never both admit the last allowed action;
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webui.access.ratelimit import Limit, RateLimited, RateLimiter, client_key, enabled_limits
-from webui.leaderboard.schema import migrate
-from webui.leaderboard.store import StoreError, open_store, redact
+from webui.db.schema import migrate
+from webui.db.store import StoreError, open_store, redact
 from webui.records.events import ClientInfo
 
 log = logging.getLogger(__name__)

@@ -1,16 +1,24 @@
-"""The leaderboard: pure statistics (`ratings`), the board the UI and CLI show (`board`), plots,
-and a command line: `python -m webui.leaderboard LOGDIR`. docs/leaderboard.md explains the method."""
+"""The leaderboard: votes in, ratings out. docs/leaderboard.md explains the method. A map:
 
-from webui.leaderboard.ratings import (
-    bootstrap_bt,
-    bradley_terry,
-    intervals,
-    leaderboard,
-    online_elo,
-    pair_counts,
-    ranks,
-    win_fraction,
-)
+    votes/       a vote record's index row and features, the vote index and its catch-up, the row cache
+    stats/       pure statistics: ratings, style control, confidence, categories, fingerprints, voters
+    board/       the board built from votes and stats, the live tally, the lease among servers, its
+                 codec, the view the tab shows, plots and exports
+    snapshots/   saved boards and what changed between two
+    __main__.py  the command line: `python -m webui.leaderboard LOGDIR`
+    simulate.py  a simulated log with known answers: `python -m webui.leaderboard.simulate OUTDIR`
+
+`votes` and `stats` never import each other; `board` uses both; `snapshots` reads boards. Where
+the rows are stored (SQLite or PostgreSQL) is `webui.db`, below all of them.
+
+The rating functions stay importable from here (`from webui.leaderboard import bradley_terry`),
+loaded on first use: a worker process that only builds vote rows never loads the statistics.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "bootstrap_bt",
@@ -22,3 +30,9 @@ __all__ = [
     "ranks",
     "win_fraction",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("webui.leaderboard.stats.ratings"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,8 +18,8 @@ from typing import Any, TextIO
 import pandas as pd
 
 from webui.config import SERVER_NAME
-from webui.leaderboard import snapshot_cli
-from webui.leaderboard.board import (
+from webui.db.store import StoreError, check_target
+from webui.leaderboard.board.build import (
     Board,
     BoardOptions,
     board_from_index,
@@ -27,11 +27,11 @@ from webui.leaderboard.board import (
     category_board,
     merge_names,
 )
-from webui.leaderboard.confidence import next_comparison
-from webui.leaderboard.export import preference_pairs, write_jsonl, write_table
-from webui.leaderboard.history import wide
-from webui.leaderboard.index import INDEX_NAME, VoteIndex
-from webui.leaderboard.store import StoreError, check_target
+from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_table
+from webui.leaderboard.snapshots import cli as snapshot_options
+from webui.leaderboard.stats.confidence import next_comparison
+from webui.leaderboard.stats.history import wide
+from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--server-name", default="", help="whose log folder LOG_DIR is, among the servers sharing --database")
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
-    snapshot_cli.add_arguments(parser)
+    snapshot_options.add_arguments(parser)
     return parser
 
 
@@ -136,12 +136,12 @@ def options_from(args: argparse.Namespace) -> BoardOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = snapshot_cli.check(args) or (_check(args) if args.log_dir is not None else None)
+    problem = snapshot_options.check(args) or (_check(args) if args.log_dir is not None else None)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.log_dir is None:  # --diff A B: two snapshots, no board to build
-        return snapshot_cli.compare_snapshots(args)
+        return snapshot_options.compare_snapshots(args)
     try:
         board = _board(args, options_from(args))
     except StoreError as exc:  # the database cannot be reached or used: nothing was changed
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    return snapshot_cli.after_board(args, board)
+    return snapshot_options.after_board(args, board)
 
 
 def _index_path(args: argparse.Namespace) -> Path:

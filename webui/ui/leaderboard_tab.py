@@ -1,26 +1,11 @@
-"""The Leaderboard tab: wiring only. `LeaderboardView` does the work (plain Python, tested without
-Gradio); the numbers come from `webui.leaderboard` over the vote index kept beside the logs.
-
-The board is built off the request path (webui.leaderboard.live): a background thread catches
-the index up with the logs when the recorder says a vote was written (and every few seconds, for
-logs copied in), and rebuilds the board, shared by every open tab. Handlers only read the last
-board built, so opening the tab never waits for a build; a timer asks every few seconds whether a
-newer one exists. Category boards are computed on first request and kept for that board.
+"""The Leaderboard tab: wiring only. `LeaderboardView` (webui.leaderboard.board.view) does the work,
+plain Python tested without Gradio; a timer asks every few seconds whether a newer board exists.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import functools
-import logging
-import math
-import sqlite3
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -31,61 +16,18 @@ from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
 from webui.arena.pairing import Evidence
 from webui.config import Settings
-from webui.errors import ConfigError
-from webui.leaderboard.battles import drop_reasons
-from webui.leaderboard.board import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
-from webui.leaderboard.categories import ALL, LANGUAGE_PREFIX
-from webui.leaderboard.changes import since_snapshot
-from webui.leaderboard.confidence import next_comparison
-from webui.leaderboard.export import parquet_available, preference_pairs, write_table
-from webui.leaderboard.fingerprints import served_rows
-from webui.leaderboard.history import wide
-from webui.leaderboard.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
-from webui.leaderboard.live import POLL_S, LiveBoard
-from webui.leaderboard.plots import history_figure, ratings_figure, win_fraction_figure
-from webui.leaderboard.shared import LEASE_S, Published, SharedBoard
-from webui.leaderboard.snapshot import FOLDER, latest_snapshot
-from webui.leaderboard.store import StoreError, open_store
+from webui.leaderboard.board.build import BoardOptions
+from webui.leaderboard.board.export import parquet_available
+from webui.leaderboard.board.view import EXPORTS, LeaderboardView
+from webui.leaderboard.stats.categories import ALL
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
     from webui.services import Services
 
-log = logging.getLogger(__name__)
 
 REFRESH_EVERY_S = 5.0
-DATABASE_AWAY = (
-    "Your votes are recorded, but the leaderboard's database cannot be reached right now, so they "
-    "cannot be shown. Please try again in a moment."
-)
-MY_VOTES_WAIT_S = 2.0  # longest "my votes" waits for another catch-up (a cold index takes minutes)
-DISPLAY_COLUMNS = [
-    "Rank",
-    "Model",
-    "Fingerprint",
-    "Rating",
-    "95% CI",
-    "P(above next)",
-    "More battles (next)",
-    "Rank (style)",
-    "Rating (style)",
-    "95% CI (style)",
-    "P(above next) (style)",
-    "First token (s)",
-    "Tokens/s",
-    "Elo",
-    "Battles",
-    "Wins",
-    "Ties",
-    "Losses",
-    "Note",
-]
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
-EXPORTS = {
-    "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
-    "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
-    "pairs_jsonl": ("preference_pairs.jsonl", "prompt, chosen, rejected"),
-}
 OPERATOR_VIEWS = (
     "The voter check and the downloads (every battle with both conversations, preference pairs, ratings "
     "over time) are for the operator of this server"
@@ -100,292 +42,6 @@ EXPLAIN = (
     "likelihood-ratio interval, no rank. Battles where a reply named a model, failed or was stopped are "
     "left out; *What was left out* above says how many each filter left out."
 )
-
-
-class LeaderboardView:
-    """The board of one log directory, kept current in the background by a `LiveBoard`: every
-    call answers at once with the last board built."""
-
-    def __init__(
-        self,
-        log_dir: Path,
-        options: BoardOptions,
-        *,
-        index_path: Path | None = None,
-        poll_s: float = POLL_S,
-        database: str = "",
-        server: str = "",
-        lease_s: float = LEASE_S,
-    ) -> None:
-        self.log_dir = Path(log_dir)
-        self.options = options
-        index = open_index(self.log_dir, index_path, database=database, server=server)
-        # Several servers share the database: one builds the board, the others show it.
-        shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
-        self.live = LiveBoard(index, options, poll_s=poll_s, shared=shared).start()
-        self._lock = threading.Lock()
-        self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
-        self._empty: Board | None = None
-        self._since: tuple[tuple, str] = ((), "")  # (board version, snapshot file, its mtime): the line
-        self._evidence: tuple[int, Evidence] | None = None  # (board version, what smart pairing reads)
-        # name -> the fingerprint it serves now (the registry's), for the row smart pairing reads
-        self.serving: Callable[[], Mapping[str, str]] = dict
-
-    def close(self) -> None:
-        self.live.close()
-
-    def board(self) -> tuple[Board, int]:
-        """The last board built and its version (0: none yet, an empty board while the first is built)."""
-        return self._board(self.live.latest())
-
-    def _board(self, published: Published | None) -> tuple[Board, int]:
-        if published is not None:
-            return published.board, published.version
-        if self._empty is None:
-            self._empty = board_from_rows(pd.DataFrame(columns=list(LOADED_COLUMNS)), self.options)
-        return self._empty, 0
-
-    def rated(self, category: str = ALL) -> tuple[Board, Rated, str, int]:
-        """The board, the tables of one category, a sentence about it, and the board's version."""
-        published = self.live.latest()  # once: the sentence must be about the board shown
-        board, version = self._board(published)
-        summary = self._status(published) + board.summary()
-        since = self._since_snapshot(board, version)  # a paragraph of its own, last
-        if not category or category == ALL:
-            return board, board.rated, _with_next(summary, board.rated) + since, version
-        with self._lock:
-            key = (version, category)
-            if key not in self._categories:
-                self._categories = {k: v for k, v in self._categories.items() if k[0] == version}
-                self._categories[key] = category_board(board, category)
-            rated, n = self._categories[key]
-        summary = f"Category **{category}**: {n} of the {board.counted_battles} battles. " + summary
-        return board, rated, _with_next(summary, rated) + since, version
-
-    def _since_snapshot(self, board: Board, version: int) -> str:
-        """ "Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
-        them into LOG_DIR/snapshots); worked out once per board and snapshot."""
-        path = latest_snapshot(self.log_dir / FOLDER)
-        if path is None or not version:
-            return ""
-        with contextlib.suppress(OSError):
-            key = (version, path, path.stat().st_mtime_ns)
-            if self._since[0] != key:
-                self._since = (key, "\n\n" + since_snapshot(board, path, dt.datetime.now(dt.timezone.utc)))
-            return self._since[1]
-        return ""
-
-    def _status(self, published: Published | None) -> str:
-        if published is None:
-            return "The leaderboard is being built from the vote logs; it appears here when it is ready. "
-        ago = max(0, round(time.time() - published.built_at))
-        trouble = (
-            f" (the latest update failed: {self.live.error}; showing the last good board)" if self.live.error else ""
-        )
-        by = f" by server {published.built_by}" if published.built_by else ""
-        return f"Updated {ago} s ago{by}{trouble}. "
-
-    def outputs(self, category: str = ALL) -> tuple:
-        """Everything the tab shows: summary, table, style note, three figures, the drops table,
-        the categories table, pair counts, category choices, version."""
-        board, rated, summary, version = self.rated(category)
-        return (
-            summary,
-            display_table(rated.table),
-            style_note(rated),
-            ratings_figure(rated.table),
-            win_fraction_figure(rated.win_fraction),
-            history_figure(board.history),
-            board.drops_table(),
-            board.categories,
-            display_pairs(rated.pair_counts),
-            category_choices(board),
-            version,
-        )
-
-    def pairing_evidence(self) -> Evidence | None:
-        """The last board's ratings and pair counts, for smart pairing (None: no board yet).
-        Converted once per board version; the battle handler asks for it at every new battle."""
-        published = self.live.latest()
-        if published is None:
-            return None
-        # No lock: `_lock` can be held for a category board (seconds), which a battle must not wait
-        # for; two battles converting the same board at once both get the same evidence.
-        cached = self._evidence
-        if cached is None or cached[0] != published.version:
-            table = published.board.table
-            # a name rated per fingerprint: the row of what it serves now stands for the name
-            named = served_rows(table, self.serving()) if "fingerprint" in table and len(table) else {}
-            older = set(named.values())  # a name's votes without a fingerprint give way to today's row
-            kept = table[~table["model"].isin(older)] if named else table
-            ratings = dict(zip(kept["model"].replace(named), kept["rating"], strict=True)) if len(kept) else {}
-            pairs = published.board.pair_counts
-            if named:
-                pairs = pairs.drop(index=list(older), columns=list(older), errors="ignore")
-                pairs = pairs.rename(index=named, columns=named)
-            cached = (published.version, Evidence.from_tables(ratings, pairs.to_dict(orient="index")))
-            self._evidence = cached
-        return cached[1]
-
-    def changed_since(self, shown: int | None) -> bool:
-        return self.board()[1] != shown
-
-    def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
-        """A sentence and a table from the votes of one browser session, the one just cast
-        included: the index is caught up (a stat per file and the new lines; given up after a
-        moment if a long catch-up holds it) and asked for the session's rows alone, without
-        waiting for the board."""
-        if not session_key:
-            return (
-                "This server does not keep a session key with votes (ip_logging is none).",
-                session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])),
-            )
-        index = self.live.index
-        try:
-            index.catch_up(self.options.model_names, self.options.extra_identity_words, wait_s=MY_VOTES_WAIT_S)
-            rows = index.session_rows(session_key)
-        except StoreError as exc:  # the shared database is away: the votes are in the logs all the same
-            log.warning("my votes: %s", exc)
-            return (DATABASE_AWAY, session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
-        table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
-        if table.empty:
-            return "You have not voted in a battle in this browser session yet.", table
-        n = int(table["battles"].sum()) // 2
-        shown = table.assign(rating=table["rating"].round().astype(int))
-        return f"Your {n} battle vote{'s' if n != 1 else ''} in this browser session, and nobody else's:", shown
-
-    def voters(self) -> pd.DataFrame:
-        board, _ = self.board()
-        return board.voters.round(3)
-
-    def export(self, kind: str) -> str:
-        """Write one export into a fresh temporary folder and return its path for download."""
-        if kind not in EXPORTS:
-            raise ValueError(f"unknown export {kind!r}; known: {', '.join(EXPORTS)}")
-        board, _ = self.board()
-        name = EXPORTS[kind][0]
-        path = Path(tempfile.mkdtemp(prefix="arena-export-")) / name
-        rows = pd.concat([board.battles, board.recent], ignore_index=True) if len(board.recent) else board.battles
-        battles = pd.concat([rows, self.live.index.details(rows)], axis=1)
-        if kind.startswith("pairs"):
-            frame = preference_pairs(battles[battles["drop_reason"].isna()])
-        else:
-            frame = battles.drop(columns=["id", "file", "offset", "length"])
-        return str(write_table(frame, path))
-
-    def history_csv(self) -> str:
-        board, _ = self.board()
-        path = Path(tempfile.mkdtemp(prefix="arena-export-")) / "ratings_over_time.csv"
-        wide(board.history).to_csv(path, index=False)
-        return str(path)
-
-
-def _with_next(summary: str, rated: Rated) -> str:
-    line = next_comparison(rated.table)
-    return f"{summary}\n\n{line}" if line else summary  # a paragraph of its own: the summary stays readable
-
-
-def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:
-    """The vote index beside the logs, or, where it cannot be written there (a read-only folder),
-    one in a temporary folder: the board is then rebuilt from the logs at each start. With a
-    `database`, the shared one there, or a ConfigError (the server does not start) if it cannot be
-    reached now; once running, an outage only delays the board (the logs keep every vote)."""
-    if database:
-        try:
-            return VoteIndex(log_dir, database=database, server=server)
-        except StoreError as exc:
-            raise ConfigError(f"database: {exc}") from exc
-    try:
-        return VoteIndex(log_dir, path)
-    except (OSError, sqlite3.Error) as exc:
-        fallback = Path(tempfile.mkdtemp(prefix="arena-index-")) / INDEX_NAME
-        log.warning(
-            "the vote index cannot be kept at %s (%s); using %s", path or Path(log_dir) / INDEX_NAME, exc, fallback
-        )
-        return VoteIndex(log_dir, fallback)
-
-
-def _interval(lower: float, upper: float) -> str:
-    if pd.isna(lower) or pd.isna(upper):
-        return ""
-    low = "−∞" if lower == -math.inf else f"{lower:.0f}"
-    high = "+∞" if upper == math.inf else f"{upper:.0f}"
-    return f"{low} to {high}"
-
-
-def _whole(value: Any) -> str:
-    return "" if pd.isna(value) else f"{value:.0f}"
-
-
-def _fixed(value: Any, digits: int) -> str:
-    return "" if pd.isna(value) else f"{value:.{digits}f}"
-
-
-def _battles(value: Any) -> str:
-    return "" if pd.isna(value) else "∞" if value == math.inf else f"{value:,.0f}"
-
-
-def display_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Rounded for people: whole rating points, the interval as one column, "—" for no rank."""
-    if table.empty:
-        return pd.DataFrame(columns=DISPLAY_COLUMNS)
-    styled = "style_rating" in table
-    blank = [""] * len(table)
-    return pd.DataFrame(
-        {
-            "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
-            "Model": table["model"],
-            # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
-            "Fingerprint": table.get("fingerprint", blank),
-            "Rating": table["rating"].round().astype(int),
-            "95% CI": [_interval(lo, hi) for lo, hi in zip(table["lower"], table["upper"], strict=True)],
-            "Rank (style)": ["—" if pd.isna(r) else str(int(r)) for r in table["style_rank"]] if styled else blank,
-            "Rating (style)": [_whole(v) for v in table["style_rating"]] if styled else blank,
-            "95% CI (style)": [
-                _interval(lo, hi) for lo, hi in zip(table["style_lower"], table["style_upper"], strict=True)
-            ]
-            if styled
-            else blank,
-            "P(above next) (style)": [_fixed(p, 2) for p in table["style_p_above_next"]] if styled else blank,
-            "Elo": table["elo"].round().astype(int),
-            "Battles": table["battles"].astype(int),
-            "Wins": table["wins"].astype(int),
-            "Ties": table["ties"].astype(int),
-            "Losses": table["losses"].astype(int),
-            "P(above next)": [_fixed(p, 2) for p in table["p_above_next"]],
-            "More battles (next)": [_battles(n) for n in table["more_battles_next"]],
-            "First token (s)": [_fixed(v, 2) for v in table["ttft_s"]] if "ttft_s" in table else blank,
-            "Tokens/s": [_fixed(v, 1) for v in table["tokens_per_s"]] if "tokens_per_s" in table else blank,
-            "Note": ["preliminary" if p else "" for p in table["preliminary"]],
-        }
-    )[DISPLAY_COLUMNS]
-
-
-def style_note(rated: Rated) -> str:
-    if rated.style_coefficients.empty:
-        return ""
-    parts = ", ".join(f"{k} {v:+.2f}" for k, v in rated.style_coefficients.items())
-    return (
-        "Style control: how much each style difference moves the odds of winning (log-odds per standard "
-        f"deviation of the A−B difference): {parts}."
-    )
-
-
-def display_pairs(counts: pd.DataFrame) -> pd.DataFrame:
-    if counts.empty:
-        return pd.DataFrame(columns=["Model"])
-    return counts.rename_axis("Model").reset_index()
-
-
-def category_choices(board: Board) -> list[tuple[str, str]]:
-    """(label with its battle count, category) for the dropdown: every fixed category, and the
-    languages that have battles."""
-    rows = board.categories
-    return [
-        (f"{c} ({n:,} battles)", c)
-        for c, n in zip(rows["category"], rows["battles"], strict=True)
-        if n or not c.startswith(LANGUAGE_PREFIX)
-    ]
 
 
 def leaderboard_view(services: Services) -> LeaderboardView:
@@ -404,6 +60,23 @@ def leaderboard_view(services: Services) -> LeaderboardView:
     if listeners is not None:  # a vote reaches the board at once, not at the next poll
         listeners.append(view.live.nudge)
     return view
+
+
+def pairing_evidence(view: LeaderboardView) -> Callable[[], Evidence | None]:
+    """What smart pairing reads at each new battle: the view's tables as `Evidence`, converted once
+    per board version (None: no board yet)."""
+    converted: dict[int, Evidence] = {}
+
+    def evidence() -> Evidence | None:
+        tables = view.pairing_tables()
+        if tables is None:
+            return None
+        if tables.version not in converted:
+            converted.clear()  # one board version at a time
+            converted[tables.version] = Evidence.from_tables(tables.ratings, tables.pair_counts)
+        return converted[tables.version]
+
+    return evidence
 
 
 def build_leaderboard_tab(services: Services, view: LeaderboardView | None = None) -> None:

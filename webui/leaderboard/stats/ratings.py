@@ -28,7 +28,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard import confidence
+from webui.leaderboard.stats import confidence
 
 SCALE = 400.0
 BASE = 10.0
@@ -52,7 +52,7 @@ TABLE_COLUMNS = (
 )
 _compiled_elo_updates: Callable[..., list[float]] | None
 try:
-    from webui.leaderboard._elo import elo_updates as _compiled_elo_updates
+    from webui.leaderboard.stats._elo import elo_updates as _compiled_elo_updates
 except ImportError:  # not built (no C compiler at install): the Python version below
     _compiled_elo_updates = None
 
@@ -174,7 +174,7 @@ def elo_updates(
 ) -> list[float]:
     """`rating` (per model index) carried on through the battles (a, b, score), in that order;
     the online Elo of a longer log is this applied to its newer battles. Compiled where the
-    install built webui/leaderboard/_elo.c (the same numbers)."""
+    install built webui/leaderboard/stats/_elo.c (the same numbers)."""
     if _compiled_elo_updates is not None:
         codes_a, codes_b = np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64)
         return _compiled_elo_updates(rating, codes_a, codes_b, np.ascontiguousarray(score, float), k, scale, base)
@@ -184,7 +184,7 @@ def elo_updates(
 def _python_elo_updates(
     rating: list[float], a: np.ndarray, b: np.ndarray, score: np.ndarray, k: float, scale: float, base: float
 ) -> list[float]:
-    """`elo_updates` where webui/leaderboard/_elo.c was not built."""
+    """`elo_updates` where webui/leaderboard/stats/_elo.c was not built."""
     rating = list(rating)
     for i, j, s in zip(a.tolist(), b.tolist(), score.tolist(), strict=True):
         old_i, old_j = rating[i], rating[j]

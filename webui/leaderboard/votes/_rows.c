@@ -1,8 +1,8 @@
-/* A battle vote's index row, compiled: webui.leaderboard.battles.unchecked_vote_row, names_in and
- * webui.leaderboard.ingest.sql_values in one pass over the record, for the shape votes are logged
+/* A battle vote's index row, compiled: webui.leaderboard.votes.rows.unchecked_vote_row, names_in and
+ * webui.leaderboard.votes.ingest.sql_values in one pass over the record, for the shape votes are logged
  * in. A cold index reads every vote once, and walking a record's dictionaries in Python was the
  * largest part of that (docs/performance.md). And the names a log's bytes hold, found without
- * parsing them (webui.leaderboard.ingest.logged_names).
+ * parsing them (webui.leaderboard.votes.ingest.logged_names).
  *
  * configure(winners, anonymous, text_style, detect_language, has_code, is_long): once, with the
  * tables and the text functions the Python version uses (the counts and the language stay theirs).
@@ -595,7 +595,7 @@ done:
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(winners, anonymous, text_style, detect_language, has_code, is_long) -> None: the tables and "
-     "text functions of webui.leaderboard.battles."},
+     "text functions of webui.leaderboard.votes.rows."},
     {"vote_values", vote_values, METH_O,
      "vote_values(record) -> (values, replies, names) | None: a battle vote's index row as "
      "ingest.sql_values gives it, the replies to check and names_in(record); None where Python must read it."},

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webui.leaderboard.board import Board
-from webui.leaderboard.snapshot import (
+from webui.leaderboard.board.build import Board
+from webui.leaderboard.snapshots.snapshot import (
     VIEWS,
     Entry,
     Snapshot,

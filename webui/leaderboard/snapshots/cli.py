@@ -20,9 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
-from webui.leaderboard.board import Board
-from webui.leaderboard.changes import changes, changes_json, changes_lines
-from webui.leaderboard.snapshot import (
+from webui.leaderboard.board.build import Board
+from webui.leaderboard.snapshots.changes import changes, changes_json, changes_lines
+from webui.leaderboard.snapshots.snapshot import (
     FOLDER,
     Snapshot,
     SnapshotError,

@@ -15,49 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from webui.leaderboard.categories import has_code, is_long
-from webui.leaderboard.language import detect_language
-from webui.leaderboard.style import STYLE_COUNT_COLUMNS, text_style
+from webui.db.columns import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
+from webui.leaderboard.votes.features import has_code, is_long, text_style
+from webui.leaderboard.votes.language import detect_language
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 from webui.types import PAIR_VOTES
 
 WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 
-# What a vote index keeps of each battle vote (webui.leaderboard.index): no conversation text.
-# `base_reason` is the drop reason that no setting changes (invalid, same_model); `leak` is the
-# identity check under the word list the row was checked with (`redacted`: the write-time check,
-# final); `error`/`stopped` say how the replies ended; the style counts and the prompt flags feed
-# style control and the categories; the speeds are the judged replies' (None where not logged).
-SPEED_FIELDS = ("ttft_s", "tokens_per_s")  # per turn in each vote state (webui.records.storage.vote_state)
-SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS)
-# What served each side (webui.models.fingerprint), None in older logs: the board keeps a name's
-# fingerprints apart (webui.leaderboard.fingerprints).
-FINGERPRINT_COLUMNS = ("fingerprint_a", "fingerprint_b")
-ROW_COLUMNS = (
-    "tstamp",
-    "model_a",
-    "model_b",
-    "winner",
-    "anony",
-    "mode",
-    "battle_id",
-    "question_id",
-    "turn",
-    "judge",
-    "language",
-    "voter",
-    "session",
-    "base_reason",
-    "redacted",
-    "leak",
-    "error",
-    "stopped",
-    "coding",
-    "long_prompt",
-    *STYLE_COUNT_COLUMNS,
-    *SPEED_COLUMNS,
-    *FINGERPRINT_COLUMNS,
-)
 # The row columns of text, which a malformed log may fill with something else (`as_text`).
 TEXT_ROW_COLUMNS = (
     "model_a",

@@ -16,17 +16,17 @@ derived from them, so that the board never re-reads transcripts. Guarantees:
   records which word list checked it; when the list changes, the rows checked with another one
   are checked again by re-reading only their own lines (by offset), and only for the added words
   where the list just grew. Redacted votes keep the check made when they were written.
-- **No conversation text.** Rows hold what the board needs (`battles.ROW_COLUMNS`).
+- **No conversation text.** Rows hold what the board needs (`webui.db.columns.ROW_COLUMNS`).
 
 - **Several servers, one store.** On PostgreSQL (`database=`) the index of each server's own log
   folder goes into one shared set of tables: file names carry the server's name, each file row
   says which server reads it (only that one may, and only it re-checks the file's rows), and the
   board is built from every server's rows.
 
-The store (webui.leaderboard.store) is an SQLite file in WAL mode by default, where readers never
+The store (webui.db.store) is an SQLite file in WAL mode by default, where readers never
 block the writer and the app, the command line and a catch-up in another process may share one
 file; or a PostgreSQL database. Writers take turns in either. docs/leaderboard.md says why SQLite
-and not DuckDB; webui.leaderboard.schema holds the tables, as numbered migrations.
+and not DuckDB; webui.db.schema holds the tables, as numbered migrations.
 """
 
 from __future__ import annotations
@@ -50,27 +50,20 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard import columns
-from webui.leaderboard.battles import (
-    CONVERSATION_COLUMNS,
-    FINGERPRINT_COLUMNS,
-    ROW_COLUMNS,
-    SPEED_COLUMNS,
-    conversation_columns,
-)
-from webui.leaderboard.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
-from webui.leaderboard.schema import (
+from webui.db.columns import (
     BOOL_COLUMNS,
-    DEFERRED_INDEX_NAMES,
-    DEFERRED_INDEXES,
+    FINGERPRINT_COLUMNS,
     INTEGER_COLUMNS,
     REAL_COLUMNS,
+    ROW_COLUMNS,
+    SPEED_COLUMNS,
     TEXT_COLUMNS,
-    drop_all,
-    migrate,
-    quoted,
 )
-from webui.leaderboard.store import Store, StoreError, open_store
+from webui.db.schema import DEFERRED_INDEX_NAMES, DEFERRED_INDEXES, drop_all, migrate, quoted
+from webui.db.store import Store, StoreError, open_store
+from webui.leaderboard.votes import row_cache
+from webui.leaderboard.votes.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
+from webui.leaderboard.votes.rows import CONVERSATION_COLUMNS, conversation_columns
 from webui.records.identity import identity_words
 from webui.records.storage import log_files
 
@@ -87,7 +80,7 @@ SNAPSHOT_MIN_ROWS = 20_000  # fewer rows since the columnar copy: not worth writ
 # session's own rows, "my votes" (`session_rows`): near-unique text costs memory per row.
 DETAIL_COLUMNS = ("battle_id", "question_id", "judge", "mode", "session")
 LOADED_COLUMNS = ("id", "file", "offset", "length", *(c for c in ROW_COLUMNS if c not in DETAIL_COLUMNS))
-# Each loaded column's kind (columns.Builder), as the schema stores it.
+# Each loaded column's kind (row_cache.Builder), as the schema stores it.
 _LOADED_KINDS = {
     c: "bool" if c in BOOL_COLUMNS else "real" if c in REAL_COLUMNS else "int" if c in INTEGER_COLUMNS else "text"
     for c in LOADED_COLUMNS
@@ -109,7 +102,7 @@ _IN_USE = "word_sets_in_use:"
 class _ColdCopy:
     """The columnar copy a catch-up into an empty index builds (`VoteIndex._start_copy`)."""
 
-    builder: columns.Builder
+    builder: row_cache.Builder
     identity: str  # the index's, and its generation, when the catch-up began
     generation: int
     bumps: int = 0  # generations this catch-up added
@@ -233,7 +226,7 @@ class VoteIndex:
         learn theirs."""
         if self.path is None or self._db.execute("SELECT 1 FROM votes LIMIT 1").fetchone() is not None:
             return None
-        return _ColdCopy(columns.Builder(_LOADED_KINDS), self._meta("identity") or "", self._generation())
+        return _ColdCopy(row_cache.Builder(_LOADED_KINDS), self._meta("identity") or "", self._generation())
 
     def _save_copy(self, copy: _ColdCopy) -> None:
         """Write the copy's rows (rechecks applied, in the index's order) as `rows` would, unless
@@ -256,7 +249,7 @@ class VoteIndex:
         values = {name: array[order] for name, array in values.items()}
         codes = {name: (found[order], texts) for name, (found, texts) in codes.items()}
         meta = {"identity": identity, "generation": generation}
-        columns.write(self.snapshot_path, list(LOADED_COLUMNS), values, codes, meta)
+        row_cache.write(self.snapshot_path, list(LOADED_COLUMNS), values, codes, meta)
 
     @staticmethod
     def _stat(path: Path) -> tuple[int, int, int] | None:
@@ -423,7 +416,7 @@ class VoteIndex:
         found.update((c, by_position[3 + ROW_COLUMNS.index(c)]) for c in LOADED_COLUMNS[4:])
         try:
             copy.builder.add(found)
-        except columns.Unsupported:
+        except row_cache.Unsupported:
             self._copy = None  # an odd value: the first load reads the rows back instead
 
     def _file_position(self, name: str, handle: Any, report: CatchUpReport) -> tuple[int, int]:
@@ -573,7 +566,7 @@ class VoteIndex:
         fresh = len(frame) - (len(base) if base is not None else 0)
         if fresh >= max(SNAPSHOT_MIN_ROWS, len(frame) // 10):
             with contextlib.suppress(OSError):  # only slower next time
-                columns.save(frame, self.snapshot_path, {"identity": identity, "generation": generation})
+                row_cache.save(frame, self.snapshot_path, {"identity": identity, "generation": generation})
         return frame
 
     def _fetch(self, after_id: int) -> pd.DataFrame:
@@ -585,7 +578,7 @@ class VoteIndex:
 
     def _snapshot(self, identity: str, generation: int) -> pd.DataFrame | None:
         try:
-            frame, meta = columns.load(self.snapshot_path)
+            frame, meta = row_cache.load(self.snapshot_path)
         except (OSError, ValueError, KeyError):
             return None
         valid = meta.get("identity") == identity and meta.get("generation") == generation
@@ -611,7 +604,7 @@ class VoteIndex:
 
     def details(self, rows: pd.DataFrame) -> pd.DataFrame:
         """What `rows` does not load, for exports: `DETAIL_COLUMNS` from the index and the
-        conversation columns (`battles.CONVERSATION_COLUMNS`) read from each vote's own line
+        conversation columns (`rows.CONVERSATION_COLUMNS`) read from each vote's own line
         (empty where that line is not in this log folder)."""
         ids = [int(i) for i in rows["id"]]
         found: dict[int, tuple] = {}

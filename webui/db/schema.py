@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webui.leaderboard.battles import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
-from webui.leaderboard.store import Dialect, Store, StoreError
+from webui.db.columns import (
+    FINGERPRINT_COLUMNS,
+    INTEGER_COLUMNS,
+    REAL_COLUMNS,
+    ROW_COLUMNS,
+)
+from webui.db.store import Dialect, Store, StoreError
 
-BOOL_COLUMNS = ("anony", "redacted", "leak", "error", "stopped", "coding", "long_prompt")
-# The row columns by type (the rest are text); booleans are kept as 0/1, as SQLite has no other.
-REAL_COLUMNS = ("tstamp", *SPEED_COLUMNS)
-INTEGER_COLUMNS = ("turn", *BOOL_COLUMNS, *STYLE_COUNT_COLUMNS)
-TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in REAL_COLUMNS + INTEGER_COLUMNS)
 # Ours, dropped by a rebuild. `migrations` and `meta` go too: a rebuild starts from version 0.
 TABLES = ("votes", "files", "names", "word_sets", "meta", "migrations", "boards", "board_rows")
 # Row columns that later migrations add (migration 1 creates the others): append, never reorder.
@@ -70,7 +70,7 @@ def _fingerprints(d: Dialect) -> tuple[str, ...]:
 
 
 def _shared_board(d: Dialect) -> tuple[str, ...]:
-    # webui/leaderboard/shared.py. The lease is not derived from the logs, so a rebuild keeps it
+    # webui/leaderboard/board/lease.py. The lease is not derived from the logs, so a rebuild keeps it
     # (IF NOT EXISTS, as for rate_hits); the board is, and a rebuild drops it with the rows.
     return (
         f"CREATE TABLE IF NOT EXISTS board_lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires {d.real} NOT NULL)",
@@ -81,7 +81,7 @@ def _shared_board(d: Dialect) -> tuple[str, ...]:
 
 
 def _board_in_parts(d: Dialect) -> tuple[str, ...]:
-    # webui/leaderboard/board_data.py: the stored board as data, not pickle, its battle rows apart
+    # webui/leaderboard/board/codec.py: the stored board as data, not pickle, its battle rows apart
     # (`board_rows`, written once per full build) from the tables that change with every vote
     # (`boards`, which names the rows it goes with). The old pickled board is a cache: dropped.
     return (
@@ -95,7 +95,7 @@ def _board_in_parts(d: Dialect) -> tuple[str, ...]:
 
 
 # An index that a catch-up into an empty SQLite index drops while it inserts and makes again at
-# its end (webui.leaderboard.index): each row would update it at a random place, a page written
+# its end (webui.leaderboard.votes.index): each row would update it at a random place, a page written
 # to the WAL per row at a million rows. Made again on every open too, should that catch-up die.
 DEFERRED_INDEXES = ("CREATE INDEX IF NOT EXISTS votes_session ON votes (session)",)
 DEFERRED_INDEX_NAMES = ("votes_session",)

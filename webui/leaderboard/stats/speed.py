@@ -4,7 +4,7 @@ answers or only on being fast on this hardware. Pure pandas.
 
 The speeds are the ones the engine measured for each reply (webui.types.Finished: time from the
 request to the first text; completion tokens over the decode time after it), carried by the vote
-records (battles.SPEED_COLUMNS). Medians, not means: one reply that waited for a model to load
+records (webui.db.columns.SPEED_COLUMNS). Medians, not means: one reply that waited for a model to load
 would drag a mean. NaN where no judged reply of the model had a speed logged (older logs,
 FastChat's own).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from webui.leaderboard.battles import SPEED_FIELDS
+from webui.db.columns import SPEED_FIELDS
 
 SPEED_TABLE_COLUMNS = ("model", *SPEED_FIELDS)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import Coded, Grouped, bt_ratings, encode, grouped_keys
+from webui.leaderboard.stats.ratings import Coded, Grouped, bt_ratings, encode, grouped_keys
 
 HISTORY_COLUMNS = ("battles", "tstamp", "model", "rating")
 DEFAULT_POINTS = 20

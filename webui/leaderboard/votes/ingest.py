@@ -1,10 +1,10 @@
 """Turning a piece of a log file into vote index rows: pure, so that it can run in other processes.
 
 `derive` parses the whole lines of one chunk and builds a row per battle vote
-(webui.leaderboard.battles.vote_row), checking the replies against the identity words of the
+(webui.leaderboard.votes.rows.vote_row), checking the replies against the identity words of the
 names known so far plus the chunk's own: each line's row first, keeping only the replies to
 check, since those words are known only once every line has been read. The index
-(webui.leaderboard.index) decides where the chunks come from and commits them in order; on a long
+(webui.leaderboard.votes.index) decides where the chunks come from and commits them in order; on a long
 catch-up it hands chunks to a process pool, since parsing and checking text, not SQLite, is what
 takes the time, and first foresees the names to come (`logged_names`). `recheck` checks indexed
 rows again against another word list, re-reading their lines, in those processes too.
@@ -23,35 +23,30 @@ from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.leaderboard import battles
-from webui.leaderboard.battles import (
-    ROW_COLUMNS,
+from webui.db.columns import BOOL_COLUMNS, ROW_COLUMNS
+from webui.leaderboard.votes.features import has_code, is_long, text_style
+from webui.leaderboard.votes.language import detect_language
+from webui.leaderboard.votes.rows import (
+    ANONYMOUS_NAMES,
     TEXT_ROW_COLUMNS,
+    WINNERS,
     as_text,
     identity_leak,
     names_in,
     unchecked_vote_row,
 )
-from webui.leaderboard.schema import BOOL_COLUMNS
 from webui.records.identity import identity_words, json_first_tokens, leaked_identity
 
-# A vote's values, replies to check and names in one pass (webui/leaderboard/_rows.c), where the
+# A vote's values, replies to check and names in one pass (webui/leaderboard/votes/_rows.c), where the
 # install built it: None for any record it leaves to the Python path (not a vote, an odd shape).
 _compiled_vote_values: Callable[[dict[str, Any]], tuple[list[Any], tuple[str, ...] | None, set[str]] | None] | None
 _compiled_model_names_in: Callable[[memoryview], set[bytes]] | None  # (the same module: logged_names)
 try:
-    from webui.leaderboard import _rows
+    from webui.leaderboard.votes import _rows
 except ImportError:
     _compiled_vote_values = _compiled_model_names_in = None
 else:
-    _rows.configure(
-        battles.WINNERS,
-        battles.ANONYMOUS_NAMES,
-        battles.text_style,
-        battles.detect_language,
-        battles.has_code,
-        battles.is_long,
-    )
+    _rows.configure(WINNERS, ANONYMOUS_NAMES, text_style, detect_language, has_code, is_long)
     _compiled_vote_values, _compiled_model_names_in = _rows.vote_values, _rows.model_names_in
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
@@ -168,7 +163,7 @@ def logged_names(path: Path, start: int, end: int) -> set[str]:
             name = json.loads(b'"' + text + b'"')
         except ValueError:
             continue
-        if name not in battles.ANONYMOUS_NAMES:
+        if name not in ANONYMOUS_NAMES:
             names.add(name)
     return names
 
@@ -177,7 +172,7 @@ _MODEL_NAME = re.compile(rb'"model_name"[ \t\n\r]*:[ \t\n\r]*"((?:[^"\\]|\\.)*)"
 
 
 def _python_model_names_in(data: bytes | memoryview) -> set[bytes]:
-    """What webui/leaderboard/_rows.c's model_names_in finds: the raw JSON text of each string
+    """What webui/leaderboard/votes/_rows.c's model_names_in finds: the raw JSON text of each string
     after a "model_name" key."""
     return set(_MODEL_NAME.findall(data))
 

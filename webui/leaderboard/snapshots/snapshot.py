@@ -4,7 +4,7 @@ A snapshot is the board as it stood (each view's ratings, intervals and ranks) t
 what it was built from: the battle votes read and counted, a hash of the counted battles, the
 vote index's state, the code version and the settings that shape the board; and the counted
 battles by pair of models and by UTC day, so that a difference can say which new battles moved
-things (webui.leaderboard.changes). Guarantees:
+things (webui.leaderboard.snapshots.changes). Guarantees:
 
 - **Pure where it can be.** `build_snapshot`, `to_json` and `from_json` are functions of their
   arguments (the clock and the code version are passed in); only `write_snapshot`,
@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 import webui
-from webui.leaderboard.board import Board, BoardOptions
+from webui.leaderboard.board.build import Board, BoardOptions
 
 FORMAT = "pairwise-arena/board-snapshot"
 FORMAT_VERSION = 1

@@ -21,7 +21,7 @@ Within half a rating point of a full build (the same tests; docs/leaderboard.md 
 Kept from the last full build until the next one: the speeds (medians), the voter check (a voter
 flagged then has new votes left out when asked; a new one is flagged only by a full build), the
 ratings over time, the categories, and the row tables `battles` and `counted` (the rows since are
-in `recent`). The live board (webui.leaderboard.live) runs a full build after enough added votes
+in `recent`). The live board (webui.leaderboard.board.live) runs a full build after enough added votes
 or time, which brings all of these up to date.
 
 `add` declines (None: build in full) what it cannot add exactly: a vote not newer than every vote
@@ -39,10 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard import ratings
-from webui.leaderboard.battles import drop_reasons
-from webui.leaderboard.board import NAMED, Board, BoardOptions, Rated
-from webui.leaderboard.style import (
+from webui.leaderboard.board.build import NAMED, Board, BoardOptions, Rated
+from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats.style import (
     StyleFit,
     battle_terms,
     counts_of,
@@ -53,7 +52,8 @@ from webui.leaderboard.style import (
     style_columns,
     style_differences,
 )
-from webui.leaderboard.voters import utc_day_number
+from webui.leaderboard.stats.voters import utc_day_number
+from webui.leaderboard.votes.rows import drop_reasons
 
 
 @dataclass

@@ -112,13 +112,13 @@ _RUNS = {script: re.compile(f"[{body}]+") for script, body in _CLASSES.items()}
 _ANY_SCRIPT = re.compile(f"[{''.join(_CLASSES.values())}]")
 
 
-# The ASCII path and the count of scripts compiled (webui/leaderboard/_language.c) where the install
+# The ASCII path and the count of scripts compiled (webui/leaderboard/votes/_language.c) where the install
 # built it, their tables made here once: the same answers as _latin_language (None for "unknown")
 # and as the regex passes of scripts.
 _compiled_ascii_language: Callable[[str], str | None] | None
 _compiled_scripts: Callable[[str], dict[str, int]] | None
 try:
-    from webui.leaderboard._language import AsciiStopWords, Scripts
+    from webui.leaderboard.votes._language import AsciiStopWords, Scripts
 except ImportError:  # not built (no C compiler at install): the Python versions
     _compiled_ascii_language = _compiled_scripts = None
 else:

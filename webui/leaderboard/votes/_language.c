@@ -1,4 +1,4 @@
-/* The language detector's hot parts, compiled: the ASCII path (webui.leaderboard.language.
+/* The language detector's hot parts, compiled: the ASCII path (webui.leaderboard.votes.language.
  * _latin_language on ASCII text, where most prompts go) and the count of scripts for the rest.
  *
  * AsciiStopWords(stopwords, min_letters, min_stopwords): the stop-word lists ({language: words})
@@ -265,7 +265,7 @@ static PyMethodDef stopwords_methods[] = {
 
 static PyTypeObject AsciiStopWordsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "webui.leaderboard._language.AsciiStopWords",
+    .tp_name = "webui.leaderboard.votes._language.AsciiStopWords",
     .tp_basicsize = sizeof(AsciiStopWords),
     .tp_dealloc = (destructor)stopwords_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -400,7 +400,7 @@ static PyMethodDef scripts_methods[] = {
 
 static PyTypeObject ScriptsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "webui.leaderboard._language.Scripts",
+    .tp_name = "webui.leaderboard.votes._language.Scripts",
     .tp_basicsize = sizeof(Scripts),
     .tp_dealloc = (destructor)scripts_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

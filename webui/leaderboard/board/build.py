@@ -1,6 +1,6 @@
 """Everything the Leaderboard tab and the command line show, computed from a log directory.
 
-This is the one place where reading (webui.records.storage), hygiene (webui.leaderboard.battles,
+This is the one place where reading (webui.records.storage), hygiene (webui.leaderboard.votes.rows,
 voters) and the pure statistics (ratings, style, history, categories) meet. Filters, in order:
 the hygiene rules of each battle, named votes (unless asked for), the daily cap per voter, and
 flagged voters (only when asked for); every battle left out is counted under its reason.
@@ -16,15 +16,16 @@ from typing import Any
 import pandas as pd
 
 from webui.config import Settings
-from webui.leaderboard import ratings
-from webui.leaderboard.battles import SPEED_FIELDS, Hygiene, battles_frame, drop_reasons, names_in
-from webui.leaderboard.categories import category_counts, category_masks
-from webui.leaderboard.fingerprints import fingerprints_of, split_by_fingerprint
-from webui.leaderboard.history import ratings_over_time
-from webui.leaderboard.index import VoteIndex
-from webui.leaderboard.speed import model_speeds
-from webui.leaderboard.style import style_table
-from webui.leaderboard.voters import AGREEMENT_READS, over_daily_cap, voter_agreement
+from webui.db.columns import SPEED_FIELDS
+from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats.categories import category_counts, category_masks
+from webui.leaderboard.stats.fingerprints import fingerprints_of, split_by_fingerprint
+from webui.leaderboard.stats.history import ratings_over_time
+from webui.leaderboard.stats.speed import model_speeds
+from webui.leaderboard.stats.style import style_table
+from webui.leaderboard.stats.voters import AGREEMENT_READS, over_daily_cap, voter_agreement
+from webui.leaderboard.votes.index import VoteIndex
+from webui.leaderboard.votes.rows import Hygiene, battles_frame, drop_reasons, names_in
 from webui.records.identity import identity_words
 from webui.records.storage import ReadReport, read_logs
 
@@ -100,7 +101,7 @@ class Board:
     history: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories: pd.DataFrame = field(default_factory=pd.DataFrame)
     index_state: tuple[int, int] | None = None  # (generation, last row id) of the vote index rows used
-    # battle votes added since `battles` was built (webui.leaderboard.incremental), drop_reason set
+    # battle votes added since `battles` was built (webui.leaderboard.board.tally), drop_reason set
     recent: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property

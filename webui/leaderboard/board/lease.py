@@ -18,7 +18,7 @@ Guarantees:
   not hand the board to another server halfway.
 - **Readers load a board once, and its rows once per full build.** A reader looks at the stored
   board's version every poll and loads the board only when it changed. The board is stored in two
-  parts (webui.leaderboard.board_data): the battle rows, written when a full build made new ones,
+  parts (webui.leaderboard.board.codec): the battle rows, written when a full build made new ones,
   and the tables, written with every version; a reader loads the rows only when they changed.
 
 The lease is timed by the database's clock (one clock for every server, as the shared rate limits
@@ -40,13 +40,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import webui
-from webui.leaderboard import board_data
-from webui.leaderboard.store import Store, StoreError
+from webui.db.store import Store, StoreError
+from webui.leaderboard.board import codec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from webui.leaderboard.board import Board
+    from webui.leaderboard.board.build import Board
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,8 @@ class SharedBoard:
         writes nothing) if this server no longer holds the lease."""
         board = published.board
         known = self._rows if self._rows is not None and self._rows.are_of(board) else None
-        rows_data = None if known is not None else board_data.encode_rows(board)
-        tables = board_data.encode_rest(board)
+        rows_data = None if known is not None else codec.encode_rows(board)
+        tables = codec.encode_rest(board)
         with self._using_store, self.store.transaction():
             if not self.holds():
                 raise LeaseLost(f"{self.server} no longer holds the board's lease")
@@ -195,7 +195,7 @@ class SharedBoard:
                 self.store.execute(
                     "INSERT INTO board_rows (name, rows_id, rows) VALUES (?, ?, ?) ON CONFLICT (name) "
                     "DO UPDATE SET rows_id = excluded.rows_id, rows = excluded.rows",
-                    (NAME, rows_id, rows_data if rows_data is not None else board_data.encode_rows(board)),
+                    (NAME, rows_id, rows_data if rows_data is not None else codec.encode_rows(board)),
                 )
             self.store.execute(
                 "INSERT INTO boards (name, version, built_at, build_s, votes, built_by, code, rows_id, tables) "
@@ -241,10 +241,10 @@ class SharedBoard:
             return None
         version, built_at, build_s, votes, built_by, tables, rows_id, rows_data = row
         if rows_data is not None:
-            battles, counted = board_data.decode_rows(bytes(rows_data))
+            battles, counted = codec.decode_rows(bytes(rows_data))
             self._rows = StoredRows(int(rows_id), battles, counted)
         assert self._rows is not None and self._rows.rows_id == int(rows_id)
-        board = board_data.decode(bytes(tables), (self._rows.battles, self._rows.counted))
+        board = codec.decode(bytes(tables), (self._rows.battles, self._rows.counted))
         return Published(board, int(version), float(built_at), float(build_s), int(votes), str(built_by))
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 everyone else's far beyond chance. Pure pandas/numpy.
 
 A voter is the `voter` column of the battles table: the hashed user when logged in, else the
-hashed address (webui.leaderboard.battles.voter_of); votes without either are never capped or
+hashed address (webui.leaderboard.votes.rows.voter_of); votes without either are never capped or
 flagged (there is nothing to tell their voters apart by).
 
 The disagreement check, for each voter with enough decisive votes (ties say nothing here):
@@ -23,7 +23,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.ratings import Coded, encode, fit_bt, fit_bt_many
+from webui.leaderboard.stats.ratings import Coded, encode, fit_bt, fit_bt_many
 
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked

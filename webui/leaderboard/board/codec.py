@@ -1,4 +1,4 @@
-"""A board as bytes and back, for the board several servers share (webui.leaderboard.shared).
+"""A board as bytes and back, for the board several servers share (webui.leaderboard.board.lease).
 
 A data format rather than pickle: a reader decodes tables of numbers and strings and builds
 nothing else, so a corrupt or forged blob fails with `BoardDataError` instead of running code.
@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from webui.leaderboard.board import Board, BoardOptions, Rated
+from webui.leaderboard.board.build import Board, BoardOptions, Rated
 
 MAGIC = b"pairwise-arena board 1\n"
 _NUMERIC = {"int64": "<i8", "float64": "<f8", "bool": "|b1", "int32": "<i4"}

@@ -29,26 +29,23 @@ the board. Pure numpy/pandas.
 The model has no intercept, so the centring of the features is part of it: a shifted mean adds
 -beta * shift / sd to every battle's logit, as an intercept would (FastChat's style control
 standardises the same way). Between full builds the live board's tally carries this fit per vote
-(webui.leaderboard.incremental.StyleTally, from `StyleFit` and `battle_terms`).
+(webui.leaderboard.board.tally.StyleTally, from `StyleFit` and `battle_terms`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard import confidence
-from webui.leaderboard.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
+from webui.db.columns import FEATURES, STYLE_COUNT_COLUMNS
+from webui.leaderboard.stats import confidence
+from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
 
-FEATURES = ("length", "headers", "bold", "lists")
-STYLE_COUNT_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in FEATURES)  # each side's raw counts
 STYLE_COLUMNS = (
     "model",
     "style_rating",
@@ -58,25 +55,6 @@ STYLE_COLUMNS = (
     "style_p_above_next",
     "style_more_battles_next",
 )
-_HEADER = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
-_BOLD = re.compile(r"\*\*[^*\n]+?\*\*|__[^_\n]+?__")
-# Each alternative of _BOLD alone, for a text with only its mark: led by a literal, which the engine
-# scans for much faster than for one of two characters.
-_BOLD_STARS = re.compile(r"\*\*[^*\n]+?\*\*")
-_BOLD_UNDERSCORES = re.compile(r"__[^_\n]+?__")
-_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S", re.MULTILINE)
-# The same patterns past the first line, led by the newline that starts a line: the engine scans
-# for a literal first character instead of trying `^` at every position. (A match ends with a
-# non-space, so the newline before the next one is never inside it: the same matches, one to one.)
-_HEADER_AFTER_NEWLINE = re.compile(r"\n#{1,6}\s+\S")
-_LIST_AFTER_NEWLINE = re.compile(r"\n\s*(?:[-*+]|\d+[.)])\s+\S")
-# ASCII bytes to b" " where str.split() sees whitespace, else to b"x": a word is a run of b"x".
-_SPACE_OR_WORD = bytes(0x20 if chr(c).isspace() else 0x78 for c in range(128)).ljust(256, b"x")
-_compiled_word_count: Callable[[str], int] | None
-try:
-    from webui.leaderboard._counts import word_count as _compiled_word_count
-except ImportError:  # not built (no C compiler at install): the Python version below
-    _compiled_word_count = None
 # A ridge on the style coefficients: negligible beside the data's curvature (about n/5 for n battles)
 # wherever style varies within models, but where style and a model cannot be told apart (only one
 # model ever writes headers) it leaves the effect with the model, as the raw ratings do, rather
@@ -84,62 +62,11 @@ except ImportError:  # not built (no C compiler at install): the Python version 
 BETA_RIDGE = 1.0
 
 
-def reply_style(messages: list[dict[str, str]]) -> tuple[int, int, int, int]:
-    """(words, headers, bold spans, list items) over the assistant messages of one conversation."""
-    return text_style("\n".join(m.get("content", "") for m in messages if m.get("role") == "assistant"))
-
-
-def text_style(text: str) -> tuple[int, int, int, int]:
-    """`reply_style` of the assistant messages joined by newlines."""
-    # The marks' patterns run only where their characters occur: most replies have no markdown; the
-    # ones that start a line look past the first line only where there is one (short replies).
-    lines = "\n" in text
-    headers = _line_matches(_HEADER, _HEADER_AFTER_NEWLINE, text, lines) if "#" in text else 0
-    return word_count(text), headers, _bold_spans(text), _line_matches(_LIST, _LIST_AFTER_NEWLINE, text, lines)
-
-
-def word_count(text: str) -> int:
-    """len(text.split()); compiled where the install built webui/leaderboard/_counts.c, else for
-    ASCII text without making a string per word."""
-    if _compiled_word_count is not None:
-        return _compiled_word_count(text)
-    if not text.isascii():
-        return len(text.split())
-    marks = text.encode("ascii").translate(_SPACE_OR_WORD)
-    return marks.count(b"x ") + marks.endswith(b"x")
-
-
-def _bold_spans(text: str) -> int:
-    """len(_BOLD.findall(text))."""
-    # A mark's one character first: searching for one character is several times faster than for two.
-    stars, underscores = "*" in text and "**" in text, "_" in text and "__" in text
-    if stars and underscores:
-        return len(_BOLD.findall(text))
-    return len(_BOLD_STARS.findall(text)) if stars else len(_BOLD_UNDERSCORES.findall(text)) if underscores else 0
-
-
-def _line_matches(at_line_start: re.Pattern[str], after_newline: re.Pattern[str], text: str, lines: bool) -> int:
-    """len(at_line_start.findall(text)), `after_newline` being its pattern with `^` as a newline;
-    `lines`: the text has a newline."""
-    first = at_line_start.match(text)
-    if not lines:
-        return 0 if first is None else 1
-    return (first is not None) + len(after_newline.findall(text, first.end() if first else 0))
-
-
 def counts_of(battles: pd.DataFrame) -> pd.DataFrame:
-    """The style counts of `battles`: the ones their rows carry (the vote index's, as they are
-    stored: `style_differences` reads each column as float), or computed from their conversations."""
+    """The style counts `battles` carry (counted when the vote was read, webui.leaderboard.votes.features;
+    as the vote index stores them: `style_differences` reads each column as float)."""
     stored = list(STYLE_COUNT_COLUMNS)
-    return battles[stored] if stored[0] in battles else style_counts(battles)
-
-
-def style_counts(battles: pd.DataFrame) -> pd.DataFrame:
-    """Each side's raw counts: columns length_a, headers_a, ..., length_b, ... (one row per battle)."""
-    a = [reply_style(c) for c in battles["conversation_a"]]
-    b = [reply_style(c) for c in battles["conversation_b"]]
-    rows = [list(x) + list(y) for x, y in zip(a, b, strict=True)]
-    return pd.DataFrame(rows, columns=list(STYLE_COUNT_COLUMNS), index=battles.index, dtype=float)
+    return battles[stored]
 
 
 def style_matrix(counts: pd.DataFrame) -> np.ndarray:

@@ -1,4 +1,4 @@
-/* Counts over a vote's text that the vote index takes per vote, compiled (webui.leaderboard.style).
+/* Counts over a vote's text that the vote index takes per vote, compiled (webui.leaderboard.stats.style).
  *
  * word_count(text) -> int: len(text.split()), without a string per word. A word is a maximal run
  * of characters that str.split() does not take for whitespace (Py_UNICODE_ISSPACE, the test it

@@ -34,7 +34,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.fingerprints import SEPARATOR
+from webui.leaderboard.stats.fingerprints import SEPARATOR
 
 LEVEL = 0.95
 Z = NormalDist().inv_cdf((1.0 + LEVEL) / 2.0)

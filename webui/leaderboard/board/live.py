@@ -10,14 +10,14 @@ After a rebuild the thread rests as long as the build took (up to MAX_REST_S), s
 votes costs the server at most about half a core however large the board.
 
 When the rows only grew, the new votes are added to the running aggregates of the last full build
-(webui.leaderboard.incremental: raw ratings, intervals, Elo, counts and drops exact, style control
+(webui.leaderboard.board.tally: raw ratings, intervals, Elo, counts and drops exact, style control
 within a small, tested tolerance, at a cost that does not grow with the log) and that board is
 published at once. A full build follows, after that publication, once `full_every_votes` votes or
 `full_every_s` seconds have been added that way, and whenever the tally cannot add a vote (an older
 vote, a new model, a style fit moved too far) or indexed rows changed: it brings the parts a tally
 keeps from the last full build (the voter check, history, categories, speeds) up to date.
 
-With a `shared` board (servers sharing a PostgreSQL store: webui.leaderboard.shared), each turn
+With a `shared` board (servers sharing a PostgreSQL store: webui.leaderboard.board.lease), each turn
 first asks for the builder's lease. The builder works as above (renewing the lease during a full
 build) and writes each board it publishes into the store; the others only catch the index up with
 their own logs and publish the stored board when a newer one is there. A server that loses the lease forgets its own builds, so that it
@@ -34,11 +34,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from webui.leaderboard.board import Board, BoardOptions, board_from_rows
-from webui.leaderboard.incremental import Tally
-from webui.leaderboard.index import VoteIndex, append_rows
-from webui.leaderboard.shared import LeaseLost, Published, SharedBoard
-from webui.leaderboard.store import StoreError
+from webui.db.store import StoreError
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
+from webui.leaderboard.board.lease import LeaseLost, Published, SharedBoard
+from webui.leaderboard.board.tally import Tally
+from webui.leaderboard.votes.index import VoteIndex, append_rows
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,13 @@
+"""Statistics: pure functions of tables (pandas/numpy in, tables and numbers out), no I/O, no threads.
+
+- `ratings`: online Elo, Bradley-Terry with bootstrap intervals, ranks, win fractions.
+- `style`: Bradley-Terry with the replies' style held equal (style control) and its sandwich intervals.
+- `confidence`: how sure the board is of each neighbouring pair, and which battles would settle it.
+- `categories`: the category masks (language, multi-turn, long prompt, coding) over a battles table.
+- `fingerprints`: a name that came to serve something else, rated apart.
+- `voters`: the daily cap and the voters who disagree with everyone beyond chance.
+- `history`: ratings over time.
+- `speed`: each model's median time to first token and tokens/s.
+- `_elo`: the online Elo, compiled, optional (setup.py).
+
+Nothing here imports the votes room (`webui.leaderboard.votes`): the features arrive as columns."""

@@ -1,0 +1,13 @@
+"""Votes in: from a log record to its vote index row, once.
+
+- `rows`: a vote record's row (the columns are `webui.db.schema.ROW_COLUMNS`) and the hygiene rules
+  that say which rows count (`drop_reasons`).
+- `features`: what a vote's texts say (style counts, code and long-prompt flags), counted when read.
+- `language`: which language a prompt is written in, offline.
+- `ingest`: a piece of a log file to rows, pure, so that worker processes can run it.
+- `index`: the vote index beside the logs (`VoteIndex`) and its catch-up.
+- `row_cache`: the index's rows as one numpy file, to load a million in a fraction of a second.
+- `_rows`, `_counts`, `_language`: compiled versions of the hottest steps, optional (setup.py).
+
+Nothing here imports the statistics (`webui.leaderboard.stats`): a worker building rows loads no
+rating code."""
