@@ -17,7 +17,7 @@ LAYERS = [
     {"server"},
     {"ui", "api"},
     {"arena"},
-    {"services"},
+    {"services", "judge"},
     {"leaderboard", "access"},
     {"engine", "records", "db"},
     {"models"},

@@ -212,6 +212,26 @@ class OpenAIEntry(Entry):
         return value
 
 
+def _judge_weight(value: Any) -> Any:
+    if value == "auto":
+        return value
+    value = _number(value)
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"must be 'auto' or a number of 0 or more, got {value!r}")
+    return value
+
+
+class JudgeBlock(_Strict):
+    """The models file's `judge:` block (docs/judge.md): the entry that judges battles, its prompt
+    and how much one verdict weighs beside one human vote in the composite board."""
+
+    model: StrictStr = Field(min_length=1, description="the name of an entry above")
+    prompt: StrictStr | None = Field(None, description="a prompt file, relative to this file; default ours")
+    weight: Annotated[float | Literal["auto"], BeforeValidator(_judge_weight)] = Field(
+        "auto", description="a verdict's weight beside a human vote's 1, or 'auto'"
+    )
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend: the keys its entries take, and its engine as "module:function" names that are
@@ -265,6 +285,7 @@ def models_schema() -> dict[str, Any]:
         "ModelsFile",
         __config__=ConfigDict(extra="forbid"),
         models=(list[entry], Field(min_length=1)),  # type: ignore[valid-type]
+        judge=(JudgeBlock | None, None),
     )
     schema = models_file.model_json_schema()
     schema["title"] = "Pairwise Arena models file"

@@ -21,6 +21,7 @@ from webui.models.entries import (
     DEFAULT_BACKEND,
     AutoEntry,
     Entry,
+    JudgeBlock,
     LlamaCppEntry,
     LocalEntry,
     MaxMemory,
@@ -126,8 +127,10 @@ def load_specs(path: str | Path) -> list[ModelSpec]:
 
 
 def parse_specs(data: Any, *, origin: str = "<models>", base_dir: Path | None = None) -> list[ModelSpec]:
-    if not isinstance(data, dict) or set(data) - {"models"} or not isinstance(data.get("models"), list):
-        raise ConfigError(f"{origin}: expected a mapping with one key, 'models', holding a list of entries")
+    if not isinstance(data, dict) or set(data) - {"models", "judge"} or not isinstance(data.get("models"), list):
+        raise ConfigError(
+            f"{origin}: expected a mapping with the key 'models', holding a list of entries (and optionally 'judge')"
+        )
     if not data["models"]:
         raise ConfigError(f"{origin}: 'models' is empty; list at least one model")
     specs = [_parse_entry(entry, f"{origin}: models[{i}]", base_dir) for i, entry in enumerate(data["models"])]
@@ -136,7 +139,43 @@ def parse_specs(data: Any, *, origin: str = "<models>", base_dir: Path | None = 
         if spec.name in seen:
             raise ConfigError(f"{spec.origin}: key 'name': duplicate name {spec.name!r}")
         seen.add(spec.name)
+    if data.get("judge") is not None:
+        parse_judge(data, seen, origin=origin, base_dir=base_dir)  # a broken judge block fails at start
     return specs
+
+
+def load_judge(path: str | Path) -> JudgeBlock | None:
+    """The models file's `judge:` block (None: it has none), its prompt path made absolute."""
+    path = Path(path)
+    specs = load_specs(path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_judge(data, {s.name for s in specs}, origin=str(path), base_dir=path.parent)
+
+
+def parse_judge(data: dict[str, Any], names: set[str], *, origin: str, base_dir: Path | None) -> JudgeBlock | None:
+    raw = data.get("judge")
+    if raw is None:
+        return None
+    where = f"{origin}: judge"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be a mapping with 'model' (and optionally 'prompt', 'weight')")
+    try:
+        block = JudgeBlock.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(p) for p in error.get("loc", ()) if not _is_union_branch(p)) or "?"
+        if error.get("type") == "extra_forbidden":
+            raise ConfigError(f"{where}: key '{key}': unknown; known: {', '.join(JudgeBlock.model_fields)}") from None
+        message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise ConfigError(f"{where}: key '{key}': {message}") from None
+    if block.model not in names:
+        raise ConfigError(f"{where}: key 'model': no entry named {block.model!r}; entries: {', '.join(sorted(names))}")
+    if block.prompt is not None:
+        prompt = Path(block.prompt).expanduser()
+        if not prompt.is_absolute() and base_dir is not None:
+            prompt = base_dir / prompt
+        block = block.model_copy(update={"prompt": str(prompt)})
+    return block
 
 
 def _parse_entry(raw: Any, where: str, base_dir: Path | None) -> ModelSpec:

@@ -1,0 +1,202 @@
+"""`python -m webui.judge LOGDIR --judge NAME`: judge the logged battles a judge has not judged yet.
+
+    python -m webui.judge logs --judge SmolLM2-135M-Instruct --limit 20
+    python -m webui.judge logs --judge gpt-judge --models judges.yaml --since 2026-11-01
+    python -m webui.judge logs --judge gpt-judge --judge-prompt my-prompt.txt
+    python -m webui.judge logs --models judges.yaml     # the judge named in its judge: block
+
+The judge is any entry of the models file (a local engine or a remote OpenAI-compatible server).
+Verdicts go to LOGDIR/YYYY-MM-DD-judge.json; the run can be stopped (Ctrl-C, or killed) and
+started again at any time. Bad input exits 2 with one line and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from webui.config import DEFAULT_MODELS_FILE, Settings
+from webui.engine.registry import Registry, build_registry
+from webui.errors import ArenaError
+from webui.judge.prompt import JudgePrompt
+from webui.judge.records import VerdictLog, judged, read_verdicts
+from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, index_for, judge_battles
+from webui.models.specs import load_judge
+from webui.records.storage import log_files
+
+log = logging.getLogger("webui.judge")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m webui.judge", description=__doc__.split("\n\n")[0].strip("`"))
+    p.add_argument("log_dir", type=Path, help="folder holding YYYY-MM-DD-conv.json files")
+    p.add_argument(
+        "--judge", metavar="NAME", help="the judge: a model name from the models file; default its judge: block's"
+    )
+    p.add_argument("--models", type=Path, default=None, help=f"models file; default {DEFAULT_MODELS_FILE}")
+    p.add_argument(
+        "--judge-prompt",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the prompt; default the judge: block's, or ours",
+    )
+    p.add_argument("--since", type=_date, default=None, metavar="YYYY-MM-DD", help="only votes from that UTC day on")
+    p.add_argument("--limit", type=_positive, default=None, metavar="N", help="judge at most N battles this run")
+    p.add_argument("--index", type=Path, default=None, help="the vote index file; default LOG_DIR/votes-index.sqlite3")
+    p.add_argument("--server-name", default="", help="this server's name, as the arena's (names the verdict files)")
+    p.add_argument("--verbose", "-v", action="store_true")
+    return p
+
+
+def _date(text: str) -> float:
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a date as YYYY-MM-DD, got {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    if not args.log_dir.is_dir():
+        return _refuse(f"{args.log_dir} is not a folder")
+    if not log_files(args.log_dir):
+        return _refuse(f"{args.log_dir} holds no vote logs (YYYY-MM-DD-conv.json): nothing to judge")
+    try:
+        settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
+        block = load_judge(settings.models_file)
+        args.judge = args.judge or (block.model if block else None)
+        if not args.judge:
+            return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
+        from_block = block.prompt if block is not None and block.model == args.judge else None
+        prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
+        registry = build_registry(settings)
+    except ArenaError as exc:
+        return _refuse(str(exc))
+    try:
+        return _judge(args, prompt, registry)
+    finally:
+        registry.close()
+
+
+def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -> int:
+    if args.judge not in registry.names():
+        return _refuse(f"no model {args.judge!r} in the models file; it has: {', '.join(registry.names())}")
+    print(f"[loading the judge {args.judge} ...]", file=sys.stderr, flush=True)
+    try:
+        backend = registry.load(args.judge)
+    except Exception as exc:  # any engine's failure to load: the run cannot start
+        return _refuse(f"the judge {args.judge} is not ready: {exc}")
+    status = registry.status(args.judge)
+    if not status.usable:
+        return _refuse(f"the judge {args.judge} is not ready: {status.describe()}")
+    judge = Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
+    index = index_for(args.log_dir, args.index)
+    try:
+        battles = battles_to_judge(
+            index,
+            registry.names(),
+            judged(args.log_dir, judge.name, prompt.version),
+            since=args.since,
+            limit=args.limit,
+        )
+    finally:
+        index.close()
+    slots = getattr(getattr(backend, "slots", None), "size", 1)
+    print(
+        f"[{len(battles)} battles to judge with {judge.name} (prompt {prompt.version}), {slots} at a time]",
+        file=sys.stderr,
+        flush=True,
+    )
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C: stop, keep what is written
+    verdicts = VerdictLog(args.log_dir, args.server_name)
+    progress = Progress(len(battles), sys.stderr)
+    try:
+        report = judge_battles(judge, battles, verdicts, workers=slots, cancel=cancel, on_progress=progress.show)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        verdicts.close()
+    progress.end()
+    return _summary(args, judge, report)
+
+
+def _summary(args: argparse.Namespace, judge: Judge, report: RunReport) -> int:
+    ours = [r for r in read_verdicts(args.log_dir) if r.get("judge") == judge.name]
+    print(
+        f"judged {report.judged} battles ({report.unparsed} with an unparsed answer), {report.failed} failed "
+        f"and left for the next run; {judge.name} {agreement_line(ours)}",
+        file=sys.stderr,
+    )
+    for error in report.errors[:5]:
+        print(f"  failure: {error}", file=sys.stderr)
+    if report.stopped:
+        print("stopped: run the same command again to go on", file=sys.stderr)
+        return 130
+    return 1 if report.failed else 0
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+class Progress:
+    """battles judged of the total, the rate and the time left: one line redrawn on a terminal,
+    a line every tenth of the run elsewhere (a log file should not fill with redraws)."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total, self.stream, self.start = total, stream, time.monotonic()
+        self.tty = stream.isatty()
+        self._shown = -1
+
+    def show(self, report: RunReport) -> None:
+        done = report.judged + report.failed
+        step = max(1, self.total // 10)
+        if not self.tty and done // step == self._shown and done != self.total:
+            return
+        self._shown = done // step
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rate = done / elapsed * 60
+        left = (self.total - done) / (done / elapsed) if done else float("nan")
+        width = 24
+        bar = "#" * round(width * done / max(self.total, 1))
+        line = f"[{bar:<{width}}] {done}/{self.total} battles  {rate:.1f}/min  {_duration(left)} left" + (
+            f"  ({report.failed} failed)" if report.failed else ""
+        )
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=self.stream, flush=True)
+
+    def end(self) -> None:
+        if self.tty and self._shown >= 0:
+            print(file=self.stream)
+
+
+def _duration(seconds: float) -> str:
+    if seconds != seconds:  # nan: no rate yet
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
