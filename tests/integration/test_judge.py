@@ -277,3 +277,31 @@ def test_the_models_files_judge_block_names_the_judge_and_its_prompt(
     )
     assert len({r["prompt_version"] for r in read_verdicts(tmp_path)}) == 2
     assert len(list(read_verdicts(tmp_path))) == 4
+
+
+def test_agreement_reports_how_far_the_judge_follows_the_votes(
+    scripted: ScriptedJudge,
+    judge_server: tuple[ScriptedJudge, RunningServer],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logged_battles(tmp_path, 12)
+    models = models_file(tmp_path, judge_server[1].v1)
+    assert run(tmp_path, models, "--agreement") == 2  # nothing judged yet
+    assert "judge some battles first" in capsys.readouterr().err
+    assert run(tmp_path, models) == 0
+    capsys.readouterr()
+    assert run(tmp_path, models, "--agreement", "--rounds", "20") == 0
+    report = capsys.readouterr().out
+    assert "on 12 battles with a human vote" in report
+    assert "agreement with ties      100% (" in report and "of 24)" in report
+    assert "position consistency     100% (" in report and "Cohen's kappa            1.00" in report
+    assert "multi-turn" not in report  # no category reaches 10 battles but "all" and the language
+    scripted.mode = "first"  # a judge that always says "A", with another prompt so it starts afresh
+    other = tmp_path / "other.txt"
+    other.write_text("Again. [[A]] [[B]]\n{conversation_a}\n{conversation_b}\n")
+    assert run(tmp_path, models, "--judge-prompt", str(other)) == 0
+    capsys.readouterr()
+    assert run(tmp_path, models, "--judge-prompt", str(other), "--agreement", "--rounds", "20") == 0
+    report = capsys.readouterr().out
+    assert "agreement with ties      50% (" in report and "position consistency     0% (" in report

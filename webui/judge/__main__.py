@@ -4,6 +4,7 @@
     python -m webui.judge logs --judge gpt-judge --models judges.yaml --since 2026-11-01
     python -m webui.judge logs --judge gpt-judge --judge-prompt my-prompt.txt
     python -m webui.judge logs --models judges.yaml     # the judge named in its judge: block
+    python -m webui.judge logs --judge gpt-judge --agreement   # how far it agrees with the votes
 
 The judge is any entry of the models file (a local engine or a remote OpenAI-compatible server).
 Verdicts go to LOGDIR/YYYY-MM-DD-judge.json; the run can be stopped (Ctrl-C, or killed) and
@@ -26,6 +27,7 @@ from typing import TextIO
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
+from webui.judge.calibration import calibrate, report_lines
 from webui.judge.prompt import JudgePrompt
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, index_for, judge_battles
@@ -53,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive, default=None, metavar="N", help="judge at most N battles this run")
     p.add_argument("--index", type=Path, default=None, help="the vote index file; default LOG_DIR/votes-index.sqlite3")
     p.add_argument("--server-name", default="", help="this server's name, as the arena's (names the verdict files)")
+    p.add_argument(
+        "--agreement",
+        action="store_true",
+        help="print how far the judge's verdicts agree with the human votes (judges nothing)",
+    )
+    p.add_argument("--rounds", type=int, default=200, help="bootstrap rounds for --agreement's intervals; default 200")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -89,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
         from_block = block.prompt if block is not None and block.model == args.judge else None
         prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
+        if args.agreement:
+            return _agreement(args, prompt)
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
@@ -138,6 +148,26 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
         verdicts.close()
     progress.end()
     return _summary(args, judge, report)
+
+
+def _agreement(args: argparse.Namespace, prompt: JudgePrompt) -> int:
+    verdicts = [
+        r
+        for r in read_verdicts(args.log_dir)
+        if r.get("judge") == args.judge and r.get("prompt_version") == prompt.version
+    ]
+    if not verdicts:
+        return _refuse(
+            f"no verdicts of {args.judge} with prompt {prompt.version} in {args.log_dir}: judge some battles first "
+            f"(the same command without --agreement)"
+        )
+    index = index_for(args.log_dir, args.index)
+    try:
+        calibration = calibrate(verdicts, index, args.judge, prompt.version, rounds=max(0, args.rounds))
+    finally:
+        index.close()
+    print("\n".join(report_lines(calibration)))
+    return 0
 
 
 def _summary(args: argparse.Namespace, judge: Judge, report: RunReport) -> int:

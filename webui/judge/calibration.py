@@ -1,0 +1,112 @@
+"""A judge's agreement with the people who voted, from its verdict lines and the vote index:
+overall and per category (webui.leaderboard.stats.agreement has the figures and their method)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from webui.judge.records import vote_key
+from webui.leaderboard.stats.agreement import Agreement, BoardAgreement, agreement, board_agreement
+from webui.leaderboard.stats.categories import category_masks
+from webui.leaderboard.votes.index import VoteIndex
+
+MIN_CATEGORY_BATTLES = 10  # fewer, and a category's figures are mostly interval
+
+
+@dataclass(frozen=True)
+class Calibration:
+    judge: str
+    prompt_version: str
+    overall: Agreement
+    board: BoardAgreement
+    categories: pd.DataFrame  # category, battles, with ties, without ties, kappa
+
+
+def verdict_table(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per verdict line: vote, models, the human vote and each order's verdict."""
+    rows = []
+    for record in verdicts:
+        orders = {o.get("order"): o.get("verdict") for o in record.get("orders") or () if isinstance(o, dict)}
+        rows.append(
+            {
+                "vote": record.get("vote"),
+                "model_a": record.get("model_a"),
+                "model_b": record.get("model_b"),
+                "human": record.get("human"),
+                "verdict_ab": orders.get("ab"),
+                "verdict_ba": orders.get("ba"),
+            }
+        )
+    return pd.DataFrame(rows, columns=["vote", "model_a", "model_b", "human", "verdict_ab", "verdict_ba"])
+
+
+def calibrate(
+    verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, judge: str, prompt_version: str, rounds: int = 200
+) -> Calibration:
+    table = verdict_table(verdicts).drop_duplicates("vote", keep="last")
+    rows = index.rows()
+    if len(rows):
+        keys = [vote_key(f, o) for f, o in zip(rows["file"], rows["offset"], strict=True)]
+        rows = rows.assign(vote=keys).drop_duplicates("vote", keep="last")
+        with_rows = table.merge(rows[["vote", "turn", "language", "coding", "long_prompt"]], on="vote", how="inner")
+    else:
+        with_rows = table.iloc[0:0]
+    per_category = []
+    if len(with_rows):
+        for name, mask in category_masks(with_rows).items():
+            part = with_rows[mask.to_numpy(bool)]
+            if len(part) >= MIN_CATEGORY_BATTLES:
+                figures = agreement(part, rounds=rounds)
+                per_category.append(
+                    {
+                        "category": name,
+                        "battles": len(part),
+                        "with ties": figures.with_ties.value,
+                        "without ties": figures.without_ties.value,
+                        "kappa": figures.kappa,
+                    }
+                )
+    return Calibration(
+        judge,
+        prompt_version,
+        agreement(table, rounds=rounds),
+        board_agreement(table, rounds=rounds),
+        pd.DataFrame(per_category, columns=["category", "battles", "with ties", "without ties", "kappa"]),
+    )
+
+
+def report_lines(c: Calibration) -> list[str]:
+    a, b = c.overall, c.board
+    kappa = (
+        "n/a"
+        if math.isnan(a.kappa)
+        else f"{a.kappa:.2f}" + ("" if math.isnan(a.kappa_lower) else f" ({a.kappa_lower:.2f} to {a.kappa_upper:.2f})")
+    )
+    lines = [
+        f"Judge {c.judge} (prompt {c.prompt_version}) on {a.battles} battles with a human vote, both orders asked:",
+        f"  agreement with ties      {a.with_ties.text()}",
+        f"  agreement without ties   {a.without_ties.text()}",
+        f"  Cohen's kappa            {kappa}",
+        f"  position consistency     {a.consistency.text()}",
+        f"  unparsed answers         {a.unparsed.text()}",
+    ]
+    if math.isnan(b.spearman):
+        lines.append(f"  judge's board vs people's: too few models rated by both ({b.models}) for a rank correlation")
+    else:
+        interval = "" if math.isnan(b.lower) else f" ({b.lower:.2f} to {b.upper:.2f})"
+        lines.append(f"  judge's board vs people's: Spearman {b.spearman:.2f}{interval} over {b.models} models")
+    for above, below in b.discordant[:10]:
+        lines.append(f"    ordered differently: people put {above} above {below}, the judge below")
+    if len(c.categories):
+        lines.append(f"By category (at least {MIN_CATEGORY_BATTLES} battles):")
+        shown = c.categories.copy()
+        for column in ("with ties", "without ties"):
+            shown[column] = [("n/a" if math.isnan(v) else f"{v:.0%}") for v in shown[column]]
+        shown["kappa"] = [("n/a" if math.isnan(v) else f"{v:.2f}") for v in shown["kappa"]]
+        lines += ["  " + line for line in shown.to_string(index=False).splitlines()]
+    return lines

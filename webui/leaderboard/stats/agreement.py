@@ -1,0 +1,207 @@
+"""How far a judge agrees with people: on the battles that have both a human vote and a judge's
+verdict. Pure numpy/pandas: a table in, figures with 95% intervals out.
+
+A judge is asked each battle in both orders (webui.judge); each order's parsed verdict is one
+judgment, compared with the human vote. Ties and "both bad" are one outcome, tie, as lmarena
+counts them; outcomes are model_a, model_b, tie.
+- **Agreement with ties**: the share of judgments equal to the human vote (three outcomes).
+- **Agreement without ties**: the same, over judgments where both the person and the judge chose a
+  side (the figure most papers quote: 85-88% for GPT-4-class judges on Chatbot Arena).
+- **Cohen's kappa**: agreement beyond what the two would reach by chance given how often each picks
+  each outcome; 0 for a judge that guesses, 1 for perfect agreement.
+- **Position consistency**: of the battles with both orders parsed, the share where the verdict
+  names the same reply whichever is shown first.
+- **Unparsed**: the share of answers that held no verdict.
+Shares get Wilson score intervals; kappa and the boards' rank correlation a percentile bootstrap
+over battles (both orders of a battle stay together: they are not independent).
+
+The judge's board against the human board: Bradley-Terry on the judgments, and on the human votes
+of the same battles; Spearman's rank correlation of the two ratings with its bootstrap interval,
+and the pairs of models that the two boards order differently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from webui.leaderboard.stats.ratings import bradley_terry
+
+OUTCOMES = ("model_a", "model_b", "tie")
+ORDER_COLUMNS = ("verdict_ab", "verdict_ba")  # each order's verdict, in the battles table's words, or None
+Z95 = NormalDist().inv_cdf(0.975)
+
+
+@dataclass(frozen=True)
+class Share:
+    """k of n, with its 95% Wilson score interval (nan when n is 0)."""
+
+    k: int
+    n: int
+    value: float
+    lower: float
+    upper: float
+
+    @classmethod
+    def of(cls, k: int, n: int) -> Share:
+        if n == 0:
+            return cls(0, 0, math.nan, math.nan, math.nan)
+        p = k / n
+        centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+        half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+        # exact ends where the share is: floating point would leave 1e-17 above 0
+        return cls(k, n, p, 0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
+
+    def text(self) -> str:
+        if not self.n:
+            return "n/a (none)"
+        return f"{self.value:.0%} ({self.lower:.0%} to {self.upper:.0%}; {self.k} of {self.n})"
+
+
+@dataclass(frozen=True)
+class Agreement:
+    battles: int
+    with_ties: Share
+    without_ties: Share
+    kappa: float
+    kappa_lower: float
+    kappa_upper: float
+    consistency: Share
+    unparsed: Share
+
+
+@dataclass(frozen=True)
+class BoardAgreement:
+    models: int
+    spearman: float
+    lower: float
+    upper: float
+    discordant: list[tuple[str, str]] = field(default_factory=list)  # (above for people, above for the judge)
+
+
+def outcome(winner: object) -> str | None:
+    """model_a, model_b or tie (either kind); None for anything else (no verdict)."""
+    if winner in ("model_a", "model_b"):
+        return str(winner)
+    return "tie" if isinstance(winner, str) and winner.startswith("tie") else None
+
+
+def judgments(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per parsed judgment: the battle's position in `table`, the human outcome, the judge's."""
+    human = np.array([outcome(v) for v in table["human"]], dtype=object)
+    rows = []
+    for column in ORDER_COLUMNS:
+        judge = np.array([outcome(v) for v in table[column]], dtype=object)
+        keep = np.array(
+            [isinstance(j, str) and isinstance(h, str) for j, h in zip(judge, human, strict=True)], dtype=bool
+        )
+        rows.append(pd.DataFrame({"battle": np.flatnonzero(keep), "human": human[keep], "judge": judge[keep]}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def cohen_kappa(human: np.ndarray, judge: np.ndarray) -> float:
+    """Cohen's kappa of two raters over OUTCOMES; nan where chance agreement is certain."""
+    n = len(human)
+    if n == 0:
+        return math.nan
+    observed = float(np.mean(human == judge))
+    chance = sum(float(np.mean(human == o)) * float(np.mean(judge == o)) for o in OUTCOMES)
+    return math.nan if chance >= 1 else (observed - chance) / (1 - chance)
+
+
+def agreement(table: pd.DataFrame, rounds: int = 200, seed: int = 0) -> Agreement:
+    """`table`: one row per judged battle with `human` and the ORDER_COLUMNS."""
+    pairs = judgments(table)
+    human, judge = pairs["human"].to_numpy(object), pairs["judge"].to_numpy(object)
+    decisive = (human != "tie") & (judge != "tie")
+    orders = table[list(ORDER_COLUMNS)]
+    parsed = orders.map(lambda v: outcome(v) is not None)
+    both = parsed.all(axis=1).to_numpy(bool)
+    ab = np.array([outcome(v) for v in table["verdict_ab"]], dtype=object)
+    ba = np.array([outcome(v) for v in table["verdict_ba"]], dtype=object)
+    lower, upper = _kappa_interval(pairs, len(table), rounds, seed)
+    return Agreement(
+        battles=len(table),
+        with_ties=Share.of(int((human == judge).sum()), len(pairs)),
+        without_ties=Share.of(int((human == judge)[decisive].sum()), int(decisive.sum())),
+        kappa=cohen_kappa(human, judge),
+        kappa_lower=lower,
+        kappa_upper=upper,
+        consistency=Share.of(int((ab == ba)[both].sum()), int(both.sum())),
+        unparsed=Share.of(int((~parsed.to_numpy(bool)).sum()), 2 * len(table)),
+    )
+
+
+def _kappa_interval(pairs: pd.DataFrame, battles: int, rounds: int, seed: int) -> tuple[float, float]:
+    if rounds <= 0 or pairs.empty or battles < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    by_battle = pairs.groupby("battle").indices
+    ids = np.array(list(by_battle))
+    human, judge = pairs["human"].to_numpy(object), pairs["judge"].to_numpy(object)
+    values = []
+    for _ in range(rounds):
+        rows = np.concatenate([by_battle[b] for b in rng.choice(ids, len(ids))])
+        values.append(cohen_kappa(human[rows], judge[rows]))
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return math.nan, math.nan
+    return float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))
+
+
+def board_agreement(table: pd.DataFrame, rounds: int = 200, seed: int = 0) -> BoardAgreement:
+    """`table`: as for `agreement`, with model_a and model_b."""
+    human_board = _ratings(_human_battles(table))
+    judge_board = _ratings(_judge_battles(table))
+    models = sorted(set(human_board.index) & set(judge_board.index))
+    rho = _spearman(human_board, judge_board, models)
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(rounds if len(models) >= 3 else 0):
+        picked = table.iloc[rng.integers(0, len(table), len(table))]
+        samples.append(_spearman(_ratings(_human_battles(picked)), _ratings(_judge_battles(picked)), models))
+    finite = [s for s in samples if not math.isnan(s)]
+    lower, upper = (
+        (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite else (math.nan,) * 2
+    )
+    discordant = [
+        (a, b) if human_board[a] > human_board[b] else (b, a)
+        for i, a in enumerate(models)
+        for b in models[i + 1 :]
+        if (human_board[a] - human_board[b]) * (judge_board[a] - judge_board[b]) < 0
+    ]
+    return BoardAgreement(len(models), rho, lower, upper, discordant)
+
+
+def _human_battles(table: pd.DataFrame) -> pd.DataFrame:
+    battles = pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table["human"]})
+    return battles[[outcome(v) is not None for v in battles["winner"]]]
+
+
+def _judge_battles(table: pd.DataFrame) -> pd.DataFrame:
+    parts = [
+        pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table[column]})
+        for column in ORDER_COLUMNS
+    ]
+    battles = pd.concat(parts, ignore_index=True)
+    return battles[[outcome(v) is not None for v in battles["winner"]]]
+
+
+def _ratings(battles: pd.DataFrame) -> pd.Series:
+    if battles.empty:
+        return pd.Series(dtype=float)
+    return bradley_terry(battles.assign(tstamp=np.arange(len(battles), dtype=float)))
+
+
+def _spearman(x: pd.Series, y: pd.Series, models: list[str]) -> float:
+    present = [m for m in models if m in x.index and m in y.index]
+    if len(present) < 3:
+        return math.nan
+    rx, ry = x[present].rank().to_numpy(float), y[present].rank().to_numpy(float)
+    if rx.std() == 0 or ry.std() == 0:
+        return math.nan
+    return float(np.corrcoef(rx, ry)[0, 1])
