@@ -134,3 +134,39 @@ def test_the_tab_says_what_changed_since_the_last_snapshot(app):
     finally:
         client.close()
     assert f"Changes since the last snapshot ({when} UTC): " in summary and summary.endswith("; +1 battle.")
+
+
+@pytest.mark.timeout(300)
+def test_the_tab_shows_a_judges_agreement_with_the_votes(app):
+    """Verdicts written beside the running app's logs (as `python -m webui.judge` writes them, here
+    for the votes just cast): the tab's Agreement section shows the judge's figures."""
+    from webui.judge.records import Asked, VerdictLog, verdict_record, vote_key
+    from webui.leaderboard.votes.index import VoteIndex
+
+    url, services = app
+    log_dir = services.settings.log_dir
+    client = Client(url, verbose=False, download_files=False)
+    try:
+        assert "No judge has judged" in client.predict(api_name="/leaderboard_agreement")
+        vote(client, "a")
+        vote(client, "b")
+        board_summary(client, "Based on")
+        index = VoteIndex(log_dir)
+        try:
+            index.catch_up()
+            voted = index.rows()
+        finally:
+            index.close()
+        log = VerdictLog(log_dir)
+        for _, row in voted.iterrows():  # a judge that agrees with every vote, in both orders
+            about = {"vote": vote_key(row["file"], row["offset"]), "model_a": row["model_a"]}
+            about |= {"model_b": row["model_b"], "human": row["winner"]}
+            mark = {"model_a": ("A", "B"), "model_b": ("B", "A")}.get(row["winner"], ("tie", "tie"))
+            asked = [Asked("ab", mark[0], mark[0], 0.1), Asked("ba", mark[1], mark[1], 0.1)]
+            log.write(verdict_record(about, "tiny-judge", None, "v1", asked, time.time()))
+        log.close()
+        figures = client.predict(api_name="/leaderboard_agreement")
+    finally:
+        client.close()
+    assert f"Judge tiny-judge (prompt v1) on {len(voted)} battles" in figures
+    assert "agreement with ties      100% (" in figures and "position consistency     100% (" in figures

@@ -110,3 +110,29 @@ def report_lines(c: Calibration) -> list[str]:
         shown["kappa"] = [("n/a" if math.isnan(v) else f"{v:.2f}") for v in shown["kappa"]]
         lines += ["  " + line for line in shown.to_string(index=False).splitlines()]
     return lines
+
+
+NO_VERDICTS = (
+    "No judge has judged the battles here yet. A judge is any model of the models file: "
+    "`python -m webui.judge LOGDIR --judge NAME` asks it about the battles people voted on "
+    "(docs/judge.md); its agreement with the votes then shows here."
+)
+SHOWN_SERIES = 3  # the judges (with their prompts) most recently used, newest first
+
+
+def agreement_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, rounds: int = 100) -> str:
+    """The Leaderboard tab's "Agreement" section: each recent judge's figures, as the CLI prints them."""
+    series: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    newest: dict[tuple[str, str], float] = {}
+    for record in verdicts:
+        key = (str(record.get("judge")), str(record.get("prompt_version")))
+        series.setdefault(key, []).append(record)
+        stamp = record.get("tstamp")
+        newest[key] = max(newest.get(key, 0.0), float(stamp) if isinstance(stamp, (int, float)) else 0.0)
+    if not series:
+        return NO_VERDICTS
+    parts = []
+    for key in sorted(series, key=lambda k: newest[k], reverse=True)[:SHOWN_SERIES]:
+        lines = report_lines(calibrate(series[key], index, key[0], key[1], rounds=rounds))
+        parts.append("```\n" + "\n".join(lines) + "\n```")
+    return "\n\n".join(parts)

@@ -16,6 +16,8 @@ from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
 from webui.arena.pairing import Evidence
 from webui.config import Settings
+from webui.judge.calibration import agreement_markdown
+from webui.judge.records import read_verdicts
 from webui.leaderboard.board.build import BoardOptions
 from webui.leaderboard.board.export import parquet_available
 from webui.leaderboard.board.view import EXPORTS, LeaderboardView
@@ -124,6 +126,7 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
     ]
     _wire_refresh(view, refresh, category, shown, outputs)
     _my_votes_section(services, view)
+    _agreement_section(view)
     _operator_section(services, view)
 
 
@@ -178,6 +181,23 @@ def _my_votes_section(services: Services, view: LeaderboardView) -> None:
         return view.my_votes(key)
 
     show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
+
+
+def _agreement_section(view: LeaderboardView) -> None:
+    with gr.Accordion("Agreement: a judge model against the votes", open=False):
+        gr.Markdown(
+            "How often a judge model's verdicts on these battles match the people's votes, with 95% "
+            "intervals: with and without ties, Cohen's kappa (0: no better than chance), whether it gives "
+            "the same verdict whichever reply is shown first, and its board against yours (docs/judge.md)."
+        )
+        show = gr.Button("Show agreement", size="sm")
+        figures = gr.Markdown()
+
+    def agreement() -> str:
+        return agreement_markdown(read_verdicts(view.log_dir), view.live.index)
+
+    # Bootstraps over every judged battle: a second or more, so one at a time.
+    show.click(agreement, outputs=figures, api_name="leaderboard_agreement", concurrency_limit=1)
 
 
 def operator_off_note(settings: Settings) -> str:
