@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from webui.judge.calibration import calibrate
+from webui.judge.records import read_verdicts
+from webui.judge.simulate import PROMPT_VERSION, simulate_verdicts
+from webui.leaderboard.simulate import simulate
 from webui.leaderboard.stats.agreement import Share, agreement, board_agreement, cohen_kappa
+from webui.leaderboard.votes.index import VoteIndex
 
 
 def table(rows: list[tuple[str, str | None, str | None]], models: tuple[str, str] = ("x", "y")) -> pd.DataFrame:
@@ -90,3 +96,31 @@ def test_the_judges_board_against_the_peoples() -> None:
     assert len(flipped.discordant) == 6 and ("z", "w") in flipped.discordant  # people put z above w
     two = board_agreement(battles_between({"x": 0.0, "y": 1.0}, 100, judge_flips=False), rounds=20)
     assert two.models == 2 and math.isnan(two.spearman)  # a rank correlation needs three models
+
+
+def test_the_figures_find_a_simulated_judges_known_accuracy_and_bias(tmp_path: Path) -> None:
+    """Issue 32's check: on about 2,000 judged battles of a simulated log, the measured agreement's
+    interval holds the judge's known accuracy; a judge that guesses has a kappa about 0; one with a
+    position bias shows it as inconsistency."""
+    simulate(tmp_path, battles=2300, seed=5)
+    index = VoteIndex(tmp_path)
+    try:
+        for name, accuracy, bias in (("knows", 0.7, 0.0), ("guesses", 1 / 3, 0.0), ("first", 0.9, 0.6)):
+            assert simulate_verdicts(tmp_path, accuracy, bias, seed=1, name=name) > 1900
+        series = {n: [r for r in read_verdicts(tmp_path) if r["judge"] == n] for n in ("knows", "guesses", "first")}
+        knows = calibrate(series["knows"], index, "knows", PROMPT_VERSION, rounds=100).overall
+        guesses = calibrate(series["guesses"], index, "guesses", PROMPT_VERSION, rounds=100).overall
+        first = calibrate(series["first"], index, "first", PROMPT_VERSION, rounds=0).overall
+    finally:
+        index.close()
+    assert knows.with_ties.lower <= 0.7 <= knows.with_ties.upper, knows.with_ties
+    assert knows.with_ties.n > 3800 and knows.unparsed.k == 0
+    assert guesses.kappa_lower <= 0 <= guesses.kappa_upper, guesses
+    # unbiased, a judge answers each order on its own: consistent about p² + (1-p)²/2 of the time (0.53
+    # at 0.7); marking the first reply in 60% of answers, the two orders mostly name different replies
+    assert knows.consistency.lower > 0.45 and first.consistency.upper < 0.45
+
+
+def test_a_simulated_judge_refuses_what_is_not_a_probability(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="probabilities"):
+        simulate_verdicts(tmp_path, 1.5)

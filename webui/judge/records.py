@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,15 @@ class VerdictLog:
 
     def write(self, record: dict[str, Any]) -> None:
         self._log.append(judge_file(self.log_dir, float(record["tstamp"]), self.server), encode(record), durable=True)
+
+    def write_many(self, records: Iterable[dict[str, Any]]) -> None:
+        """Many lines at once, one durable append per file (a simulation, not a judging run, whose
+        verdicts each cost a model's answer and are kept one by one)."""
+        lines: dict[Path, list[bytes]] = {}
+        for record in records:
+            lines.setdefault(judge_file(self.log_dir, float(record["tstamp"]), self.server), []).append(encode(record))
+        for path, encoded in lines.items():
+            self._log.append(path, b"".join(encoded), durable=True)
 
     def close(self) -> None:
         self._log.close()

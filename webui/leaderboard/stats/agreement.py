@@ -140,30 +140,49 @@ def _kappa_interval(pairs: pd.DataFrame, battles: int, rounds: int, seed: int) -
     if rounds <= 0 or pairs.empty or battles < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
-    by_battle = pairs.groupby("battle").indices
-    ids = np.array(list(by_battle))
-    human, judge = pairs["human"].to_numpy(object), pairs["judge"].to_numpy(object)
+    code = {o: i for i, o in enumerate(OUTCOMES)}
+    cell = np.array([3 * code[h] + code[j] for h, j in zip(pairs["human"], pairs["judge"], strict=True)])
+    # each battle's judgments as one row of cell counts: a round draws battles, both orders together
+    battle_ids, position = np.unique(pairs["battle"].to_numpy(), return_inverse=True)
+    per_battle = np.zeros((len(battle_ids), 9))
+    np.add.at(per_battle, (position, cell), 1)
     values = []
     for _ in range(rounds):
-        rows = np.concatenate([by_battle[b] for b in rng.choice(ids, len(ids))])
-        values.append(cohen_kappa(human[rows], judge[rows]))
+        counts = per_battle[rng.integers(0, len(battle_ids), len(battle_ids))].sum(axis=0).reshape(3, 3)
+        values.append(_kappa_of_counts(counts))
     finite = [v for v in values if not math.isnan(v)]
     if not finite:
         return math.nan, math.nan
     return float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))
 
 
+def _kappa_of_counts(counts: np.ndarray) -> float:
+    """Cohen's kappa of a 3x3 table (rows: people's outcome, columns: the judge's)."""
+    n = counts.sum()
+    if not n:
+        return math.nan
+    observed = np.trace(counts) / n
+    chance = float((counts.sum(axis=1) / n) @ (counts.sum(axis=0) / n))
+    return math.nan if chance >= 1 else float((observed - chance) / (1 - chance))
+
+
 def board_agreement(table: pd.DataFrame, rounds: int = 200, seed: int = 0) -> BoardAgreement:
     """`table`: as for `agreement`, with model_a and model_b."""
-    human_board = _ratings(_human_battles(table))
-    judge_board = _ratings(_judge_battles(table))
+    human, judge = _human_battles(table), _judge_battles(table)
+    human_board, judge_board = _ratings(human), _ratings(judge)
     models = sorted(set(human_board.index) & set(judge_board.index))
     rho = _spearman(human_board, judge_board, models)
     rng = np.random.default_rng(seed)
+    # a round draws battles, a battle's rows (one human vote, up to two judgments) together
+    human_rows = pd.Series(range(len(human)), index=human["battle"]).groupby(level=0).indices
+    judge_rows = pd.Series(range(len(judge)), index=judge["battle"]).groupby(level=0).indices
+    none = np.zeros(0, dtype=int)
     samples = []
     for _ in range(rounds if len(models) >= 3 else 0):
-        picked = table.iloc[rng.integers(0, len(table), len(table))]
-        samples.append(_spearman(_ratings(_human_battles(picked)), _ratings(_judge_battles(picked)), models))
+        drawn = rng.integers(0, len(table), len(table))
+        h = np.concatenate([human_rows.get(b, none) for b in drawn])
+        j = np.concatenate([judge_rows.get(b, none) for b in drawn])
+        samples.append(_spearman(_ratings(human.iloc[h]), _ratings(judge.iloc[j]), models))
     finite = [s for s in samples if not math.isnan(s)]
     lower, upper = (
         (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite else (math.nan,) * 2
@@ -178,23 +197,31 @@ def board_agreement(table: pd.DataFrame, rounds: int = 200, seed: int = 0) -> Bo
 
 
 def _human_battles(table: pd.DataFrame) -> pd.DataFrame:
-    battles = pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table["human"]})
-    return battles[[outcome(v) is not None for v in battles["winner"]]]
+    return _battles(table, ["human"])
 
 
 def _judge_battles(table: pd.DataFrame) -> pd.DataFrame:
-    parts = [
-        pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table[column]})
-        for column in ORDER_COLUMNS
-    ]
+    return _battles(table, list(ORDER_COLUMNS))
+
+
+def _battles(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """model_a, model_b, winner (the decided ones only), tstamp and the battle's position, a row per
+    column's verdict."""
+    a, b = table["model_a"].to_numpy(object), table["model_b"].to_numpy(object)
+    parts = []
+    for column in columns:
+        winner = np.array([outcome(v) for v in table[column]], dtype=object)
+        keep = np.array([w is not None for w in winner], dtype=bool)
+        battle = np.flatnonzero(keep)
+        parts.append(pd.DataFrame({"model_a": a[keep], "model_b": b[keep], "winner": winner[keep], "battle": battle}))
     battles = pd.concat(parts, ignore_index=True)
-    return battles[[outcome(v) is not None for v in battles["winner"]]]
+    return battles.assign(tstamp=np.arange(len(battles), dtype=float))
 
 
 def _ratings(battles: pd.DataFrame) -> pd.Series:
     if battles.empty:
         return pd.Series(dtype=float)
-    return bradley_terry(battles.assign(tstamp=np.arange(len(battles), dtype=float)))
+    return bradley_terry(battles)
 
 
 def _spearman(x: pd.Series, y: pd.Series, models: list[str]) -> float:
