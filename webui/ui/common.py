@@ -198,7 +198,7 @@ class Controls:
 
 
 OWN_SETTINGS_NOTE = (
-    "The model answers with **the model's own settings**: they are shown with its name after the vote. "
+    "This pane uses the model's own settings: they are shown with its name after the vote. "
     "Untick the box to choose this pane's settings yourself."
 )
 
