@@ -2,14 +2,17 @@
 (1280x1000) and a phone (390x844):
 
 1. a battle: a refused message is shown once and the chat stays; the replies come without counts
-   or speeds; votes look disabled until they are not; Esc then the key 1 votes; the names and the
-   settings each model used are revealed;
+   or speeds; no 🗑 in the panes; votes look disabled until they are not; Esc then the key 1 votes;
+   the names and the settings each model used are revealed; before that, the parameters say the
+   models use their own settings, without numbers;
 2. side by side: Enter while the replies stream says why nothing happens, Esc stops both, and a
    closed tab stops the models;
-3. three panes, each with its own parameters; four panes streaming at once, one Stop for all;
+3. three panes, each with its own parameters (and no vote keys); four panes streaming at once,
+   one Stop for all;
 4. on a phone: the page does not jump to the message box, the panes sit in a row that swipes, and
    after a send the replies and the vote buttons are in view without scrolling;
 5. direct chat: the flag stays available after a thumb, and the thumbs say what they mean;
+   a vote cast stays marked as chosen, with a note (side by side and battle too);
 6. a prompt (and a reply) carrying <img onerror> and <script> renders inert, Markdown and LaTeX render.
 
 Screenshots go to test-artifacts/ (gitignored) for a person to look at.
@@ -17,6 +20,7 @@ Screenshots go to test-artifacts/ (gitignored) for a person to look at.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -148,6 +152,19 @@ def opacity(page: Page, selector: str) -> float:
     return float(page.locator(selector).evaluate("el => getComputedStyle(el).opacity"))
 
 
+def expect_chosen(page: Page, prefix: str, chosen: str, note: str) -> None:
+    """The vote just cast stays marked (bright, ticked) while the other disabled ones grey out, and
+    a note says which vote was recorded."""
+    button = page.locator(f"#{prefix}-vote-{chosen}")
+    expect(button).to_be_disabled()  # one vote per turn
+    expect(button).to_have_class(re.compile(r"\barena-chosen\b"))
+    expect(button).to_have_css("opacity", "1")
+    assert button.evaluate("el => getComputedStyle(el, '::before').content") == '"✓ "'
+    for greyed in page.locator(f"#{prefix}-votes button:disabled:not(.arena-chosen)").all():
+        expect(greyed).to_have_css("opacity", re.compile(r"0\.[0-4]\d*"))  # (it fades: polled)
+    expect(page.locator(f"#{prefix}-notice")).to_contain_text(note)
+
+
 def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url)
     expect(page.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
@@ -160,6 +177,11 @@ def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) 
         chat = page.locator(f"#battle-chat-{pane}")
         expect(chat.locator(".bot")).to_contain_text("length limit reached")  # one cap for both panes
         assert "tokens" not in chat.inner_text(), "no counts or speeds before the vote"
+    for pane in ("a", "b"):  # no 🗑 in a battle's panes: it discarded the battle without a word
+        header = page.locator(f"#battle-chat-{pane} .top-panel")
+        expect(header.locator("button[aria-label='Copy conversation']")).to_be_visible()
+        expect(header.locator("button[aria-label='Clear']")).to_have_count(1)  # Gradio draws it ...
+        expect(header.locator("button[aria-label='Clear']")).to_be_hidden()  # ... and the page hides it
     html = page.content()
     assert [name for name in NAMES if name in html] == [], "a model name is on the page before the vote"
     assert "Model A" in html and "Model B" in html
@@ -189,11 +211,37 @@ def test_battle_refusal_reply_vote_by_key_and_reveal(ui: RunningUI, page: Page) 
     expect(page.locator("#battle-chat-a")).to_contain_text("tokens/s")
     expect(page.locator("#battle-input textarea")).to_be_disabled()
     expect(page.locator("#battle-vote-b")).to_be_disabled()
+    expect_chosen(page, "battle", "a", "Vote recorded: 👈 A is better")
     shot(page, "battle-revealed")
 
     page.click("#battle-new")
     expect(page.locator("#battle-input textarea")).to_be_editable()
     expect(reveal).to_have_text("")
+
+
+def test_battle_parameters_say_the_models_own_settings_are_used(ui: RunningUI, page: Page) -> None:
+    """Before the vote the panel shows no numbers the models do not use: it says the model's own
+    settings are used; unticking the box shows the controls, which are then the ones used."""
+    page.goto(ui.url)
+    expect(page.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
+    page.locator("#battle-a-params button").first.click()
+    note = page.locator("#battle-a-own-note")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("the model's own settings")
+    expect(page.locator("#battle-a-own input")).to_be_checked()
+    panel = page.locator("#battle-a-params")
+    for kind in ("number", "range", "text"):
+        expect(panel.locator(f"input[type={kind}]:visible")).to_have_count(0)
+    expect(panel.locator("textarea:visible")).to_have_count(0)
+    panel.scroll_into_view_if_needed()
+    shot(page, "battle-parameters-own", full_page=False)
+    page.locator("#battle-a-own input").uncheck()
+    expect(page.locator("#battle-a-top-p input[type=number]")).to_be_editable()
+    expect(note).to_be_hidden()
+    shot(page, "battle-parameters-chosen", full_page=False)
+    page.locator("#battle-a-own input").check()
+    expect(page.locator("#battle-a-top-p")).to_be_hidden()
+    expect(note).to_be_visible()
 
 
 def long_threads() -> list[str]:
@@ -237,7 +285,11 @@ def test_side_by_side_enter_explains_esc_stops_and_a_closed_tab(ui: RunningUI, p
 def test_three_panes_each_with_its_own_parameters(ui: RunningUI, page: Page) -> None:
     page.goto(ui.url + "?tab=side_by_side")
     expect(page.locator("#sbs-chat-b")).to_contain_text("Model B: tiny-b", timeout=20_000)
+    keys = page.locator("#sbs-keys")
+    expect(keys).to_contain_text("1 A is better")
     panes(page, 3)
+    expect(keys).to_contain_text("Esc")
+    expect(keys).not_to_contain_text("better")  # three panes have no votes, so no vote keys
     lengths = {"a": ("long-a", 5), "b": ("long-b", 9), "c": ("long-a", 13)}
     for letter, (model, tokens) in lengths.items():
         choose(page, f"sbs-model-{letter}", model, chat=f"sbs-chat-{letter}")
@@ -304,6 +356,10 @@ def test_phone_side_by_side(ui: RunningUI, phone: Page) -> None:
     row = phone.locator("#sbs-panes")
     assert row.evaluate("r => r.scrollWidth > r.clientWidth"), "the panes swipe"
     shot(phone, "phone-side-by-side", full_page=False)
+    phone.click("#sbs-vote-b")
+    expect_chosen(phone, "sbs", "b", "Vote recorded: 👉 B is better")
+    assert ui.recorder.votes[-1].kind == "rightvote"
+    shot(phone, "phone-side-by-side-voted", full_page=False)
 
 
 def test_direct_chat_thumbs_say_what_they_mean_and_flag_stays_open(ui: RunningUI, page: Page) -> None:
@@ -314,10 +370,18 @@ def test_direct_chat_thumbs_say_what_they_mean_and_flag_stays_open(ui: RunningUI
     send(page, "direct", "hello")
     expect(page.locator("#direct-vote-up")).to_be_enabled(timeout=20_000)
     page.click("#direct-vote-up")
+    expect_chosen(page, "direct", "up", "Vote recorded: 👍 Good")
     expect(page.locator("#direct-vote-down")).to_be_disabled()
     expect(page.locator("#direct-vote-flag")).to_be_enabled()
+    shot(page, "direct-voted", full_page=False)
     page.click("#direct-vote-flag")
     wait_for(lambda: ui.recorder.votes and ui.recorder.votes[-1].kind == "flag", 10, "the flag was not recorded")
+    expect_chosen(page, "direct", "flag", "Votes recorded: 👍 Good · ⚑ Flag")
+    expect_chosen(page, "direct", "up", "Votes recorded: 👍 Good · ⚑ Flag")
+    send(page, "direct", "hello again")  # a new turn: nothing chosen, nothing recorded yet
+    expect(page.locator("#direct-vote-up")).to_be_enabled(timeout=20_000)
+    expect(page.locator("#direct-votes .arena-chosen")).to_have_count(0)
+    expect(page.locator("#direct-notice")).not_to_contain_text("recorded")
 
 
 def test_html_in_a_prompt_and_a_reply_renders_inert(ui: RunningUI, page: Page) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import threading
+from pathlib import Path
 
 import pytest
 
+from webui import chat
 from webui.config import Settings
 from webui.engine import collect
 from webui.engine.registry import ModelState, Registry
@@ -123,3 +127,19 @@ def test_dequantised_weights_are_cached(tmp_path) -> None:
     assert (cold.from_cache, warm.from_cache) == (False, True)
     assert collect(second.get(SMOL).stream(QUESTION, GREEDY))[0] == text
     second.close()
+
+
+def test_the_readmes_terminal_chat_prints_the_answer_it_shows(demo_registry, monkeypatch, capsys) -> None:
+    """The README's first terminal example, run as written (on the models already loaded) three
+    times, prints the answer the README says it prints, each time: at the model's own temperature
+    it printed something else on most runs, some of it nonsense."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if "-m webui.chat" in line and "France" in line)
+    _python, dash_m, module, *argv = shlex.split(line)
+    assert (dash_m, module) == ("-m", "webui.chat")
+    shown = re.search(r"The first prints `([^`]+)`", readme)
+    assert shown, "the README says what the example prints"
+    monkeypatch.setattr(chat, "build_registry", lambda settings: demo_registry)
+    for _ in range(3):
+        assert chat.main(argv) == 0
+        assert capsys.readouterr().out.strip() == shown.group(1)

@@ -5,6 +5,7 @@ model name reaches the client before the vote, and a streaming update carries on
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from gradio_client.exceptions import AppError
 
 from tests.uiapp import NAMES, RunningUI, generate_threads, start_ui, ui_settings, wait_for
 from webui.arena.rules import PaneSettings
+from webui.ui import preview
 
 FIELDS = PaneSettings.FIELDS
 LONG = [0.7, 1.0, 0, 3000, 1.0, -1, ""]  # temperature, top_p, top_k, max_new_tokens, rep. penalty, seed, system
@@ -108,6 +110,34 @@ def test_the_api_lists_exactly_the_documented_endpoints(client: Client) -> None:
     # Panes A and B first, as before there were four: two-pane callers with positional arguments keep working.
     assert names[:4] == ["message", "model_a", "model_b", "same_params"] and names[4:11] == [f"a_{f}" for f in FIELDS]
     assert names[18:21] == ["panes", "model_c", "model_d"] and names[-1] == "d_system_prompt"
+
+
+class _MetaTags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        key = found.get("property") or found.get("name") or ""
+        if tag == "meta" and key.startswith(("og:", "twitter:")):
+            self.tags.append((key, found.get("content") or ""))
+
+
+def test_a_shared_link_previews_as_the_arena_not_as_gradio(ui: RunningUI) -> None:
+    """Chat apps and social sites show a link with the page's Open Graph and Twitter tags, read
+    without running its scripts. Gradio's template opens with its own ("Gradio", "Click to try out
+    the app!") and repeats them empty: each tag comes once, and says what the page is."""
+    response = httpx.get(ui.url)
+    assert response.status_code == 200 and response.headers["content-length"] == str(len(response.content))
+    parser = _MetaTags()
+    parser.feed(response.text)
+    tags = dict(parser.tags)
+    assert len(tags) == len(parser.tags), f"a tag comes twice: {parser.tags}"
+    assert tags["og:title"] == tags["twitter:title"] == preview.TITLE
+    assert tags["og:description"] == tags["twitter:description"] == preview.DESCRIPTION
+    assert "Gradio" not in json.dumps(parser.tags) and "Click to try out" not in response.text
+    assert "window.gradio_config" in response.text  # the rest of the page is as Gradio wrote it
 
 
 def test_battle_turn_end_to_end_without_names_before_the_vote(ui: RunningUI, client: Client) -> None:

@@ -191,6 +191,13 @@ def test_direct_chat_can_flag_after_a_thumb() -> None:
     ]
     handlers.vote(session, "upvote", ME, CLIENT)
     assert arena.can_vote(session, "flag") and not arena.can_vote(session, "downvote")
+    # the buttons mark what was cast on this turn, and the note says it
+    assert [v.kind for v in views.chosen_votes(session)] == ["upvote"]
+    handlers.vote(session, "flag", ME, CLIENT)
+    note = views.vote_note(session, drop_stopped=True, counts_named=True)
+    assert note == "✓ Votes recorded: 👍 Good · ⚑ Flag. Thank you!"
+    session = drain(handlers.send(session, "direct", "again", [PaneSettings(own_defaults=True)], ME, CLIENT))[-1]
+    assert views.chosen_votes(session) == () and views.vote_note(session, drop_stopped=True, counts_named=True) == ""
 
 
 def test_the_voter_is_told_when_a_stopped_reply_keeps_the_vote_off_the_leaderboard() -> None:

@@ -21,13 +21,14 @@ def create_app(services: Services) -> FastAPI:
 
     from webui.access import auth
     from webui.server import gradio_calls, reaper, security, sessions
-    from webui.ui import build_ui
+    from webui.ui import build_ui, preview
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
     gradio_calls.refuse_bad_gradio_calls(app)  # first: inside the size limit and the session check
     # before harden(), so that it runs inside the size limit (docs/deploy.md)
     book = sessions.bind_sessions(app, sessions.session_key(services.settings))
     security.harden(app, services.settings)  # size limit, no remote file fetches, no uploads (docs/deploy.md)
+    app.add_middleware(preview.LinkPreview)  # the page's link-preview tags say "Gradio" as Gradio writes them
     if services.settings.hf_oauth:
         auth.install_oauth(app)
 

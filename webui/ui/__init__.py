@@ -20,7 +20,7 @@ import gradio as gr
 from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
 from webui.records.events import Mode
-from webui.ui import page, views
+from webui.ui import page, preview, views
 from webui.ui.about import build_about_tab
 from webui.ui.common import INTERNAL, in_order, owner_of, progress_on
 from webui.ui.leaderboard_tab import build_leaderboard_tab, leaderboard_view, pairing_evidence
@@ -52,7 +52,7 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
 def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
     board = leaderboard_view(services)  # the Leaderboard tab shows it; smart pairing reads it
     handlers = handlers or Handlers(services, evidence=pairing_evidence(board))
-    with gr.Blocks(title="Pairwise Arena") as blocks:
+    with gr.Blocks(title=preview.TITLE) as blocks:
         gr.Markdown("# ⚔️ Pairwise Arena", elem_classes=["arena-title"])
         current = gr.State("battle")
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped

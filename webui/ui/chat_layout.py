@@ -103,6 +103,7 @@ class ChatLayout:
     stop: gr.Button
     regen: gr.Button  # every pane on show
     restart: gr.Button  # New round / Clear
+    keys: gr.Markdown  # the keyboard shortcuts, the vote keys only while there are votes
     same: gr.Checkbox | None  # "Model A's parameters for every pane" (several panes only)
 
     @property
@@ -161,11 +162,7 @@ def lay_out(kind: Kind) -> ChatLayout:
         stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id=f"{p}-stop")
         regen = gr.Button("🔄 Regenerate", interactive=False, elem_id=f"{p}-regen")
         restart = gr.Button(kind.restart[0], elem_id="battle-new" if kind.anonymous else f"{p}-clear")
-    keys = " · ".join(f"**{vote.key}** {vote.button.split(' ', 1)[1]}" for vote in kind.votes)
-    gr.Markdown(
-        f"Keys: **Enter** sends · **Esc** stops the replies (or leaves the box) · {keys}",
-        elem_classes=["arena-keys"],
-    )
+    keys = gr.Markdown(keys_text(kind, votes=True), elem_id=f"{p}-keys", elem_classes=["arena-keys"])
     same = None
     if kind.max_panes > 1:
         same = gr.Checkbox(False, label="Use Model A's parameters for every pane", elem_id=f"{p}-same")
@@ -187,8 +184,18 @@ def lay_out(kind: Kind) -> ChatLayout:
         stop=stop,
         regen=regen,
         restart=restart,
+        keys=keys,
         same=same,
     )
+
+
+def keys_text(kind: Kind, *, votes: bool) -> str:
+    """The keys line under the controls; the vote keys only while the votes are on show (three or
+    four panes have none)."""
+    line = "Keys: **Enter** sends · **Esc** stops the replies (or leaves the box)"
+    if votes:
+        line += "".join(f" · **{vote.key}** {vote.button.split(' ', 1)[1]}" for vote in kind.votes)
+    return line
 
 
 def _suffix(kind: Kind, i: int) -> str:
@@ -213,7 +220,8 @@ def _pane_column(kind: Kind, i: int) -> PaneTop:
                 allow_custom_value=True,
                 elem_id=f"{kind.prefix}-model{suffix}",
             )
-        chat = chat_pane(label, f"{kind.prefix}-chat{suffix}")
+        # A battle ends by New round only (it says what it discards): no 🗑 in its panes' headers.
+        chat = chat_pane(label, f"{kind.prefix}-chat{suffix}", clearable=not kind.anonymous)
         regen = None
         if kind.max_panes > 1:
             regen = gr.Button(

@@ -89,13 +89,16 @@ def client_of(request: gr.Request | None, settings: Settings) -> ClientInfo:
 # silently, while the handlers refuse it with a message that gives the limit.
 
 
-def chat_pane(label: str, elem_id: str) -> gr.Chatbot:
+def chat_pane(label: str, elem_id: str, *, clearable: bool = True) -> gr.Chatbot:
     """HTML in messages is sanitised in the browser (sanitize_html, and no custom tags kept), so a
-    prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs."""
+    prompt or a reply carrying <script> or onerror= shows as text or nothing, and never runs.
+
+    Gradio always draws a 🗑 (clear) icon in the chat's header; `clearable=False` hides it (the
+    page's stylesheet, webui.ui.page): in a battle it would discard the battle without a word."""
     return gr.Chatbot(
         label=label,
         elem_id=elem_id,
-        elem_classes=["arena-chat"],
+        elem_classes=["arena-chat"] if clearable else ["arena-chat", "arena-no-clear"],
         height=420,
         sanitize_html=True,
         allow_tags=False,
@@ -194,70 +197,90 @@ class Controls:
         return [*([self.own] if self.own is not None else []), *self.fields]
 
 
+OWN_SETTINGS_NOTE = (
+    "This pane uses the model's own settings: they are shown with its name after the vote. "
+    "Untick the box to choose this pane's settings yourself."
+)
+
+
 def param_controls(title: str, *, anonymous: bool, elem_prefix: str, sink: gr.Component) -> Controls:
     """Sampling controls in an accordion. In a battle the models' own defaults cannot be shown
-    (they would tell the models apart), so a checkbox chooses them without showing them."""
+    (they would tell the models apart), so a checkbox chooses them, and while it is ticked the
+    controls are hidden behind a note that says so: numbers that are not used are never shown."""
     d = SamplingParams()
     with gr.Accordion(f"Parameters · {title}", open=False, elem_id=f"{elem_prefix}-params"):
-        own = None
+        own = note = None
         if anonymous:
             own = gr.Checkbox(
                 True, label="Use the model's own settings (hidden until the vote)", elem_id=f"{elem_prefix}-own"
             )
+            note = gr.Markdown(OWN_SETTINGS_NOTE, elem_id=f"{elem_prefix}-own-note")
         editable = not anonymous
         ids = {name: f"{elem_prefix}-{name.replace('_', '-')}" for name in PaneSettings.FIELDS}
-        fields: list[Field] = [
-            gr.Slider(
-                0.0,
-                2.0,
-                value=d.temperature,
-                step=0.05,
-                label="temperature (0 = greedy)",
-                interactive=editable,
-                elem_id=ids["temperature"],
-            ),
-            gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable, elem_id=ids["top_p"]),
-            gr.Slider(
-                0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable, elem_id=ids["top_k"]
-            ),
-            gr.Slider(
-                1,
-                4096,
-                value=d.max_new_tokens,
-                step=1,
-                label="max_new_tokens",
-                interactive=editable,
-                elem_id=ids["max_new_tokens"],
-            ),
-            gr.Slider(
-                0.5,
-                2.0,
-                value=d.repetition_penalty,
-                step=0.05,
-                label="repetition_penalty",
-                interactive=editable,
-                elem_id=ids["repetition_penalty"],
-            ),
-            gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable, elem_id=ids["seed"]),
-            gr.Textbox(
-                value="",
-                lines=2,
-                label="system prompt",
-                placeholder="(the model's own)",
-                interactive=editable,
-                elem_id=ids["system_prompt"],
-            ),
-        ]
-    if own is not None:
+        with gr.Column(visible=not anonymous, elem_id=f"{elem_prefix}-fields") as shown:
+            fields = _fields(d, ids, editable)
+    if own is not None and note is not None:
+
+        def on_own(mine: bool) -> list[Any]:
+            """The note while the model's own settings are used, the controls (editable) otherwise."""
+            return [
+                gr.update(visible=mine),
+                gr.update(visible=not mine),
+                *[gr.update(interactive=not mine)] * len(fields),
+            ]
+
         own.change(
-            lambda mine: [gr.update(interactive=not mine)] * len(fields),
+            on_own,
             own,
-            fields,
+            [note, shown, *fields],
             api_name=f"{elem_prefix.replace('-', '_')}_own_settings",
             **progress_on(sink),
             **INTERNAL,
         )
     return Controls(own, fields)
+
+
+def _fields(d: SamplingParams, ids: Mapping[str, str], editable: bool) -> list[Field]:
+    return [
+        gr.Slider(
+            0.0,
+            2.0,
+            value=d.temperature,
+            step=0.05,
+            label="temperature (0 = greedy)",
+            interactive=editable,
+            elem_id=ids["temperature"],
+        ),
+        gr.Slider(0.05, 1.0, value=d.top_p, step=0.01, label="top_p", interactive=editable, elem_id=ids["top_p"]),
+        gr.Slider(0, 200, value=d.top_k, step=1, label="top_k (0 = off)", interactive=editable, elem_id=ids["top_k"]),
+        gr.Slider(
+            1,
+            4096,
+            value=d.max_new_tokens,
+            step=1,
+            label="max_new_tokens",
+            interactive=editable,
+            elem_id=ids["max_new_tokens"],
+        ),
+        gr.Slider(
+            0.5,
+            2.0,
+            value=d.repetition_penalty,
+            step=0.05,
+            label="repetition_penalty",
+            interactive=editable,
+            elem_id=ids["repetition_penalty"],
+        ),
+        gr.Number(value=-1, precision=0, label="seed (-1 = random)", interactive=editable, elem_id=ids["seed"]),
+        gr.Textbox(
+            value="",
+            lines=2,
+            label="system prompt",
+            placeholder="(the model's own)",
+            interactive=editable,
+            elem_id=ids["system_prompt"],
+        ),
+    ]
 
 
 def split_settings(values: Sequence[Any], controls: Sequence[Controls]) -> list[PaneSettings]:

@@ -6,7 +6,8 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 * panes side by side on a wide screen; on a narrow one a row that swipes from pane to pane (each
   pane most of the screen wide), rather than a stack in which the votes end up far below;
 * on a narrow screen Send beside the message box and the controls on one line, not a stack;
-* disabled vote buttons that look disabled;
+* disabled vote buttons that look disabled, and the vote just cast marked as chosen;
+* no 🗑 (clear) icon in a battle's chat panes;
 * leaderboard table headers that wrap between words, never inside one;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
   when the focus is not in a text field;
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import gradio as gr
 
 NARROW = "(max-width: 767px)"
+CHOSEN = "arena-chosen"  # the class of a vote button once its vote is cast
 
 CSS = """
 .arena-panes { gap: 12px; }
@@ -31,6 +33,15 @@ CSS = """
 .arena-votes button:not(:disabled) {
   border: 2px solid var(--color-accent); font-weight: 600;
 }
+/* The vote just cast: disabled like the others (one vote per turn) but filled and bright, so that
+   the voter sees which one was taken. */
+.arena-votes button.CHOSEN:disabled { opacity: 1; filter: none; cursor: default; font-weight: 600; }
+.arena-votes button.CHOSEN::before { content: "✓ "; }
+/* Gradio draws a 🗑 in every chat's header (no option turns it off); a battle's panes hide it, since
+   it discarded the battle without a word: New round ends a battle. Found by its English label, or
+   in another language by the trash can's lid in its icon. */
+.arena-no-clear .top-panel button[aria-label="Clear"],
+.arena-no-clear .top-panel button:has(svg rect[x="12"][y="2"][width="8"]) { display: none !important; }
 .arena-notice p { margin: 0; }
 .arena-keys { opacity: 0.7; font-size: var(--text-sm); }
 /* Gradio's header text breaks anywhere (word-break: break-word), so the table's layout squeezed columns
@@ -58,7 +69,7 @@ CSS = """
   .arena-controls.row > button { flex: 1 1 auto !important; min-width: 0 !important; padding-inline: 6px;
                                  white-space: nowrap; font-size: var(--text-md); }
 }
-""".replace("NARROW", NARROW)
+""".replace("NARROW", NARROW).replace("CHOSEN", CHOSEN)
 
 _JS = """
 const ARENA = ARENA_CONFIG;

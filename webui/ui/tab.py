@@ -26,7 +26,7 @@ from webui.errors import ArenaError
 from webui.records.events import Mode
 from webui.ui import views
 from webui.ui.chat_inputs import input_names, name_parameters, named_components, parse
-from webui.ui.chat_layout import KINDS, PANE_LETTERS, ChatLayout, lay_out
+from webui.ui.chat_layout import KINDS, PANE_LETTERS, ChatLayout, keys_text, lay_out
 from webui.ui.common import (
     INTERNAL,
     STREAMING,
@@ -38,7 +38,7 @@ from webui.ui.common import (
     progress_on,
     wire_mirror,
 )
-from webui.ui.page import send_script
+from webui.ui.page import CHOSEN, send_script
 
 if TYPE_CHECKING:
     from webui.services import Services
@@ -127,8 +127,11 @@ class ChatTab:
         return shown
 
     def _vote_updates(self, session: Session | None) -> dict[gr.Button, Any]:
+        """Each vote button: enabled while that vote can be cast, and once cast, marked as the
+        chosen one (a filled button the stylesheet keeps bright while the others grey out)."""
+        chosen = views.chosen_votes(session)
         return {
-            button: _button(button, arena.can_vote(session, vote.kind))
+            button: _vote_button(button, arena.can_vote(session, vote.kind), chosen=vote in chosen)
             for button, vote in zip(self.ui.votes, self.kind.votes, strict=True)
         }
 
@@ -154,7 +157,11 @@ class ChatTab:
 
     def _layout_view(self, count: int) -> dict[Any, Any]:
         """Which panes (and their settings) show, and whether the votes do."""
-        shown: dict[Any, Any] = {self.ui.vote_row: gr.update(visible=count <= 2)}
+        votes = count <= 2
+        shown: dict[Any, Any] = {
+            self.ui.vote_row: gr.update(visible=votes),
+            self.ui.keys: keys_text(self.kind, votes=votes),
+        }
         for i, pane in enumerate(self.panes):
             shown[pane.column] = shown[pane.settings] = gr.update(visible=i < count)
         return shown
@@ -391,7 +398,7 @@ class ChatTab:
     def _wire_count(self) -> None:
         """Side by side: 2, 3 or 4 panes; another number starts a new conversation."""
         handlers, mode = self.handlers, self.mode
-        layout = [*(p.column for p in self.panes), *(p.settings for p in self.panes), self.ui.vote_row]
+        layout = [*(p.column for p in self.panes), *(p.settings for p in self.panes), self.ui.vote_row, self.ui.keys]
         assert self.ui.count is not None, "a tab with one pane count has no count to wire"
 
         @guarded
@@ -414,3 +421,11 @@ def _button(button: gr.Button, interactive: bool) -> dict[str, Any]:
     """A button's update with its text as the value, so that an unchanged button can go to the page
     as its bare value (webui.ui.common.Delta)."""
     return gr.update(value=button.value, interactive=interactive)
+
+
+def _vote_button(button: gr.Button, interactive: bool, *, chosen: bool) -> dict[str, Any]:
+    return {
+        **_button(button, interactive),
+        "variant": "primary" if chosen else "secondary",
+        "elem_classes": [CHOSEN] if chosen else [],
+    }

@@ -15,7 +15,7 @@ from webui.arena import rules as arena
 from webui.arena.handlers import GENERIC_FAILURE
 from webui.arena.rules import PANE_LABELS, Pane, Reply, Session
 from webui.engine.registry import ModelState, ModelStatus
-from webui.types import Finished, FinishReason
+from webui.types import VOTES, Finished, FinishReason, Vote
 
 CURSOR = "▌"
 REASONS = {
@@ -129,17 +129,33 @@ def _system(turn: arena.Turn | None) -> str:
     return f"“{text[:117] + '...' if len(text) > 120 else text}”" if text else "(none)"
 
 
-def vote_note(session: Session | None, *, drop_stopped: bool, counts_named: bool) -> str:
-    """What the voter should know at the vote: that a vote on stopped replies will not count on
-    the leaderboard (where it would count at all), or why there is nothing to vote on."""
-    if session is None or session.mode == "direct":
+def chosen_votes(session: Session | None) -> tuple[Vote, ...]:
+    """The votes cast on the newest turn (a thumb and a flag in direct chat): their buttons stay
+    marked as chosen until the next turn."""
+    cast = session.votes.get(session.turn_no, set()) if session is not None else set()
+    return tuple(vote for vote in VOTES if vote.kind in cast)
+
+
+def recorded_note(chosen: Sequence[Vote]) -> str:
+    """The confirmation under the buttons: which vote was taken, in the buttons' own words."""
+    if not chosen:
         return ""
-    if len(session.panes) > 2:
+    return f"✓ {'Votes' if len(chosen) > 1 else 'Vote'} recorded: {' · '.join(v.button for v in chosen)}. Thank you!"
+
+
+def vote_note(session: Session | None, *, drop_stopped: bool, counts_named: bool) -> str:
+    """What the voter should know at the vote: that the vote was recorded (and which), that a vote
+    on stopped replies will not count on the leaderboard (where it would count at all), or why
+    there is nothing to vote on."""
+    if session is None:
+        return ""
+    if session.mode != "direct" and len(session.panes) > 2:
         return MORE_THAN_TWO
-    counted = session.mode == "battle" or counts_named
+    notes = [recorded_note(chosen_votes(session))]
+    counted = session.mode == "battle" or (session.mode == "side_by_side" and counts_named)
     if counted and drop_stopped and arena.stopped_in_turn(session) and session.replies_done():
-        return STOPPED_NOT_COUNTED
-    return ""
+        notes.append(STOPPED_NOT_COUNTED)
+    return "  \n".join(note for note in notes if note)
 
 
 def last_prompt(pane: Pane) -> str:
