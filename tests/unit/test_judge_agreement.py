@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from webui.judge.__main__ import main as judge_main
 from webui.judge.calibration import calibrate
 from webui.judge.records import read_verdicts
 from webui.judge.simulate import PROMPT_VERSION, simulate_verdicts
@@ -119,6 +120,24 @@ def test_the_figures_find_a_simulated_judges_known_accuracy_and_bias(tmp_path: P
     # unbiased, a judge answers each order on its own: consistent about p² + (1-p)²/2 of the time (0.53
     # at 0.7); marking the first reply in 60% of answers, the two orders mostly name different replies
     assert knows.consistency.lower > 0.45 and first.consistency.upper < 0.45
+
+
+def test_the_command_line_shows_the_composite_board_of_a_simulated_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    simulate(tmp_path, battles=600, seed=2)
+    assert simulate_verdicts(tmp_path, 0.8, name="sim") > 400
+    command = [str(tmp_path), "--judge", "sim", "--prompt-version", PROMPT_VERSION, "--rounds", "0"]
+    assert judge_main([*command, "--composite", "--judge-weight", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Composite board: a human vote weighs 1, a verdict of sim weighs 0.5\n")
+    assert "granite-3-8b" in out and "provisional" not in out  # every model here has human votes
+    assert judge_main([*command, "--composite", "--agreement"]) == 0  # auto: says how it chose
+    out = capsys.readouterr().out
+    assert "agreement with ties" in out and "auto: the weight whose fit best predicts held-out human votes" in out
+    with pytest.raises(SystemExit) as refused:  # argparse's own exit: 2, with the reason
+        judge_main([*command, "--composite", "--judge-weight", "-1"])
+    assert refused.value.code == 2 and "auto, or a number of 0 or more" in capsys.readouterr().err
 
 
 def test_a_simulated_judge_refuses_what_is_not_a_probability(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@
     python -m webui.judge logs --judge gpt-judge --judge-prompt my-prompt.txt
     python -m webui.judge logs --models judges.yaml     # the judge named in its judge: block
     python -m webui.judge logs --judge gpt-judge --agreement   # how far it agrees with the votes
+    python -m webui.judge logs --judge gpt-judge --composite --judge-weight auto   # one board of both
 
 The judge is any entry of the models file (a local engine or a remote OpenAI-compatible server).
 Verdicts go to LOGDIR/YYYY-MM-DD-judge.json; the run can be stopped (Ctrl-C, or killed) and
@@ -28,6 +29,7 @@ from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
 from webui.judge.calibration import calibrate, report_lines
+from webui.judge.composite import composite, composite_lines
 from webui.judge.prompt import JudgePrompt
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, index_for, judge_battles
@@ -60,6 +62,25 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print how far the judge's verdicts agree with the human votes (judges nothing)",
     )
+    p.add_argument(
+        "--composite",
+        action="store_true",
+        help="print the board of human votes and the judge's verdicts together (judges nothing)",
+    )
+    p.add_argument(
+        "--judge-weight",
+        type=_weight,
+        default=None,
+        metavar="W",
+        help="a verdict's weight beside a human vote's 1 in --composite: a number, or auto; default the "
+        "judge: block's, else auto",
+    )
+    p.add_argument(
+        "--prompt-version",
+        metavar="VERSION",
+        help="--agreement and --composite read the verdicts of this prompt version (as the verdict lines "
+        "name it; 'simulated' for webui.judge.simulate's); default the current prompt's",
+    )
     p.add_argument("--rounds", type=int, default=200, help="bootstrap rounds for --agreement's intervals; default 200")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -70,6 +91,18 @@ def _date(text: str) -> float:
         return dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()
     except ValueError:
         raise argparse.ArgumentTypeError(f"a date as YYYY-MM-DD, got {text!r}") from None
+
+
+def _weight(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"auto, or a number of 0 or more, got {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -97,8 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
         from_block = block.prompt if block is not None and block.model == args.judge else None
         prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
-        if args.agreement:
-            return _agreement(args, prompt)
+        if args.agreement or args.composite:
+            weight = args.judge_weight if args.judge_weight is not None else (block.weight if block else "auto")
+            return _agreement(args, prompt, weight)
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
@@ -150,23 +184,26 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     return _summary(args, judge, report)
 
 
-def _agreement(args: argparse.Namespace, prompt: JudgePrompt) -> int:
+def _agreement(args: argparse.Namespace, prompt: JudgePrompt, weight: float | str) -> int:
+    version = args.prompt_version or prompt.version
     verdicts = [
-        r
-        for r in read_verdicts(args.log_dir)
-        if r.get("judge") == args.judge and r.get("prompt_version") == prompt.version
+        r for r in read_verdicts(args.log_dir) if r.get("judge") == args.judge and r.get("prompt_version") == version
     ]
     if not verdicts:
         return _refuse(
-            f"no verdicts of {args.judge} with prompt {prompt.version} in {args.log_dir}: judge some battles first "
-            f"(the same command without --agreement)"
+            f"no verdicts of {args.judge} with prompt {version} in {args.log_dir}: judge some battles first "
+            f"(the same command without --agreement or --composite)"
         )
     index = index_for(args.log_dir, args.index)
+    lines = []
     try:
-        calibration = calibrate(verdicts, index, args.judge, prompt.version, rounds=max(0, args.rounds))
+        if args.agreement:
+            lines += report_lines(calibrate(verdicts, index, args.judge, version, rounds=max(0, args.rounds)))
+        if args.composite:
+            lines += composite_lines(args.judge, composite(verdicts, index, weight))
     finally:
         index.close()
-    print("\n".join(report_lines(calibration)))
+    print("\n".join(lines))
     return 0
 
 

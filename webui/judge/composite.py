@@ -1,0 +1,61 @@
+"""The composite board from the command line: the counted human votes of the vote index and a
+judge's verdicts, in one fit (webui.leaderboard.stats.composite has the method)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from webui.judge.calibration import verdict_table
+from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
+from webui.leaderboard.stats.composite import AutoWeight, auto_weight, composite_board
+from webui.leaderboard.votes.index import VoteIndex
+from webui.leaderboard.votes.rows import drop_reasons
+
+
+@dataclass(frozen=True)
+class Composite:
+    weight: float
+    auto: AutoWeight | None  # how `auto` chose, when asked to
+    table: pd.DataFrame
+
+
+def human_battles(index: VoteIndex) -> pd.DataFrame:
+    """The counted anonymous battle votes, as the board counts them."""
+    rows = index.rows()
+    if rows.empty:
+        return pd.DataFrame(columns=["model_a", "model_b", "winner"])
+    counted = drop_reasons(rows, drop_stopped=True).isna().to_numpy() & rows["anony"].astype(bool).to_numpy()
+    return rows.loc[counted, ["model_a", "model_b", "winner"]].reset_index(drop=True)
+
+
+def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per parsed judgment (each order of each verdict), in the battles table's words."""
+    table = verdict_table(verdicts)
+    parts = [table[["model_a", "model_b"]].assign(winner=table[column]) for column in ORDER_COLUMNS]
+    judged = pd.concat(parts, ignore_index=True)
+    return judged[[outcome(w) is not None for w in judged["winner"]]].reset_index(drop=True)
+
+
+def composite(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, weight: float | str) -> Composite:
+    human, judged = human_battles(index), judged_battles(verdicts)
+    chosen = auto_weight(human, judged) if weight == "auto" else None
+    w = chosen.weight if chosen is not None else float(weight)
+    return Composite(w, chosen, composite_board(human, judged, w))
+
+
+def composite_lines(judge: str, c: Composite) -> list[str]:
+    how = ""
+    if c.auto is not None:
+        tried = ", ".join(f"{w:g}: {loss:.4f}" for w, loss in c.auto.log_loss.items())
+        how = f" (auto: the weight whose fit best predicts held-out human votes; log-loss by weight {tried})"
+    lines = [f"Composite board: a human vote weighs 1, a verdict of {judge} weighs {c.weight:g}{how}"]
+    shown = c.table.assign(
+        rating=c.table["rating"].round().astype(int),
+        note=["provisional (judge)" if p else "" for p in c.table["provisional"]],
+    ).drop(columns=["provisional"])
+    lines += shown.to_string(index=False).splitlines() if len(shown) else ["(no model has a rating yet)"]
+    return lines
