@@ -120,6 +120,17 @@ def test_the_figures_find_a_simulated_judges_known_accuracy_and_bias(tmp_path: P
     # unbiased, a judge answers each order on its own: consistent about p² + (1-p)²/2 of the time (0.53
     # at 0.7); marking the first reply in 60% of answers, the two orders mostly name different replies
     assert knows.consistency.lower > 0.45 and first.consistency.upper < 0.45
+    # the position term: none in the people's votes or an unbiased judge's, a large one in the biased
+    positions = {}
+    index = VoteIndex(tmp_path)
+    try:
+        for name in ("knows", "first"):
+            positions[name] = calibrate(series[name], index, name, PROMPT_VERSION, rounds=0)
+    finally:
+        index.close()
+    people = positions["knows"].people_position
+    assert people.lower <= 0 <= people.upper and positions["knows"].judge_position.lower <= 0
+    assert positions["knows"].judge_position.upper >= 0 and positions["first"].judge_position.lower > 100
 
 
 def test_the_command_line_shows_the_composite_board_of_a_simulated_judge(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
 import signal
 import sys
 import threading
@@ -266,4 +267,8 @@ def _duration(seconds: float) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `... --agreement | head`: the reader left, which is no error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (Python's own advice: no second error at exit)
+        sys.exit(0)

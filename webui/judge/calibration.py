@@ -8,11 +8,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from webui.judge.records import vote_key
-from webui.leaderboard.stats.agreement import Agreement, BoardAgreement, agreement, board_agreement
+from webui.leaderboard.stats.agreement import Agreement, BoardAgreement, agreement, as_shown, board_agreement, outcome
 from webui.leaderboard.stats.categories import category_masks
+from webui.leaderboard.stats.position import PositionTerm, position_term
 from webui.leaderboard.votes.index import VoteIndex
 
 MIN_CATEGORY_BATTLES = 10  # fewer, and a category's figures are mostly interval
@@ -25,6 +27,8 @@ class Calibration:
     overall: Agreement
     board: BoardAgreement
     categories: pd.DataFrame  # category, battles, with ties, without ties, kappa
+    people_position: PositionTerm  # the left pane's advantage in the people's votes
+    judge_position: PositionTerm  # the first-shown reply's advantage in the judge's verdicts
 
 
 def verdict_table(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -77,7 +81,15 @@ def calibrate(
         agreement(table, rounds=rounds),
         board_agreement(table, rounds=rounds),
         pd.DataFrame(per_category, columns=["category", "battles", "with ties", "without ties", "kappa"]),
+        position_term(_people(table)),
+        position_term(as_shown(table)),
     )
+
+
+def _people(table: pd.DataFrame) -> pd.DataFrame:
+    people = pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table["human"]})
+    people = people[[outcome(w) is not None for w in people["winner"]]]
+    return people.assign(tstamp=np.arange(len(people), dtype=float))
 
 
 def report_lines(c: Calibration) -> list[str]:
@@ -102,6 +114,8 @@ def report_lines(c: Calibration) -> list[str]:
         lines.append(f"  judge's board vs people's: Spearman {b.spearman:.2f}{interval} over {b.models} models")
     for above, below in b.discordant[:10]:
         lines.append(f"    ordered differently: people put {above} above {below}, the judge below")
+    lines.append(f"  position: the left reply's edge with people   {c.people_position.text()}")
+    lines.append(f"            the first reply's edge with the judge {c.judge_position.text()}")
     if len(c.categories):
         lines.append(f"By category (at least {MIN_CATEGORY_BATTLES} battles):")
         shown = c.categories.copy()

@@ -232,3 +232,22 @@ def _spearman(x: pd.Series, y: pd.Series, models: list[str]) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return math.nan
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+SWAPPED = {"model_a": "model_b", "model_b": "model_a"}
+
+
+def as_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The judgments with the reply shown first as model_a (in order ba, model B's): the battles
+    for a position term (webui.leaderboard.stats.position)."""
+    ab = pd.DataFrame({"model_a": table["model_a"], "model_b": table["model_b"], "winner": table["verdict_ab"]})
+    ba = pd.DataFrame(
+        {
+            "model_a": table["model_b"],
+            "model_b": table["model_a"],
+            "winner": [SWAPPED.get(str(v), v) for v in table["verdict_ba"]],
+        }
+    )
+    shown = pd.concat([ab, ba], ignore_index=True)
+    shown = shown[[outcome(w) is not None for w in shown["winner"]]]
+    return shown.assign(tstamp=np.arange(len(shown), dtype=float)).reset_index(drop=True)
