@@ -42,7 +42,8 @@ class ScriptedJudge:
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
         self.app = FastAPI()
-        self.app.get("/v1/models")(lambda: {"object": "list", "data": [{"id": "m", "object": "model"}]})
+        listed = [{"id": name, "object": "model"} for name in ("m", "new", "old")]
+        self.app.get("/v1/models")(lambda: {"object": "list", "data": listed})
         self.app.post("/v1/chat/completions")(self.chat)
 
     def answer(self, prompt: str) -> str:
@@ -58,6 +59,8 @@ class ScriptedJudge:
     async def chat(self, request: Request) -> object:
         body = await request.json()
         prompt = body["messages"][-1]["content"]
+        if body.get("model") in ("new", "old"):  # the two models of a replay: one answers well
+            return self._stream(f"{GOOD if body['model'] == 'new' else POOR}: about {prompt}")
         with self.lock:
             self.prompts.append(prompt)
             self.in_flight += 1
@@ -71,6 +74,10 @@ class ScriptedJudge:
             with self.lock:
                 self.in_flight -= 1
 
+        return self._stream(text)
+
+    @staticmethod
+    def _stream(text: str) -> StreamingResponse:
         async def stream() -> AsyncIterator[str]:
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
                 yield "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}) + "\n\n"
@@ -305,3 +312,54 @@ def test_agreement_reports_how_far_the_judge_follows_the_votes(
     assert run(tmp_path, models, "--judge-prompt", str(other), "--agreement", "--rounds", "20") == 0
     report = capsys.readouterr().out
     assert "agreement with ties      50% (" in report and "position consistency     0% (" in report
+
+
+def replay_models(folder: Path, url: str) -> Path:
+    path = models_file(folder, url)
+    with path.open("a") as file:
+        for name in ("new", "old"):
+            file.write(
+                f"  - {{name: {name}, backend: openai, base_url: '{url}', remote_model: {name}, max_concurrency: 2}}\n"
+            )
+        file.write("judge: {model: judge}\n")
+    return path
+
+
+def test_replay_answers_logged_prompts_with_both_models_and_reports_the_judges_win_rate(
+    scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path
+) -> None:
+    from webui.replay.__main__ import main as replay_main
+
+    logged_battles(tmp_path, 6)
+    logs_before = {p.name: p.read_bytes() for p in log_files(tmp_path)}
+    models = replay_models(tmp_path, judge_server[1].v1)
+    command = [str(tmp_path), "--model", "new", "--baseline", "old", "--models", str(models)]
+    assert replay_main([*command, "--prompts", "4"]) == 0
+    (report_path,) = (tmp_path / "replays").glob("replay-*.json")
+    report = json.loads(report_path.read_text())
+    assert report["prompts"] == 4 and report["failed"] == []
+    assert report["win_rate"]["value"] == 1.0 and report["win_rate"]["prompts"] == 4
+    asked = [r["prompt"] for r in report["results"]]
+    assert len(set(asked)) == 4 and all(p.startswith("question ") for p in asked)
+    for result in report["results"]:  # both replies generated here, both orders judged
+        assert result["new"] == f"{GOOD}: about {result['prompt']}" and result["verdicts"] == ["model_a", "model_a"]
+    assert report_path.with_suffix(".md").read_text().startswith("# Replay: new against old\n")
+    assert {p.name: p.read_bytes() for p in log_files(tmp_path)} == logs_before and not judge_files(tmp_path)
+
+
+def test_replay_refuses_bad_input_and_writes_nothing(
+    judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webui.replay.__main__ import main as replay_main
+
+    logged_battles(tmp_path, 2)
+    models = replay_models(tmp_path, judge_server[1].v1)
+    base = [str(tmp_path), "--models", str(models)]
+    assert replay_main([*base, "--model", "newest", "--baseline", "old"]) == 2
+    assert "--model: no model 'newest'" in capsys.readouterr().err
+    assert replay_main([*base, "--model", "old", "--baseline", "old"]) == 2
+    assert replay_main([*base, "--model", "new", "--baseline", "old", "--prompts", "0"]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert replay_main([str(empty), "--models", str(models), "--model", "new", "--baseline", "old"]) == 2
+    assert not (tmp_path / "replays").exists() and list(empty.iterdir()) == []

@@ -17,7 +17,7 @@ LAYERS = [
     {"server"},
     {"ui", "api"},
     {"arena"},
-    {"services", "judge"},
+    {"services", "judge", "replay"},
     {"leaderboard", "access"},
     {"engine", "records", "db"},
     {"models"},

@@ -30,8 +30,10 @@ class PositionTerm:
     battles: int
 
     def text(self) -> str:
-        if not self.battles or math.isnan(self.points):
+        if not self.battles:
             return "n/a (no battles)"
+        if math.isnan(self.points):
+            return f"n/a (cannot be told apart from the models' strengths; {self.battles} battles)"
         return f"{self.points:+.0f} Elo points ({self.lower:+.0f} to {self.upper:+.0f}; {self.battles} battles)"
 
 
@@ -39,11 +41,20 @@ def position_term(battles: pd.DataFrame, ridge: float = RIDGE, max_iter: int = 1
     """`battles`: model_a shown first, model_b second, winner in the battles table's words."""
     if battles.empty:
         return PositionTerm(math.nan, math.nan, math.nan, 0)
+    try:
+        return _fit(battles, ridge, max_iter)
+    except np.linalg.LinAlgError:
+        return PositionTerm(math.nan, math.nan, math.nan, len(battles))
+
+
+def _fit(battles: pd.DataFrame, ridge: float, max_iter: int) -> PositionTerm:
     coded = encode(battles)
     n = len(coded.models)
     a, b, s = coded.a, coded.b, coded.score
-    params = np.zeros(n + 1)  # the models' strengths, then gamma (not penalised: it is the question)
-    penalty = np.r_[np.full(n, ridge), 0.0]
+    params = np.zeros(n + 1)  # the models' strengths, then gamma
+    # the same weak ridge on gamma: where a model is always on one side, gamma and its strength cannot
+    # be told apart, and the fit stays finite (with an interval as wide as that ignorance)
+    penalty = np.full(n + 1, ridge)
 
     def objective(x: np.ndarray) -> float:
         z = x[a] - x[b] + x[n]

@@ -1,0 +1,235 @@
+"""`python -m webui.replay LOGDIR --model NEW --baseline OLD --prompts N`: the team's own logged
+prompts answered again by a new checkpoint and the model it would replace, judged in both orders.
+
+    python -m webui.replay logs --model my-model-v2 --baseline my-model-v1 --prompts 200 --judge judge-70b
+    python -m webui.replay logs --model NEW --baseline OLD --prompts 50 --models models.yaml --out reports/
+
+The judge is --judge NAME or the models file's judge: block. The report goes to
+LOGDIR/replays/replay-<UTC time>.md and .json (or --out DIR): the new model's paired win rate
+with its 95% interval, per category, both fingerprints, and the prompts where the two differ
+most. Nothing is written to the vote logs. Bad input exits 2 with one line and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import math
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from webui.config import DEFAULT_MODELS_FILE, Settings
+from webui.engine.registry import Registry, build_registry
+from webui.errors import ArenaError
+from webui.judge.prompt import JudgePrompt
+from webui.judge.run import Judge, index_for
+from webui.models.specs import load_judge
+from webui.records.storage import log_files
+from webui.replay.prompts import pick_prompts
+from webui.replay.run import Replayed, WinRate, replay, summary
+
+FOLDER = "replays"
+SHOWN_PROMPTS = 10  # the prompts where the two differ most, in the report
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m webui.replay", description=__doc__.split("\n\n")[0].strip("`"))
+    p.add_argument("log_dir", type=Path, help="folder holding YYYY-MM-DD-conv.json files")
+    p.add_argument("--model", required=True, metavar="NEW", help="the new checkpoint: a model of the models file")
+    p.add_argument("--baseline", required=True, metavar="OLD", help="what it would replace: a model of the file")
+    p.add_argument("--prompts", type=int, default=50, metavar="N", help="how many logged prompts; default 50")
+    p.add_argument("--judge", metavar="NAME", help="the judge; default the models file's judge: block")
+    p.add_argument("--judge-prompt", type=Path, default=None, metavar="FILE", help="the judge's prompt; default ours")
+    p.add_argument("--models", type=Path, default=None, help=f"models file; default {DEFAULT_MODELS_FILE}")
+    p.add_argument("--seed", type=int, default=0, help="which prompts are drawn; default 0")
+    p.add_argument("--out", type=Path, default=None, help="folder for the report; default LOG_DIR/replays")
+    p.add_argument("--verbose", "-v", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    if args.prompts < 1:
+        return _refuse(f"--prompts: a whole number of 1 or more, got {args.prompts}")
+    if not args.log_dir.is_dir() or not log_files(args.log_dir):
+        return _refuse(f"{args.log_dir} holds no vote logs (YYYY-MM-DD-conv.json): no prompts to replay")
+    if args.model == args.baseline:
+        return _refuse("--model and --baseline name the same model: nothing to compare")
+    try:
+        settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
+        block = load_judge(settings.models_file)
+        args.judge = args.judge or (block.model if block else None)
+        if not args.judge:
+            return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
+        from_block = block.prompt if block is not None and block.model == args.judge else None
+        prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
+        registry = build_registry(settings)
+    except ArenaError as exc:
+        return _refuse(str(exc))
+    try:
+        return _replay(args, prompt, registry)
+    finally:
+        registry.close()
+
+
+def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -> int:
+    for role, name in (("--model", args.model), ("--baseline", args.baseline), ("--judge", args.judge)):
+        if name not in registry.names():
+            return _refuse(f"{role}: no model {name!r} in the models file; it has: {', '.join(registry.names())}")
+    backends = {}
+    for name in dict.fromkeys((args.model, args.baseline, args.judge)):
+        print(f"[loading {name} ...]", file=sys.stderr, flush=True)
+        try:
+            backends[name] = registry.load(name)
+        except Exception as exc:  # any engine's failure to load: the replay cannot start
+            return _refuse(f"{name} is not ready: {exc}")
+        if not registry.status(name).usable:
+            return _refuse(f"{name} is not ready: {registry.status(name).describe()}")
+    index = index_for(args.log_dir)
+    try:
+        prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()))
+    finally:
+        index.close()
+    if not prompts:
+        return _refuse(f"{args.log_dir}: no counted battle with a prompt to replay")
+    judge = Judge.greedy(args.judge, backends[args.judge], prompt, registry.status(args.judge).fingerprint or None)
+    width = min(_slots(backends[args.model]), _slots(backends[args.baseline]))
+    print(f"[replaying {len(prompts)} prompts, {width} at a time]", file=sys.stderr, flush=True)
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    started = dt.datetime.now(dt.timezone.utc)
+    try:
+        results = replay(
+            prompts,
+            backends[args.model],
+            backends[args.baseline],
+            judge,
+            width=width,
+            cancel=cancel,
+            on_progress=lambda done, total: print(f"  {done}/{total} prompts", file=sys.stderr, flush=True),
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if cancel.is_set():
+        print("stopped: no report written", file=sys.stderr)
+        return 130
+    fingerprints = {name: registry.status(name).fingerprint or None for name in (args.model, args.baseline)}
+    report = _report(args, judge, prompt, results, fingerprints, started)
+    folder = args.out or args.log_dir / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"replay-{started:%Y%m%dT%H%M%SZ}"
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    stem.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    print(markdown(report).split("\n\n")[1], file=sys.stderr)
+    print(f"wrote {stem}.md and .json", file=sys.stderr)
+    return 0
+
+
+def _slots(backend: Any) -> int:
+    return int(getattr(getattr(backend, "slots", None), "size", 1) or 1)
+
+
+def _report(
+    args: argparse.Namespace,
+    judge: Judge,
+    prompt: JudgePrompt,
+    results: list[Replayed],
+    fingerprints: dict[str, str | None],
+    started: dt.datetime,
+) -> dict[str, Any]:
+    figures = summary(results)
+    decisive = sorted(
+        (r for r in results if r.score is not None), key=lambda r: abs(r.score - 0.5) if r.score is not None else 0
+    )
+    return {
+        "created": f"{started:%Y-%m-%dT%H:%M:%SZ}",
+        "model": args.model,
+        "baseline": args.baseline,
+        "fingerprints": fingerprints,
+        "judge": judge.name,
+        "judge_fingerprint": judge.fingerprint,
+        "prompt_version": prompt.version,
+        "prompts": len(results),
+        "failed": [{"prompt": r.prompt.text, "error": r.error} for r in results if r.error],
+        "win_rate": _rate(figures["overall"]),
+        "categories": {name: _rate(rate) for name, rate in figures["categories"].items()},
+        "differ_most": [_item(r) for r in reversed(decisive[-SHOWN_PROMPTS:])],
+        "results": [_item(r) for r in results],
+    }
+
+
+def _rate(rate: WinRate) -> dict[str, Any]:
+    numbers = {"value": rate.value, "lower": rate.lower, "upper": rate.upper}
+    # JSON has no NaN: no figure is null
+    return {k: None if math.isnan(v) else v for k, v in numbers.items()} | {
+        "prompts": rate.prompts,
+        "text": rate.text(),
+    }
+
+
+def _item(r: Replayed) -> dict[str, Any]:
+    return {
+        "prompt": r.prompt.text,
+        "category": r.prompt.category,
+        "new": r.new.text,
+        "baseline": r.baseline.text,
+        "verdicts": r.verdicts,
+        "score": r.score,
+        "judge_answers": r.answers,
+        "error": r.error,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# Replay: {report['model']} against {report['baseline']}",
+        "",
+        f"{report['model']} wins {report['win_rate']['text']} against {report['baseline']}, as judged by "
+        f"{report['judge']} in both orders (50%: no difference).",
+        "",
+        f"- created {report['created']}; judge prompt {report['prompt_version']}",
+        f"- fingerprints: {report['model']} {report['fingerprints'][report['model']] or 'n/a'}, "
+        f"{report['baseline']} {report['fingerprints'][report['baseline']] or 'n/a'}",
+        f"- {report['prompts']} prompts replayed, {len(report['failed'])} left out (a reply or the judge failed)",
+        "",
+        "## By category",
+        "",
+        "| category | win rate |",
+        "|---|---|",
+        *(f"| {name} | {rate['text']} |" for name, rate in report["categories"].items()),
+        "",
+        "## Where the two differ most",
+        "",
+    ]
+    for item in report["differ_most"]:
+        won = "new wins" if (item["score"] or 0) > 0.5 else "baseline wins" if (item["score"] or 0) < 0.5 else "even"
+        lines += [
+            f"### {won} ({item['category']})",
+            "",
+            "> " + _short(item["prompt"]).replace("\n", "\n> "),
+            "",
+            f"- **{report['model']}**: {_short(item['new'])}",
+            f"- **{report['baseline']}**: {_short(item['baseline'])}",
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _short(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
