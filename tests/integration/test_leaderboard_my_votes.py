@@ -166,7 +166,10 @@ def test_the_tab_shows_a_judges_agreement_with_the_votes(app):
             log.write(verdict_record(about, "tiny-judge", None, "v1", asked, time.time()))
         log.close()
         figures = client.predict(api_name="/leaderboard_agreement")
+        both = client.predict(api_name="/leaderboard_composite")
     finally:
         client.close()
+    assert "Composite board: a human vote weighs 1, a verdict of tiny-judge weighs" in both
+    assert "tiny-a" in both and "tiny-b" in both and "the board above stays human-only" in both
     assert f"Judge tiny-judge (prompt v1) on {len(voted)} battles" in figures
     assert "agreement with ties      100% (" in figures and "position consistency     100% (" in figures

@@ -59,3 +59,22 @@ def composite_lines(judge: str, c: Composite) -> list[str]:
     ).drop(columns=["provisional"])
     lines += shown.to_string(index=False).splitlines() if len(shown) else ["(no model has a rating yet)"]
     return lines
+
+
+def composite_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, weight: float | str) -> str:
+    """The Leaderboard tab's composite board: the most recent judge's (with its prompt), or why none."""
+    newest: dict[tuple[str, str], float] = {}
+    records = list(verdicts)
+    for r in records:
+        key = (str(r.get("judge")), str(r.get("prompt_version")))
+        stamp = r.get("tstamp")
+        newest[key] = max(newest.get(key, 0.0), float(stamp) if isinstance(stamp, (int, float)) else 0.0)
+    if not newest:
+        return "No judge has judged the battles here yet, so there is no composite board (docs/judge.md)."
+    judge, version = max(newest, key=lambda k: newest[k])
+    chosen = [r for r in records if (r.get("judge"), r.get("prompt_version")) == (judge, version)]
+    lines = composite_lines(judge, composite(chosen, index, weight))
+    return (
+        f"The human votes and the verdicts of **{judge}** (prompt {version}) in one fit; the board above stays "
+        "human-only.\n\n```\n" + "\n".join(lines) + "\n```"
+    )

@@ -16,12 +16,15 @@ from webui.access.operator import HOW_TO_ENABLE, OperatorRefused
 from webui.access.ratelimit import RateLimited
 from webui.arena.pairing import Evidence
 from webui.config import Settings
+from webui.errors import ConfigError
 from webui.judge.calibration import agreement_markdown
+from webui.judge.composite import composite_markdown
 from webui.judge.records import read_verdicts
 from webui.leaderboard.board.build import BoardOptions
 from webui.leaderboard.board.export import parquet_available
 from webui.leaderboard.board.view import EXPORTS, LeaderboardView
 from webui.leaderboard.stats.categories import ALL
+from webui.models.specs import load_judge
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
@@ -126,7 +129,7 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
     ]
     _wire_refresh(view, refresh, category, shown, outputs)
     _my_votes_section(services, view)
-    _agreement_section(view)
+    _agreement_section(view, _judge_weight(services.settings))
     _operator_section(services, view)
 
 
@@ -183,21 +186,38 @@ def _my_votes_section(services: Services, view: LeaderboardView) -> None:
     show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
 
 
-def _agreement_section(view: LeaderboardView) -> None:
+def _agreement_section(view: LeaderboardView, judge_weight: float | str) -> None:
     with gr.Accordion("Agreement: a judge model against the votes", open=False):
         gr.Markdown(
             "How often a judge model's verdicts on these battles match the people's votes, with 95% "
             "intervals: with and without ties, Cohen's kappa (0: no better than chance), whether it gives "
-            "the same verdict whichever reply is shown first, and its board against yours (docs/judge.md)."
+            "the same verdict whichever reply is shown first, and its board against yours (docs/judge.md). "
+            "The composite board counts the judge's verdicts beside the votes, each weighing "
+            f"{judge_weight} (a vote: 1)."
         )
-        show = gr.Button("Show agreement", size="sm")
+        with gr.Row():
+            show = gr.Button("Show agreement", size="sm")
+            both = gr.Button("Show the composite board", size="sm")
         figures = gr.Markdown()
 
     def agreement() -> str:
         return agreement_markdown(read_verdicts(view.log_dir), view.live.index)
 
-    # Bootstraps over every judged battle: a second or more, so one at a time.
+    def composite() -> str:
+        return composite_markdown(read_verdicts(view.log_dir), view.live.index, judge_weight)
+
+    # Bootstraps and fits over every judged battle: a second or more, so one at a time.
     show.click(agreement, outputs=figures, api_name="leaderboard_agreement", concurrency_limit=1)
+    both.click(composite, outputs=figures, api_name="leaderboard_composite", concurrency_limit=1)
+
+
+def _judge_weight(settings: Settings) -> float | str:
+    """The models file's judge: block's weight, else auto (a broken file never gets this far)."""
+    try:
+        block = load_judge(settings.models_file)
+    except ConfigError:
+        return "auto"
+    return block.weight if block is not None else "auto"
 
 
 def operator_off_note(settings: Settings) -> str:
