@@ -29,6 +29,7 @@ from webui.leaderboard.board.build import (
 )
 from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.snapshots import cli as snapshot_options
+from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         "LOG_DIR's files are indexed there as --server-name's, and the board holds every server's votes",
     )
     add("--server-name", default="", help="whose log folder LOG_DIR is, among the servers sharing --database")
+    add(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="is B better than A? the probability, the difference with its interval, their head-to-head "
+        "record and the battles that would settle it (two rows of the board)",
+    )
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
     snapshot_options.add_arguments(parser)
@@ -154,6 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    unknown = [name for name in args.compare or () if name not in set(board.table["model"])]
+    if unknown:
+        print(
+            f"error: --compare: no row {unknown[0]!r} on the board; rows: {', '.join(board.table['model'])}",
+            file=sys.stderr,
+        )
+        return 2
     stdout_is_data = any(getattr(args, name) == STDOUT for name in FILE_OPTIONS)
     with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
         try:
@@ -218,9 +233,20 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
         )
     say("\nLeft out, by filter:")
     say(board.drops_table().to_string(index=False))
+    _print_asked(args, board, say)
+
+
+def _print_asked(args: argparse.Namespace, board: Board, say: Callable[..., None]) -> None:
+    """What was asked for beyond the board: categories, the voter check, one comparison."""
     if args.categories:
         say("\nCategories:")
         say(board.categories.to_string(index=False))
+    if args.compare:
+        ratings = board.table.set_index("model")["rating"]
+        a, b = args.compare
+        say("")
+        for line in compare(board.all_counted(), ratings, a, b, args.rounds, args.seed).lines():
+            say(line)
     if args.voters:
         say(f"\nVoters checked ({len(board.voters)}; flagged: {len(board.flagged_voters())}):")
         say(board.voters.round(3).to_string(index=False) if not board.voters.empty else "(none with enough votes)")
