@@ -56,3 +56,33 @@ def test_the_command_line_answers_and_refuses_an_unknown_row(
     assert "head to head: granite-3-8b won" in out
     assert main([str(tmp_path), "--rounds", "0", "--compare", "falcon-7b", "gpt-9"]) == 2
     assert "--compare: no row 'gpt-9' on the board" in capsys.readouterr().err
+
+
+def test_rank_ranges_by_hand() -> None:
+    from webui.leaderboard.board.view import display_table
+    from webui.leaderboard.stats.ratings import ranks, worst_ranks
+
+    lower = pd.Series({"a": 10.0, "b": 15.0, "c": 30.0})
+    upper = pd.Series({"a": 20.0, "b": 25.0, "c": 40.0})
+    # c is surely first; a and b overlap each other: either may be second or third
+    assert ranks(lower, upper).to_dict() == {"a": 2, "b": 2, "c": 1}
+    assert worst_ranks(lower, upper).to_dict() == {"a": 3, "b": 3, "c": 1}
+    table = pd.DataFrame(
+        {"rank": [1, 2, 2, None], "rank_worst": [1, 3, 3, None], "model": ["c", "b", "a", "new"]}
+    ).astype({"rank": "Int64", "rank_worst": "Int64"})
+    for column, value in (("rating", 1000.0), ("lower", 990.0), ("upper", 1010.0), ("elo", 1000.0)):
+        table[column] = value
+    for column in ("battles", "wins", "ties", "losses"):
+        table[column] = 10
+    table = table.assign(preliminary=[False, False, False, True], p_above_next=0.5, more_battles_next=3.0)
+    assert list(display_table(table)["Rank"]) == ["1", "2–3", "2–3", "—"]
+
+
+def test_the_board_and_its_csv_carry_the_rank_range(tmp_path: Path) -> None:
+    simulate(tmp_path / "logs", battles=1500, seed=4)
+    assert main([str(tmp_path / "logs"), "--rounds", "50", "--csv", str(tmp_path / "board.csv")]) == 0
+    table = pd.read_csv(tmp_path / "board.csv")
+    ranked = table[~table["preliminary"]]
+    assert (ranked["rank_worst"] >= ranked["rank"]).all() and (ranked["rank_worst"] <= len(ranked)).all()
+    assert (ranked["rank_worst"] > ranked["rank"]).any()  # somebody's interval overlaps a neighbour's
+    assert table.loc[table["preliminary"], "rank_worst"].isna().all()

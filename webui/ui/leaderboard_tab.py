@@ -39,7 +39,7 @@ OPERATOR_VIEWS = (
 )
 EXPLAIN = (
     "Bradley-Terry ratings (400 points = 10x the odds of winning), 95% bootstrap intervals; rank = 1 + the "
-    "number of models whose interval lies entirely above. Ties count half. *P(above next)*: the probability "
+    'number of models whose interval lies entirely above; "2–4": the ranks the interval allows. Ties count half. *P(above next)*: the probability '
     "that a model is rightly above the next ranked one; *More battles (next)*: about how many more battles "
     "between the two would separate them at 95%. *First token* and *Tokens/s*: medians over the judged "
     "replies, measured on this server's hardware. **Style control** holds reply "

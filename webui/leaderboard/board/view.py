@@ -289,6 +289,14 @@ def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", s
         return VoteIndex(log_dir, fallback)
 
 
+def _rank_range(best: Any, worst: Any) -> str:
+    """The rank, or best to worst (an en dash between) where the interval allows several; a dash
+    for a preliminary model."""
+    if pd.isna(best):
+        return "—"
+    return str(int(best)) if pd.isna(worst) or int(worst) == int(best) else f"{int(best)}–{int(worst)}"
+
+
 def _interval(lower: float, upper: float) -> str:
     if pd.isna(lower) or pd.isna(upper):
         return ""
@@ -317,7 +325,9 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     blank = [""] * len(table)
     return pd.DataFrame(
         {
-            "Rank": ["—" if pd.isna(r) else str(int(r)) for r in table["rank"]],
+            "Rank": [
+                _rank_range(r, w) for r, w in zip(table["rank"], table.get("rank_worst", table["rank"]), strict=True)
+            ],
             "Model": table["model"],
             # what served the row's votes (webui.models.fingerprint); a name that changed has a row per one
             "Fingerprint": table.get("fingerprint", blank),

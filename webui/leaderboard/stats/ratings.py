@@ -42,6 +42,7 @@ TABLE_COLUMNS = (
     "rating",
     "lower",
     "upper",
+    "rank_worst",  # with `rank`, the ranks the model's interval allows (its rank range)
     "elo",
     "battles",
     "wins",
@@ -449,6 +450,15 @@ def ranks(lower: pd.Series, upper: pd.Series) -> pd.Series:
     return pd.Series({m: 1 + int((lower > upper[m]).sum()) for m in upper.index}, name="rank")
 
 
+def worst_ranks(lower: pd.Series, upper: pd.Series) -> pd.Series:
+    """The lowest rank a model's interval allows: 1 + the number of other models whose interval
+    reaches above its lower end (every one that is not surely below it). With `ranks`, the range
+    lmarena publishes as rank (UB) to rank (LB)."""
+    return pd.Series(
+        {m: int((upper.drop(index=m) > lower[m]).sum()) + 1 for m in upper.index}, name="rank_worst", dtype=int
+    )
+
+
 def record_counts(battles: pd.DataFrame) -> pd.DataFrame:
     """Battles, wins, ties and losses per model."""
     return grouped_records(encode(battles).grouped())
@@ -543,6 +553,7 @@ def grouped_table(g: Grouped, elo: pd.Series, rounds: int = 200, seed: int = 0, 
     table["preliminary"] = preliminary
     ranked = table[~table["preliminary"]]
     table["rank"] = ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")
+    table["rank_worst"] = worst_ranks(ranked["lower"], ranked["upper"]).reindex(table.index).astype("Int64")
     table = table.rename_axis("model").reset_index()
     table = table.sort_values(["preliminary", "rank", "rating"], ascending=[True, True, False], na_position="last")
     table = table.reset_index(drop=True)
