@@ -17,6 +17,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard.stats import newton
 from webui.leaderboard.stats.ratings import BASE, RIDGE, SCALE, encode
 
 Z95 = NormalDist().inv_cdf(0.975)
@@ -60,18 +61,13 @@ def _fit(battles: pd.DataFrame, ridge: float, max_iter: int) -> PositionTerm:
         z = x[a] - x[b] + x[n]
         return float(np.sum(s * z - np.logaddexp(0.0, z)) - 0.5 * np.sum(penalty * x * x))
 
-    current = objective(params)
-    for _ in range(max_iter):
-        p = 1.0 / (1.0 + np.exp(-(params[a] - params[b] + params[n])))
-        residual, curvature = s - p, p * (1 - p)
-        grad = np.r_[np.bincount(a, residual, n) - np.bincount(b, residual, n), residual.sum()] - penalty * params
-        step = np.linalg.solve(_information(a, b, curvature, n) + np.diag(penalty), grad)
-        size = 1.0  # halved while it overshoots: one model that always wins makes plain Newton jump
-        while (new := objective(params + size * step)) < current - 1e-12 and size > 1e-6:
-            size /= 2
-        params, current = params + size * step, new
-        if np.max(np.abs(size * step)) < 1e-10:
-            break
+    def derivatives(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = 1.0 / (1.0 + np.exp(-(x[a] - x[b] + x[n])))
+        residual = s - p
+        grad = np.r_[np.bincount(a, residual, n) - np.bincount(b, residual, n), residual.sum()] - penalty * x
+        return grad, _information(a, b, p * (1 - p), n) + np.diag(penalty)
+
+    params = newton.maximise(objective, derivatives, params, tol=1e-10, max_iter=max_iter)
     p = 1.0 / (1.0 + np.exp(-(params[a] - params[b] + params[n])))
     covariance = np.linalg.inv(_information(a, b, p * (1 - p), n) + np.diag(penalty))
     to_points = SCALE / math.log(BASE)

@@ -28,7 +28,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.stats import confidence
+from webui.leaderboard.stats import confidence, newton
 
 SCALE = 400.0
 BASE = 10.0
@@ -212,13 +212,12 @@ def fit_bt(
     start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Log-odds strengths maximising sum w * [s log p + (1 - s) log(1 - p)] - ridge/2 |theta|^2,
-    p = sigmoid(theta_a - theta_b). Newton steps with backtracking (plain Newton can overshoot
-    when one model dominates); the objective is strictly concave, so this finds the optimum.
+    p = sigmoid(theta_a - theta_b), by `newton.maximise` (the objective is strictly concave, so this
+    finds the optimum).
     `start` (a fit on nearly the same data) saves most of the steps."""
-    theta = np.zeros(n_models) if start is None else start.copy()
     a, b = outcomes[:, 0], outcomes[:, 1]
-    objective = _bt_objective(theta, a, b, score, weight, ridge)
-    for _ in range(max_iter):
+
+    def derivatives(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         p = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
         residual = weight * (score - p)
         grad = np.bincount(a, residual, n_models) - np.bincount(b, residual, n_models) - ridge * theta
@@ -226,18 +225,15 @@ def fit_bt(
         hess = np.diag(np.bincount(a, curvature, n_models) + np.bincount(b, curvature, n_models) + ridge)
         np.add.at(hess, (a, b), -curvature)
         np.add.at(hess, (b, a), -curvature)
-        step = np.linalg.solve(hess, grad)
-        size = 1.0
-        while True:
-            candidate = theta + size * step
-            new_objective = _bt_objective(candidate, a, b, score, weight, ridge)
-            if new_objective >= objective - 1e-12 or size < 1e-6:
-                break
-            size /= 2
-        theta, objective = candidate, new_objective
-        if np.max(np.abs(size * step)) < tol:
-            break
-    return theta
+        return grad, hess
+
+    return newton.maximise(
+        lambda theta: _bt_objective(theta, a, b, score, weight, ridge),
+        derivatives,
+        np.zeros(n_models) if start is None else start,
+        tol=tol,
+        max_iter=max_iter,
+    )
 
 
 def fit_bt_many(

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from webui.db.columns import FEATURES, STYLE_COUNT_COLUMNS
-from webui.leaderboard.stats import confidence
+from webui.leaderboard.stats import confidence, newton
 from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
 
 STYLE_COLUMNS = (
@@ -116,25 +116,18 @@ def fit_bt_style(
     """Maximise sum w [s log p + (1-s) log(1-p)] - ridge/2 |theta|^2 - BETA_RIDGE/2 |beta|^2 with
     p = sigmoid(theta_a - theta_b + x beta). Returns theta followed by beta. `start` (the fit on
     all battles, for a bootstrap round) saves most of the Newton steps."""
-    k = x.shape[1]
-    params = np.zeros(n_models + k) if start is None else start.copy()
-    z = _logits(params, a, b, x, n_models)
-    objective = _objective(z, params, score, weight, n_models, ridge)
-    for _ in range(max_iter):
-        grad, hess = _derivatives(z, params, a, b, score, x, weight, n_models, ridge)
-        step = np.linalg.solve(hess, grad)
-        size = 1.0
-        while True:
-            candidate = params + size * step
-            z = _logits(candidate, a, b, x, n_models)
-            new_objective = _objective(z, candidate, score, weight, n_models, ridge)
-            if new_objective >= objective - 1e-12 or size < 1e-6:
-                break
-            size /= 2
-        params, objective = candidate, new_objective
-        if np.max(np.abs(size * step)) < tol:
-            break
-    return params
+    last: list[np.ndarray] = []  # the logits at the point `objective` saw last (newton.maximise's guarantee)
+
+    def objective(params: np.ndarray) -> float:
+        z = _logits(params, a, b, x, n_models)
+        last[:] = [z]
+        return _objective(z, params, score, weight, n_models, ridge)
+
+    def derivatives(params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _derivatives(last[0], params, a, b, score, x, weight, n_models, ridge)
+
+    start = np.zeros(n_models + x.shape[1]) if start is None else start
+    return newton.maximise(objective, derivatives, start, tol=tol, max_iter=max_iter)
 
 
 def _logits(params: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, n_models: int) -> np.ndarray:
