@@ -167,9 +167,13 @@ def test_the_tab_shows_a_judges_agreement_with_the_votes(app):
         log.close()
         figures = client.predict(api_name="/leaderboard_agreement")
         both = client.predict(api_name="/leaderboard_composite")
+        compared = client.predict("tiny-a", "tiny-b", api_name="/leaderboard_compare")
+        same = client.predict("tiny-a", "tiny-a", api_name="/leaderboard_compare")
     finally:
         client.close()
     assert "Composite board: a human vote weighs 1, a verdict of tiny-judge weighs" in both
     assert "tiny-a" in both and "tiny-b" in both and "the board above stays human-only" in both
+    assert compared.startswith("Is tiny-b better than tiny-a? P(tiny-b better) = ") and "head to head" in compared
+    assert same == "Pick two different models."
     assert f"Judge tiny-judge (prompt v1) on {len(voted)} battles" in figures
     assert "agreement with ties      100% (" in figures and "position consistency     100% (" in figures

@@ -128,6 +128,7 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
         shown,
     ]
     _wire_refresh(view, refresh, category, shown, outputs)
+    _compare_section(view)
     _my_votes_section(services, view)
     _agreement_section(view, _judge_weight(services.settings))
     _operator_section(services, view)
@@ -170,6 +171,31 @@ def _wire_refresh(
             concurrency_limit=None,
             **quiet,
         )
+
+
+def _compare_section(view: LeaderboardView) -> None:
+    def rows() -> list[str]:
+        return [str(m) for m in view.board()[0].table["model"]]
+
+    models = rows()
+    with gr.Accordion("Is B better than A?", open=False):
+        gr.Markdown(
+            "Two rows of the board: the probability that B is the better model, the difference with its 95% "
+            "interval, their head-to-head record, and about how many more battles would settle it."
+        )
+        with gr.Row():
+            first = gr.Dropdown(choices=models, label="A", allow_custom_value=True, scale=2)
+            second = gr.Dropdown(choices=models, label="B", allow_custom_value=True, scale=2)
+            ask = gr.Button("Compare", size="sm", scale=0)
+        answer = gr.Markdown()
+    # the rows change as votes come in: the choices follow when the section is used
+    first.focus(
+        lambda: gr.update(choices=list(view.board()[0].table["model"])), outputs=first, api_visibility="private"
+    )
+    second.focus(
+        lambda: gr.update(choices=list(view.board()[0].table["model"])), outputs=second, api_visibility="private"
+    )
+    ask.click(view.compare, inputs=[first, second], outputs=answer, api_name="leaderboard_compare", concurrency_limit=1)
 
 
 def _my_votes_section(services: Services, view: LeaderboardView) -> None:

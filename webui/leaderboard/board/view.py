@@ -35,6 +35,7 @@ from webui.leaderboard.board.plots import history_figure, ratings_figure, win_fr
 from webui.leaderboard.snapshots.changes import since_snapshot
 from webui.leaderboard.snapshots.snapshot import FOLDER, latest_snapshot
 from webui.leaderboard.stats.categories import ALL, LANGUAGE_PREFIX
+from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
 from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
@@ -256,6 +257,18 @@ class LeaderboardView:
         else:
             frame = battles.drop(columns=["id", "file", "offset", "length"])
         return str(write_table(frame, path))
+
+    def compare(self, a: str | None, b: str | None) -> str:
+        """Is B better than A, on the last board (webui.leaderboard.stats.compare), in words."""
+        board, _ = self.board()
+        rows = set(board.table["model"]) if len(board.table) else set()
+        if not a or not b or a == b:
+            return "Pick two different models."
+        if a not in rows or b not in rows:
+            return f"{a if a not in rows else b} is not on the board now."
+        ratings = board.table.set_index("model")["rating"]
+        result = compare(board.all_counted(), ratings, a, b, self.options.rounds, self.options.seed)
+        return "\n\n".join(result.lines())
 
     def history_csv(self) -> str:
         board, _ = self.board()
