@@ -406,3 +406,25 @@ def test_the_tab_shows_changes_since_the_last_snapshot(tmp_path: Path, capsys: p
         )
     finally:
         view.close()
+
+
+def test_rank_ranges_are_kept_and_told_and_older_snapshots_still_load(
+    snapshots: tuple[Snapshot, Snapshot], tmp_path: Path
+):
+    _, after = snapshots
+    raw = after.views["raw"]
+    assert any(e.rank_worst is not None and e.rank is not None and e.rank_worst > e.rank for e in raw)
+    assert all(e.rank_worst is None for e in after.views.get("style", ()))  # style has no range (yet)
+    path = tmp_path / "board-20260103T000000Z.json"
+    path.write_text(json.dumps(to_json(after)))
+    assert load_snapshot(path) == after
+    older = to_json(after)  # as written before rank ranges: no rank_worst key at all
+    for entries in older["views"].values():
+        for entry in entries:
+            entry.pop("rank_worst")
+    path.write_text(json.dumps(older))
+    assert all(e.rank_worst is None for e in load_snapshot(path).views["raw"])
+    before = _hand_made([Entry("a", 1000.0, 990.0, 1010.0, 2, 90, 4)], 90)
+    moved = _hand_made([Entry("a", 1030.0, 1020.0, 1040.0, 1, 120, 2)], 120)
+    told = [line for line in changes_lines(changes(before, moved)) if line.startswith("  a: ")]
+    assert told[0].startswith("  a: rank 2–4 → 1–2 (up 1), rating 1000.0 → 1030.0"), told

@@ -142,8 +142,12 @@ def _end(value: float) -> str:
     return "−∞" if value == -math.inf else "+∞" if value == math.inf else f"{value:.1f}"
 
 
-def _rank(rank: int | None) -> str:
-    return "—" if rank is None else str(rank)
+def _rank(entry: Entry) -> str:
+    """ "3", or the ranks its interval allows ("2–4")."""  # noqa: RUF002
+    if entry.rank is None:
+        return "—"
+    worst = entry.rank_worst
+    return str(entry.rank) if worst is None or worst == entry.rank else f"{entry.rank}–{worst}"
 
 
 def change_text(change: Change) -> str:
@@ -151,17 +155,15 @@ def change_text(change: Change) -> str:
     (+11.3, beyond its 95% interval 1100.0 to 1119.0)"."""
     before, after = change.before, change.after
     if before is None and after is not None:
-        return (
-            f"{change.model}: new (rank {_rank(after.rank)}, rating {_points(after.rating)}, {after.battles} battles)"
-        )
+        return f"{change.model}: new (rank {_rank(after)}, rating {_points(after.rating)}, {after.battles} battles)"
     if after is None and before is not None:
-        return f"{change.model}: gone (was rank {_rank(before.rank)}, rating {_points(before.rating)})"
+        return f"{change.model}: gone (was rank {_rank(before)}, rating {_points(before.rating)})"
     assert before is not None and after is not None
     parts = []
     if before.rank != after.rank:
         steps = change.steps_up
         direction = "" if steps is None else f" (up {steps})" if steps > 0 else f" (down {-steps})"
-        parts.append(f"rank {_rank(before.rank)} → {_rank(after.rank)}{direction}")
+        parts.append(f"rank {_rank(before)} → {_rank(after)}{direction}")
     where = (
         "no interval before"
         if math.isnan(before.lower)
@@ -231,6 +233,8 @@ def changes_json(found: Changes) -> dict[str, Any]:
                 "change": c.kind,
                 "rank_before": c.before.rank if c.before else None,
                 "rank_after": c.after.rank if c.after else None,
+                "rank_worst_before": c.before.rank_worst if c.before else None,
+                "rank_worst_after": c.after.rank_worst if c.after else None,
                 "rating_before": json_number(c.before.rating) if c.before else None,
                 "rating_after": json_number(c.after.rating) if c.after else None,
                 "delta": json_number(c.delta),

@@ -55,10 +55,11 @@ class View:
 
     label: str
     columns: tuple[str, str, str, str]  # rating, lower, upper, rank
+    worst: str | None = None  # the worst rank the interval allows, where the view has one
 
 
 VIEWS = {  # the views a snapshot keeps, in the order texts show them
-    "raw": View("Ratings", ("rating", "lower", "upper", "rank")),
+    "raw": View("Ratings", ("rating", "lower", "upper", "rank"), "rank_worst"),
     "style": View("Style-controlled ratings", ("style_rating", "style_lower", "style_upper", "style_rank")),
 }
 
@@ -78,6 +79,7 @@ class Entry:
     upper: float
     rank: int | None  # None: preliminary, no rank
     battles: int
+    rank_worst: int | None = None  # with `rank`, the ranks the interval allows (None: not kept, or older)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,9 @@ def build_snapshot(
     """The snapshot of a built board. `index_state`: `VoteIndex.state()` when built from one."""
     table, counted = board.table, board.all_counted()
     views = {
-        name: _entries(table, view.columns) for name, view in VIEWS.items() if name != "style" or board.options.style
+        name: _entries(table, view.columns, view.worst)
+        for name, view in VIEWS.items()
+        if name != "style" or board.options.style
     }
     pairs: dict[tuple[str, str], int] = {}
     for (a, b), n in counted.groupby(["model_a", "model_b"]).size().items():  # a few rows per pair, then folded
@@ -131,7 +135,7 @@ def _day(number: float) -> str:
     return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=int(number))).strftime("%Y-%m-%d")
 
 
-def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str]) -> tuple[Entry, ...]:
+def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str], worst: str | None) -> tuple[Entry, ...]:
     rating, lower, upper, rank = columns
     if table.empty or rating not in table:  # no battles counted yet
         return ()
@@ -143,6 +147,7 @@ def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str]) -> tuple[E
             float(row[upper]),
             None if pd.isna(row[rank]) else int(row[rank]),
             int(row["battles"]),
+            None if worst is None or worst not in row or pd.isna(row[worst]) else int(row[worst]),
         )
         for _, row in table.iterrows()
     )
@@ -247,6 +252,7 @@ def from_json(data: Any) -> Snapshot:
                     _float(e["upper"]),
                     None if e["rank"] is None else int(e["rank"]),
                     int(e["battles"]),
+                    None if e.get("rank_worst") is None else int(e["rank_worst"]),  # absent before rank ranges
                 )
                 for e in entries
             )
