@@ -99,6 +99,9 @@ class Settings:
     # comma-separated model names rated as one row whatever served them ("*": every name); others get a
     # row per fingerprint when what a name serves changed (docs/leaderboard.md, "Fingerprints")
     leaderboard_merge_fingerprints: str = ""
+    # comma-separated name prefixes, each a family of variants: the board warns when its best is the best
+    # of many (docs/leaderboard.md, "The best of many")
+    leaderboard_families: str = ""
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
     # Several servers, one board (docs/deploy.md): the vote index in this PostgreSQL database instead of the SQLite
     # file beside the logs, and this server's name, which its log file names carry (needed with a database).
@@ -438,6 +441,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAMES",
         help="comma-separated model names whose fingerprints (weights, engine, template) the leaderboard rates "
         "as one row; '*' for every model. Default: a row per fingerprint when a name's changed",
+    )
+    add(
+        "--leaderboard-families",
+        dest="leaderboard_families",
+        metavar="PREFIXES",
+        help="comma-separated name prefixes, each a family of variants (e.g. my-model-): the leaderboard says "
+        "when its top row is the best of several, and how much of its lead that alone explains",
     )
     add(
         "--database",

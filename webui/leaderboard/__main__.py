@@ -31,6 +31,7 @@ from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_
 from webui.leaderboard.snapshots import cli as snapshot_options
 from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
+from webui.leaderboard.stats.families import family_notes, family_prefixes
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 
@@ -91,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("A", "B"),
         help="is B better than A? the probability, the difference with its interval, their head-to-head "
         "record and the battles that would settle it (two rows of the board)",
+    )
+    add(
+        "--families",
+        metavar="PREFIXES",
+        default="",
+        help="comma-separated name prefixes, each a family of variants: say when a family's top row is the best "
+        "of several, and the lead that alone explains",
     )
     add("--battles", metavar="FILE", help="export every battle vote (.jsonl or .parquet)")
     add("--pairs", metavar="FILE", help="export preference pairs for DPO (.jsonl or .parquet)")
@@ -225,6 +233,8 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
         line = next_comparison(table)
         if line:
             say(line)
+        for note in family_notes(table, family_prefixes(args.families)):
+            say(note.text())
     coefficients = board.rated.style_coefficients
     if not coefficients.empty:
         say(

@@ -24,6 +24,7 @@ from webui.leaderboard.board.build import BoardOptions
 from webui.leaderboard.board.export import parquet_available
 from webui.leaderboard.board.view import EXPORTS, LeaderboardView
 from webui.leaderboard.stats.categories import ALL
+from webui.leaderboard.stats.families import family_prefixes
 from webui.models.specs import load_judge
 from webui.ui.common import client_of, owner_of, progress_on
 
@@ -58,6 +59,7 @@ def leaderboard_view(services: Services) -> LeaderboardView:
         database=settings.database,
         server=settings.server_name,
         lease_s=settings.board_lease_s,
+        families=family_prefixes(settings.leaderboard_families),
     )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}

@@ -37,6 +37,7 @@ from webui.leaderboard.snapshots.snapshot import FOLDER, latest_snapshot
 from webui.leaderboard.stats.categories import ALL, LANGUAGE_PREFIX
 from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
+from webui.leaderboard.stats.families import family_notes
 from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.votes.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
@@ -101,9 +102,11 @@ class LeaderboardView:
         database: str = "",
         server: str = "",
         lease_s: float = LEASE_S,
+        families: tuple[str, ...] = (),
     ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
+        self.families = families  # name prefixes: the best-of-many note (webui.leaderboard.stats.families)
         index = open_index(self.log_dir, index_path, database=database, server=server)
         # Several servers share the database: one builds the board, the others show it.
         shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
@@ -137,7 +140,7 @@ class LeaderboardView:
         summary = self._status(published) + board.summary()
         since = self._since_snapshot(board, version)  # a paragraph of its own, last
         if not category or category == ALL:
-            return board, board.rated, _with_next(summary, board.rated) + since, version
+            return board, board.rated, _with_next(summary, board.rated, self.families) + since, version
         with self._lock:
             key = (version, category)
             if key not in self._categories:
@@ -145,7 +148,7 @@ class LeaderboardView:
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
         summary = f"Category **{category}**: {n} of the {board.counted_battles} battles. " + summary
-        return board, rated, _with_next(summary, rated) + since, version
+        return board, rated, _with_next(summary, rated, self.families) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:
         """ "Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
@@ -277,9 +280,10 @@ class LeaderboardView:
         return str(path)
 
 
-def _with_next(summary: str, rated: Rated) -> str:
-    line = next_comparison(rated.table)
-    return f"{summary}\n\n{line}" if line else summary  # a paragraph of its own: the summary stays readable
+def _with_next(summary: str, rated: Rated, families: tuple[str, ...] = ()) -> str:
+    lines = [next_comparison(rated.table), *(note.text() for note in family_notes(rated.table, families))]
+    # paragraphs of their own: the summary stays readable
+    return "\n\n".join([summary, *(line for line in lines if line)])
 
 
 def open_index(log_dir: Path, path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:

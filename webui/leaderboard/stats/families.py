@@ -1,0 +1,66 @@
+"""The best of many: when several rows of a board are variants of one family (a name prefix the
+operator declares), the top one was picked as the best of k, and its lead is partly luck.
+
+Were the k variants equally good, each rating would be the truth plus its own estimation noise,
+and the best-looking one would look better than it is by the expected maximum of that noise:
+E[max_i sigma_i Z_i], Z_i independent standard normals, sigma_i each row's standard error (its
+95% interval's half-width / 1.96). That is the **expected optimism** at the board's current
+interval widths (about 1.03 sigma for four variants of equal sigma): a lead smaller than it is
+no evidence that the winner is better (two identical checkpoints once scored 17 points apart
+with four models between them: Singh et al., "The Leaderboard Illusion", 2025). Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+Z95 = 1.959963984540054
+DRAWS = 20_000  # Monte Carlo draws for the expected maximum: within a fraction of a point
+
+
+@dataclass(frozen=True)
+class FamilyNote:
+    family: str
+    members: tuple[str, ...]  # the family's ranked rows, best first
+    optimism: float  # expected optimism of the best of them, Elo points
+
+    def text(self) -> str:
+        best, k = self.members[0], len(self.members)
+        return (
+            f"{best} leads the {self.family} family as the best of {k} variants: were they equally good, the "
+            f"best of {k} would look about {self.optimism:+.0f} points better than it is at these interval "
+            f"widths. Confirm it against the runner-up ({self.members[1]}) with more battles between the two."
+        )
+
+
+def expected_optimism(sigmas: Sequence[float], draws: int = DRAWS, seed: int = 0) -> float:
+    """E[max_i sigma_i Z_i] for independent standard normals Z_i."""
+    sigma = np.asarray(sigmas, dtype=float)
+    if len(sigma) < 2:
+        return 0.0
+    z = np.random.default_rng(seed).standard_normal((draws, len(sigma)))
+    return float((z * sigma).max(axis=1).mean())
+
+
+def family_notes(table: pd.DataFrame, prefixes: Sequence[str]) -> list[FamilyNote]:
+    """A note per declared family (a name prefix) with two or more ranked rows on `table`."""
+    notes = []
+    ranked = table[~table["preliminary"].astype(bool)] if "preliminary" in table else table
+    for prefix in prefixes:
+        members = ranked[ranked["model"].astype(str).str.startswith(prefix)].sort_values("rating", ascending=False)
+        if len(members) < 2:
+            continue
+        half = (members["upper"] - members["lower"]).to_numpy(float) / 2
+        sigmas = [h / Z95 for h in half if math.isfinite(h)]
+        notes.append(FamilyNote(prefix, tuple(str(m) for m in members["model"]), expected_optimism(sigmas)))
+    return notes
+
+
+def family_prefixes(text: str) -> tuple[str, ...]:
+    """The families of a comma-separated --families (each a name prefix)."""
+    return tuple(p.strip() for p in text.split(",") if p.strip())
