@@ -50,3 +50,33 @@ def test_the_command_line_warns_for_a_declared_family(tmp_path: Path, capsys: py
     assert "leads the mine- family as the best of 2 variants" in capsys.readouterr().out
     assert main([str(tmp_path), "--rounds", "50", "--min-battles", "5"]) == 0
     assert "family" not in capsys.readouterr().out  # none declared, none told
+
+
+def test_the_models_files_family_key_declares_a_family_the_tab_tells(tmp_path: Path) -> None:
+    from webui.errors import ConfigError
+    from webui.leaderboard.board.build import BoardOptions
+    from webui.leaderboard.board.view import LeaderboardView
+    from webui.models.specs import parse_specs
+
+    entries = [
+        {"name": n, "backend": "openai", "base_url": "http://127.0.0.1:9/v1", "remote_model": "m", "family": "mine"}
+        for n in ("alpha-1", "beta-2")
+    ]
+    specs = parse_specs({"models": entries})
+    assert [s.family for s in specs] == ["mine", "mine"]
+    with pytest.raises(ConfigError, match="family"):
+        parse_specs({"models": [{**entries[0], "family": ""}]})
+    recorder = JsonlRecorder(tmp_path, IdentityPolicy("none"))
+    for i in range(30):
+        for a, b in (("alpha-1", "other"), ("beta-2", "other"), ("alpha-1", "beta-2")):
+            recorder.vote(vote("leftvote" if i % 3 else "rightvote", battle(a, b, prompt=f"q{i}")))
+    recorder.close()
+    view = LeaderboardView(
+        tmp_path, BoardOptions(rounds=30, min_battles=5), declared_families={"mine": ["alpha-1", "beta-2"]}
+    )
+    try:
+        view.live.sync()
+        summary = view.outputs()[0]
+    finally:
+        view.close()
+    assert "leads the mine family as the best of 2 variants" in summary  # names, not prefixes: no shared start

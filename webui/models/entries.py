@@ -90,6 +90,9 @@ class Entry(_Strict):
     stop: StrictStr | list[StrictStr] = Field(default_factory=list, description="stop strings, never shown")
     weight: Number = Field(1.0, ge=0, description="chance of being drawn for a battle; 0 keeps it out")
     max_concurrency: Whole | None = Field(None, ge=1, description="simultaneous generations on these weights")
+    family: StrictStr | None = Field(
+        None, min_length=1, description="a family of variants: the leaderboard says when its best is the best of many"
+    )
 
     @field_validator("stop")
     @classmethod

@@ -64,6 +64,7 @@ class ModelSpec:
     context_length: int | None = None
     weight: float = 1.0
     max_concurrency: int | None = None
+    family: str | None = None  # a family of variants (webui.leaderboard.stats.families)
     description: str = ""
     base_url: str = ""  # the first replica when the entry lists several (the engine reads them from `entry`)
     remote_model: str = ""
@@ -242,6 +243,7 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
         "context_length": entry.context_length,
         "weight": float(entry.weight),
         "max_concurrency": entry.max_concurrency,
+        "family": entry.family,
         "sampling": _sampling(entry),
         "template": "auto",
         "entry": entry,

@@ -60,6 +60,7 @@ def leaderboard_view(services: Services) -> LeaderboardView:
         server=settings.server_name,
         lease_s=settings.board_lease_s,
         families=family_prefixes(settings.leaderboard_families),
+        declared_families=_declared_families(services),
     )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}
@@ -67,6 +68,16 @@ def leaderboard_view(services: Services) -> LeaderboardView:
     if listeners is not None:  # a vote reaches the board at once, not at the next poll
         listeners.append(view.live.nudge)
     return view
+
+
+def _declared_families(services: Services) -> dict[str, list[str]]:
+    """The models file's `family:` keys: family -> its models."""
+    families: dict[str, list[str]] = {}
+    for name in services.registry.names():
+        family = services.registry.spec(name).family
+        if family:
+            families.setdefault(family, []).append(name)
+    return families
 
 
 def pairing_evidence(view: LeaderboardView) -> Callable[[], Evidence | None]:

@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,10 +103,12 @@ class LeaderboardView:
         server: str = "",
         lease_s: float = LEASE_S,
         families: tuple[str, ...] = (),
+        declared_families: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
-        self.families = families  # name prefixes: the best-of-many note (webui.leaderboard.stats.families)
+        # name prefixes, and families the models file declares: the best-of-many note (stats.families)
+        self.families, self.declared_families = families, dict(declared_families or {})
         index = open_index(self.log_dir, index_path, database=database, server=server)
         # Several servers share the database: one builds the board, the others show it.
         shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
@@ -140,7 +142,12 @@ class LeaderboardView:
         summary = self._status(published) + board.summary()
         since = self._since_snapshot(board, version)  # a paragraph of its own, last
         if not category or category == ALL:
-            return board, board.rated, _with_next(summary, board.rated, self.families) + since, version
+            return (
+                board,
+                board.rated,
+                _with_next(summary, board.rated, self.families, self.declared_families) + since,
+                version,
+            )
         with self._lock:
             key = (version, category)
             if key not in self._categories:
@@ -148,7 +155,7 @@ class LeaderboardView:
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
         summary = f"Category **{category}**: {n} of the {board.counted_battles} battles. " + summary
-        return board, rated, _with_next(summary, rated, self.families) + since, version
+        return board, rated, _with_next(summary, rated, self.families, self.declared_families) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:
         """ "Changes since the last snapshot" (`python -m webui.leaderboard LOG_DIR --snapshot` takes
@@ -280,8 +287,10 @@ class LeaderboardView:
         return str(path)
 
 
-def _with_next(summary: str, rated: Rated, families: tuple[str, ...] = ()) -> str:
-    lines = [next_comparison(rated.table), *(note.text() for note in family_notes(rated.table, families))]
+def _with_next(
+    summary: str, rated: Rated, families: tuple[str, ...] = (), declared: Mapping[str, Collection[str]] | None = None
+) -> str:
+    lines = [next_comparison(rated.table), *(note.text() for note in family_notes(rated.table, families, declared))]
     # paragraphs of their own: the summary stays readable
     return "\n\n".join([summary, *(line for line in lines if line)])
 

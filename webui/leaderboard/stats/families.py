@@ -13,7 +13,7 @@ with four models between them: Singh et al., "The Leaderboard Illusion", 2025). 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,17 +47,25 @@ def expected_optimism(sigmas: Sequence[float], draws: int = DRAWS, seed: int = 0
     return float((z * sigma).max(axis=1).mean())
 
 
-def family_notes(table: pd.DataFrame, prefixes: Sequence[str]) -> list[FamilyNote]:
-    """A note per declared family (a name prefix) with two or more ranked rows on `table`."""
-    notes = []
+def family_notes(
+    table: pd.DataFrame, prefixes: Sequence[str] = (), declared: Mapping[str, Collection[str]] | None = None
+) -> list[FamilyNote]:
+    """A note per family with two or more ranked rows on `table`: each of `prefixes` (a name
+    prefix), and each of `declared` (family -> its models' names, the models file's `family:`; a
+    row rated per fingerprint, "name @ 1a2b3c", belongs to its name's family)."""
     ranked = table[~table["preliminary"].astype(bool)] if "preliminary" in table else table
-    for prefix in prefixes:
-        members = ranked[ranked["model"].astype(str).str.startswith(prefix)].sort_values("rating", ascending=False)
+    names = ranked["model"].astype(str)
+    bases = names.str.split(" @ ").str[0]
+    chosen = {prefix: names.str.startswith(prefix) for prefix in prefixes}
+    chosen |= {family: bases.isin(list(members)) for family, members in (declared or {}).items()}
+    notes = []
+    for family, mask in chosen.items():
+        members = ranked[mask.to_numpy(bool)].sort_values("rating", ascending=False)
         if len(members) < 2:
             continue
         half = (members["upper"] - members["lower"]).to_numpy(float) / 2
         sigmas = [h / Z95 for h in half if math.isfinite(h)]
-        notes.append(FamilyNote(prefix, tuple(str(m) for m in members["model"]), expected_optimism(sigmas)))
+        notes.append(FamilyNote(family, tuple(str(m) for m in members["model"]), expected_optimism(sigmas)))
     return notes
 
 
