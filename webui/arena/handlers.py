@@ -22,6 +22,7 @@ from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
+from webui.leaderboard.board.favours import Favour
 from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
@@ -58,6 +59,7 @@ class Handlers:
         services: Services,
         rng: random.Random | None = None,
         evidence: Callable[[], Evidence | None] | None = None,
+        favoured: Callable[[], Sequence[Favour]] | None = None,
     ) -> None:
         self.services = services
         self.registry = services.registry
@@ -65,6 +67,8 @@ class Handlers:
         self.rng = rng or random.SystemRandom()
         # What smart pairing knows: the live board's ratings and pair counts (None: no board yet, a weighted draw)
         self.evidence = evidence or (lambda: None)
+        # Pairs the operator asked to favour for a number of battles (webui.leaderboard.board.favours)
+        self.favoured = favoured or (lambda: ())
 
     # ---- sessions -------------------------------------------------------------------------
     def session_for(self, session: Session | None, mode: Mode, owner: Owner) -> Session:
@@ -199,7 +203,7 @@ class Handlers:
                 names = [st.name for st in self.registry.statuses() if st.usable or st.state is ModelState.UNLOADED]
                 weights = {name: self.registry.spec(name).weight for name in names}
                 # Only the pair is kept (in the session, which the page never sees before the vote), not why.
-                pair = choose_pair(self.settings.pairing, weights, self.evidence(), self.rng)
+                pair = choose_pair(self.settings.pairing, weights, self.evidence(), self.rng, self.favoured())
                 for pane, drawn in zip(session.panes, pair, strict=True):
                     pane.model = drawn
             return

@@ -29,6 +29,7 @@ import numpy as np
 
 from webui.arena.rules import draw_pair, eligible_weights
 from webui.config import PAIRING_MODES
+from webui.leaderboard.board.favours import FAVOUR_SHARE, Favour
 
 EXPLORE = 0.1  # share of smart battles that are a plain weighted draw
 RIDGE = 1e-2  # prior information per model (log-odds^-2): a model without votes has variance 100
@@ -57,15 +58,36 @@ class Evidence:
 
 
 def choose_pair(
-    mode: str, weights: Mapping[str, float], evidence: Evidence | None, rng: random.Random
+    mode: str,
+    weights: Mapping[str, float],
+    evidence: Evidence | None,
+    rng: random.Random,
+    favoured: Sequence[Favour] = (),
 ) -> tuple[str, str]:
     """The battle's two models on their sides. `smart` without evidence (no board yet) draws by
-    weight. Weight 0 keeps a model out in either mode."""
+    weight. Weight 0 keeps a model out in either mode. While a `favoured` pair is active (fewer
+    counted battles between the two than it asks for), FAVOUR_SHARE of battles draw one of them."""
     if mode not in PAIRING_MODES:
         raise ValueError(f"pairing: must be one of {', '.join(PAIRING_MODES)}, got {mode!r}")
+    active = active_favours(favoured, weights, evidence)
+    if active and rng.random() < FAVOUR_SHARE:
+        pair = list(rng.choice(active).pair())
+        pair.sort()  # a set's order is not the seed's: sort, then shuffle with the rng
+        rng.shuffle(pair)
+        return pair[0], pair[1]
     if mode == "weighted" or evidence is None:
         return draw_pair(weights, rng)
     return draw_smart(weights, pair_gains(sorted(eligible_weights(weights)), evidence), rng)
+
+
+def active_favours(favoured: Sequence[Favour], weights: Mapping[str, float], evidence: Evidence | None) -> list[Favour]:
+    """The favours still short of their battles, between two models that can battle now."""
+    if evidence is None:  # no board yet: nothing counts the battles a favour asks for
+        return []
+    eligible = eligible_weights(weights)
+    return [
+        f for f in favoured if f.a in eligible and f.b in eligible and evidence.battles.get(f.pair(), 0.0) < f.until
+    ]
 
 
 def draw_smart(

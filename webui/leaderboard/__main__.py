@@ -28,6 +28,7 @@ from webui.leaderboard.board.build import (
     merge_names,
 )
 from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_table
+from webui.leaderboard.board.favours import FAVOUR_SHARE, add_favour
 from webui.leaderboard.snapshots import cli as snapshot_options
 from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
@@ -94,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         "record and the battles that would settle it (two rows of the board)",
     )
     add(
+        "--favour",
+        nargs=2,
+        metavar=("A", "B"),
+        help="ask the arena serving LOG_DIR to favour battles between A and B (still blind, among others) "
+        "until --favour-battles more have been counted",
+    )
+    add(
+        "--favour-battles",
+        type=int,
+        default=100,
+        metavar="N",
+        help="how many more battles --favour asks for; default 100",
+    )
+    add(
         "--families",
         metavar="PREFIXES",
         default="",
@@ -112,6 +127,8 @@ def _check(args: argparse.Namespace) -> str | None:
     for name in ("rounds", "min_battles", "votes_per_day", "over_time_points"):
         if getattr(args, name) < 0:
             return f"--{name.replace('_', '-')} must be 0 or more"
+    if args.favour and (args.favour_battles < 1 or args.favour[0] == args.favour[1]):
+        return "--favour needs two different models and --favour-battles of 1 or more"
     problem = _check_database(args)
     if problem:
         return problem
@@ -170,12 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    unknown = [name for name in args.compare or () if name not in set(board.table["model"])]
-    if unknown:
-        print(
-            f"error: --compare: no row {unknown[0]!r} on the board; rows: {', '.join(board.table['model'])}",
-            file=sys.stderr,
-        )
+    problem = _unknown_rows(args, board)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     stdout_is_data = any(getattr(args, name) == STDOUT for name in FILE_OPTIONS)
     with pd.option_context(*[x for kv in PRINT.items() for x in kv]):
@@ -185,7 +199,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+    if args.favour:
+        _favour(args, board)
     return snapshot_options.after_board(args, board)
+
+
+def _favour(args: argparse.Namespace, board: Board) -> None:
+    a, b = args.favour
+    pairs = board.pair_counts
+    now = int(pairs.loc[a, b]) if a in pairs.index and b in pairs.columns else 0
+    favour = add_favour(args.log_dir, a, b, now, args.favour_battles)
+    print(
+        f"favoured {a} vs {b} for {args.favour_battles} more counted battles (until {favour.until} between them): "
+        f"the arena serving {args.log_dir} draws the pair in about {FAVOUR_SHARE:.0%} of its battles meanwhile",
+        file=sys.stderr,
+    )
+
+
+def _unknown_rows(args: argparse.Namespace, board: Board) -> str | None:
+    """--compare and --favour name rows of the board: the first name that is not one."""
+    rows = set(board.table["model"])
+    for option in ("compare", "favour"):
+        unknown = [name for name in getattr(args, option) or () if name not in rows]
+        if unknown:
+            return f"--{option}: no row {unknown[0]!r} on the board; rows: {', '.join(board.table['model'])}"
+    return None
 
 
 def _index_path(args: argparse.Namespace) -> Path:

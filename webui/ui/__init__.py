@@ -19,6 +19,7 @@ import gradio as gr
 
 from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
+from webui.leaderboard.board.favours import FavourFile
 from webui.records.events import Mode
 from webui.ui import page, preview, views
 from webui.ui.about import build_about_tab
@@ -51,7 +52,8 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
 
 def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
     board = leaderboard_view(services)  # the Leaderboard tab shows it; smart pairing reads it
-    handlers = handlers or Handlers(services, evidence=pairing_evidence(board))
+    favoured = FavourFile(services.settings.log_dir)
+    handlers = handlers or Handlers(services, evidence=pairing_evidence(board), favoured=favoured)
     with gr.Blocks(title=preview.TITLE) as blocks:
         gr.Markdown("# ⚔️ Pairwise Arena", elem_classes=["arena-title"])
         current = gr.State("battle")
