@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -42,3 +43,29 @@ def test_a_known_position_effect_is_found_beside_unequal_models(gamma: float) ->
 def test_no_battles_no_term() -> None:
     term = position_term(pd.DataFrame(columns=["model_a", "model_b", "winner", "tstamp"]))
     assert math.isnan(term.points) and term.text() == "n/a (no battles)"
+
+
+def test_the_board_says_whether_voters_favour_a_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.records import battle, vote
+    from webui.leaderboard.__main__ import main
+    from webui.leaderboard.board.build import BoardOptions
+    from webui.leaderboard.board.view import LeaderboardView
+    from webui.records.privacy import IdentityPolicy
+    from webui.records.storage import JsonlRecorder
+
+    recorder = JsonlRecorder(tmp_path, IdentityPolicy("none"))
+    for i in range(60):  # equal models, each on the left half the time; the left reply wins 3 in 4
+        a, b = ("x", "y") if i % 2 else ("y", "x")
+        recorder.vote(vote("leftvote" if i % 4 else "rightvote", battle(a, b, prompt=f"q{i}")))
+    recorder.close()
+    assert main([str(tmp_path), "--rounds", "0"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Position: the left reply's edge +"))
+    assert line.endswith(
+        "; 60 battles); sides are drawn at random in every battle, so an interval around 0 means voters do not favour a side."
+    )
+    view = LeaderboardView(tmp_path, BoardOptions(rounds=0))
+    try:
+        view.live.sync()
+        assert "Position: the left reply's edge +" in view.outputs()[2]
+    finally:
+        view.close()

@@ -34,6 +34,7 @@ from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
 from webui.leaderboard.stats.families import family_notes, family_prefixes
 from webui.leaderboard.stats.history import wide
+from webui.leaderboard.stats.position import position_line, position_term
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
@@ -279,6 +280,9 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
             "\nStyle coefficients (log-odds per standard deviation of the A-B difference): "
             + ", ".join(f"{k} {v:+.3f}" for k, v in coefficients.items())
         )
+    counted = board.all_counted()
+    if len(counted):
+        say("\n" + position_line(position_term(counted)))
     say("\nLeft out, by filter:")
     say(board.drops_table().to_string(index=False))
     _print_asked(args, board, say)

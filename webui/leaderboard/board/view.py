@@ -40,6 +40,7 @@ from webui.leaderboard.stats.confidence import next_comparison
 from webui.leaderboard.stats.families import family_notes
 from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
+from webui.leaderboard.stats.position import position_line, position_term
 from webui.leaderboard.votes.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.votes.rows import drop_reasons
 
@@ -117,6 +118,7 @@ class LeaderboardView:
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
         self._since: tuple[tuple, str] = ((), "")  # (board version, snapshot file, its mtime): the line
+        self._position: tuple[int, str] = (-1, "")  # (board version, the position line)
         self._pairing: PairingTables | None = None  # what smart pairing reads, for one board version
         # name -> the fingerprint it serves now (the registry's), for the row smart pairing reads
         self.serving: Callable[[], Mapping[str, str]] = dict
@@ -184,10 +186,11 @@ class LeaderboardView:
         """Everything the tab shows: summary, table, style note, three figures, the drops table,
         the categories table, pair counts, category choices, version."""
         board, rated, summary, version = self.rated(category)
+        notes = "\n\n".join(n for n in (style_note(rated), self._position_note(board, version)) if n)
         return (
             summary,
             display_table(rated.table),
-            style_note(rated),
+            notes,
             ratings_figure(rated.table),
             win_fraction_figure(rated.win_fraction),
             history_figure(board.history),
@@ -197,6 +200,13 @@ class LeaderboardView:
             category_choices(board),
             version,
         )
+
+    def _position_note(self, board: Board, version: int) -> str:
+        """Whether the left reply wins votes for being on the left, once per board version."""
+        if self._position[0] != version:
+            counted = board.all_counted()
+            self._position = (version, position_line(position_term(counted)) if len(counted) else "")
+        return self._position[1]
 
     def pairing_tables(self) -> PairingTables | None:
         """The last board's ratings and pair counts as smart pairing reads them (None: no board
