@@ -5,18 +5,25 @@ files in a temporary folder), the real command line and the live board."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import random
+import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.records import battle, vote
 from webui.leaderboard.__main__ import main
-from webui.leaderboard.board.build import BoardOptions
+from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
 from webui.leaderboard.board.live import LiveBoard
+from webui.leaderboard.board.view import LeaderboardView
 from webui.leaderboard.votes import ingest
-from webui.leaderboard.votes.index import VoteIndex
+from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 
@@ -123,3 +130,121 @@ def test_a_deeply_nested_snapshot_is_refused_in_one_line(tmp_path: Path, depth: 
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: {deep}: not a board snapshot")
+
+
+# --- a damaged index file (defect 3) --------------------------------------------------------
+
+
+def damage(path: Path, how: str) -> bytes:
+    """Damage an SQLite file as a person or a full disk might, after moving what its write-ahead
+    log holds into it (as SQLite's automatic checkpoints do in a running app); the bytes it has."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    size = path.stat().st_size
+    if how == "overwrite":
+        path.write_bytes(random.Random(7).randbytes(size))
+    elif how == "truncate":
+        os.truncate(path, 0)
+    elif how == "half":  # the tables' pages gone, the header intact
+        os.truncate(path, size // 2)
+    return path.read_bytes()
+
+
+def set_aside_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob(f"{INDEX_NAME}.damaged-*[0-9Z]"))
+
+
+@pytest.mark.parametrize("how", ["overwrite", "truncate", "half"])
+def test_a_damaged_index_under_the_live_board_is_set_aside_and_rebuilt(
+    recorder: JsonlRecorder, how: str, caplog: pytest.LogCaptureFixture
+):
+    for _ in range(300):  # enough rows that losing half the file loses some
+        recorder.vote(vote("tievote", battle("alpha", "beta")))
+    live = LiveBoard(VoteIndex(recorder.log_dir), OPTIONS, poll_s=NO_POLL).start()
+    try:
+        assert live.sync().votes == 306
+        damaged = damage(recorder.log_dir / INDEX_NAME, how)
+        recorder.vote(vote("leftvote", battle("alpha", "beta")))
+        with caplog.at_level(logging.INFO):
+            published = live.sync()
+            assert published is not None and published.votes == 307, live.error
+            assert live.error is None and not live.rebuilding
+            recorder.vote(vote("leftvote", battle("alpha", "beta")))
+            assert live.sync().votes == 308 and live.error is None  # and it goes on with the new index
+        (aside,) = set_aside_files(recorder.log_dir)
+        assert aside.read_bytes() == damaged  # kept as it was, for whoever wants to look
+        said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(said) == 1 and "set aside as" in said[0].getMessage() and said[0].exc_info is None
+    finally:
+        live.close()
+
+
+def test_the_tab_says_in_plain_words_that_the_index_is_being_rebuilt(recorder: JsonlRecorder):
+    view = LeaderboardView(recorder.log_dir, OPTIONS, poll_s=NO_POLL)
+    gate, building = threading.Event(), threading.Event()
+    gate.set()
+
+    def gated(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
+        building.set()
+        assert gate.wait(60)
+        return board_from_rows(rows, options, skipped)
+
+    view.live._build = gated  # the live board's own build, held while we look at the tab
+    try:
+        assert view.live.sync().votes == 6
+        gate.clear()
+        building.clear()
+        damage(recorder.log_dir / INDEX_NAME, "overwrite")
+        recorder.vote(vote("leftvote", battle("alpha", "beta")))
+        view.live.nudge()
+        assert building.wait(30) and view.live.rebuilding
+        summary = view.rated()[2]
+        assert "being rebuilt from the vote logs" in summary
+        assert "Error" not in summary and "malformed" not in summary and "database" not in summary
+        gate.set()
+        assert view.live.sync().votes == 7
+        assert "rebuilt" not in view.rated()[2] and not view.live.rebuilding
+    finally:
+        gate.set()
+        view.close()
+
+
+@pytest.mark.parametrize(("how", "reindex"), [("no database", True), ("no database", False), ("half", False)])
+def test_the_command_line_sets_a_damaged_index_aside(recorder: JsonlRecorder, how: str, reindex: bool):
+    """A file that is no database is found on opening it; half a file (its header whole) only
+    once the rows are read: both are set aside and the board printed."""
+    index = recorder.log_dir / INDEX_NAME
+    if how == "half":
+        for _ in range(300):
+            recorder.vote(vote("tievote", battle("alpha", "beta")))
+        VoteIndex(recorder.log_dir).catch_up()
+        damaged = damage(index, "half")
+    else:
+        damaged = b"this is no database, " * 500
+        index.write_bytes(damaged)
+    done = subprocess.run(
+        [sys.executable, "-m", "webui.leaderboard", str(recorder.log_dir), "--rounds", "0", "--no-style"]
+        + (["--reindex"] if reindex else []),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Based on {306 if how == 'half' else 6} battles" in done.stdout
+    (aside,) = set_aside_files(recorder.log_dir)
+    assert aside.read_bytes() == damaged
+    assert f"set aside as {aside}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_only_a_damaged_index_is_set_aside(recorder: JsonlRecorder):
+    index = VoteIndex(recorder.log_dir)
+    index.catch_up()
+    for other in (
+        sqlite3.OperationalError("database is locked"),
+        sqlite3.OperationalError("disk I/O error"),
+        OSError(),
+    ):
+        assert index.set_aside(other) is None
+    assert set_aside_files(recorder.log_dir) == [] and index.count() == 6
+    index.close()

@@ -36,8 +36,10 @@ import contextlib
 import ctypes
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
+import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -60,12 +62,14 @@ from webui.db.columns import (
     TEXT_COLUMNS,
 )
 from webui.db.schema import DEFERRED_INDEX_NAMES, DEFERRED_INDEXES, drop_all, migrate, quoted
-from webui.db.store import Store, StoreError, open_store
+from webui.db.store import Store, StoreError, is_damaged, open_store, set_aside
 from webui.leaderboard.votes import row_cache
 from webui.leaderboard.votes.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
 from webui.leaderboard.votes.rows import CONVERSATION_COLUMNS, conversation_columns
 from webui.records.identity import identity_words
 from webui.records.storage import log_files
+
+log = logging.getLogger(__name__)
 
 INDEX_NAME = "votes-index.sqlite3"
 SHARED_SNAPSHOT_NAME = "votes-index.postgresql.rows.npz"  # this server's columnar copy of a shared store
@@ -143,16 +147,57 @@ class VoteIndex:
         self._unchanged: dict[str, tuple[int, int, int] | None] = {}
         self._identity: str | None = None
         self._copy: _ColdCopy | None = None  # during a catch-up into an empty index
-        self._db: Store = open_store(target)
-        self.location = self._db.location
+        self._read_lock = threading.Lock()
+        self.set_aside_as: Path | None = None  # where a damaged index file went (`set_aside`)
+        self._target = target
         try:
-            with self._lock, self._db.transaction():
+            self._open()
+        except sqlite3.DatabaseError as exc:  # a damaged file (--reindex, a start): set aside, begin anew
+            if self.set_aside(exc, opened=False) is None:
+                raise
+        self.location = self._db.location
+
+    def _open(self) -> None:
+        """Both connections, the tables brought up to date (by the constructor, or under both locks)."""
+        self._db: Store = open_store(self._target)
+        try:
+            with self._db.transaction():
                 self._migrate()
-            self._read_lock = threading.Lock()
-            self._reader: Store = open_store(target)
+            self._reader: Store = open_store(self._target)
         except BaseException:
             self._db.close()
             raise
+
+    def set_aside(self, exc: BaseException, *, opened: bool = True) -> Path | None:
+        """Where `exc` says the SQLite index file is damaged (store.is_damaged: overwritten,
+        truncated): rename it aside (never deleted), open a new empty one in its place, which the
+        next catch-up fills from the logs, and say so once in the log. What it was renamed to;
+        None, doing nothing, for any other error, on PostgreSQL (not ours to rename) or where the
+        folder cannot be written."""
+        if self.path is None or not is_damaged(exc):
+            return None
+        with self._lock, self._read_lock:
+            if opened:
+                self._db.close()
+                self._reader.close()
+            try:
+                aside = set_aside(self.path)
+            except OSError as problem:
+                log.error("the vote index %s is damaged (%s) and cannot be set aside: %s", self.path, exc, problem)
+                if opened:  # as it was: each use fails, and says why, as before
+                    with contextlib.suppress(sqlite3.Error):
+                        self._open()
+                return None
+            self._unchanged, self._identity = {}, None
+            self._open()
+        self.set_aside_as = aside
+        log.warning(
+            "the vote index %s was damaged (%s): set aside as %s; the index is built again from the logs",
+            self.path,
+            exc,
+            aside,
+        )
+        return aside
 
     def close(self) -> None:
         with self._lock, self._read_lock:
