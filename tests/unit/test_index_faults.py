@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -22,6 +25,8 @@ from webui.leaderboard.__main__ import main
 from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
 from webui.leaderboard.board.live import LiveBoard
 from webui.leaderboard.board.view import LeaderboardView
+from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes import index as index_module
 from webui.leaderboard.votes import ingest
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.records.privacy import IdentityPolicy
@@ -248,3 +253,70 @@ def test_only_a_damaged_index_is_set_aside(recorder: JsonlRecorder):
         assert index.set_aside(other) is None
     assert set_aside_files(recorder.log_dir) == [] and index.count() == 6
     index.close()
+
+
+# --- a worker process that dies (defect 10) -------------------------------------------------
+
+
+def die_in_a_worker() -> None:
+    """Killed as the system kills a process for memory, or a crash in compiled code would end it;
+    only in a worker process (the same call done again in the test's process goes on)."""
+    if multiprocessing.parent_process() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def logged_names_dying(path: Path, start: int, end: int) -> set[str]:
+    if start == 0:
+        die_in_a_worker()
+    return ingest.logged_names(path, start, end)
+
+
+def derive_dying(data: bytes, start: int, *rest: Any) -> ingest.Chunk:
+    if start == 0:
+        die_in_a_worker()
+    return ingest.derive(data, start, *rest)
+
+
+def recheck_dying(path: Path, rows: Any, words: Any) -> list[tuple[int, bool]]:
+    die_in_a_worker()
+    return ingest.recheck(path, rows, words)
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("sim")
+    simulate(folder, 1500, seed=3, days=3)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("step", "dying"),
+    [("logged_names", logged_names_dying), ("derive", derive_dying), ("recheck", recheck_dying)],
+)
+def test_a_catch_up_survives_a_worker_that_dies(
+    simulated: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    step: str,
+    dying: Any,
+):
+    """The pool breaks as a whole when one worker dies: the task it had, and every later one, is
+    done in this process; the rows are those one process makes, and the log says it once."""
+    alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
+    alone.catch_up()
+    alone.catch_up(extra_words="terminal")  # a word added: every row checked again
+    monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)  # workers for these few megabytes
+    monkeypatch.setattr(index_module, "FORESEE_BYTES", 256 << 10)
+    for module in (ingest, index_module):  # many chunks in flight, and names foreseen first
+        monkeypatch.setattr(module, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(index_module, step, dying)
+    pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
+    with caplog.at_level(logging.WARNING):
+        assert pooled.catch_up().votes == alone.count() > 1000
+        assert pooled.catch_up(extra_words="terminal").rechecked > 0
+    pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
+    said = [r.getMessage() for r in caplog.records if r.name == "webui.leaderboard.votes.workers"]
+    assert len(said) == 1 and "a worker process of the vote index died" in said[0], said
+    alone.close()
+    pooled.close()
