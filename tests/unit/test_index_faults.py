@@ -4,6 +4,7 @@ files in a temporary folder), the real command line and the live board."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import multiprocessing
@@ -320,3 +321,25 @@ def test_a_catch_up_survives_a_worker_that_dies(
     assert len(said) == 1 and "a worker process of the vote index died" in said[0], said
     alone.close()
     pooled.close()
+
+
+def exact(data: bytes) -> memoryview:
+    """`data` in a buffer that ends where its memory does (a bytes object has a NUL after its
+    end, which would hide a read one byte too far from a sanitizer)."""
+    buffer = (ctypes.c_char * max(len(data), 1)).from_buffer_copy(data or b"\0")
+    return memoryview(buffer).cast("B")[: len(data)]
+
+
+def test_the_compiled_name_scan_reads_log_bytes_cut_anywhere_as_python_does(recorder: JsonlRecorder):
+    """webui/leaderboard/votes/_rows.c's model_names_in over log bytes cut at every offset (from
+    either end), in buffers that end where their memory does, and over strings that end in an
+    escape: what the expression finds. (scripts/sanitize-c.sh runs this under AddressSanitizer.)"""
+    if ingest._compiled_model_names_in is None:
+        pytest.skip("the C modules are not built here (setup.py build_ext --inplace)")
+    data = b"\n".join(day_file(recorder).read_bytes().splitlines()[:2]) + b'\n{"model_name": "x\\"y\\'
+    for cut in range(len(data) + 1):
+        for piece in (data[:cut], data[cut:]):
+            assert ingest._compiled_model_names_in(exact(piece)) == ingest._python_model_names_in(piece)
+    for tail in (b"\\", b"\\\\", b'\\"', b"\\u00e9\\"):
+        piece = b'{"model_name":"a' + tail
+        assert ingest._compiled_model_names_in(exact(piece)) == ingest._python_model_names_in(piece) == set()
