@@ -319,6 +319,7 @@ def test_a_catch_up_survives_a_worker_that_dies(
     pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
     said = [r.getMessage() for r in caplog.records if r.name == "webui.leaderboard.votes.workers"]
     assert len(said) == 1 and "a worker process of the vote index died" in said[0], said
+    assert "ended by SIGKILL" in said[0]  # how it died, for whoever looks into why
     alone.close()
     pooled.close()
 

@@ -11,6 +11,7 @@ once, as it is given.
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
@@ -42,10 +43,28 @@ class Workers:
         if self.lost is None:
             self.lost = exc
             log.warning(
-                "a worker process of the vote index died (%s); its work and the rest of this catch-up "
-                "are done in this process",
-                exc,
+                "a worker process of the vote index died (%s); its work and the rest of this "
+                "catch-up are done in this process",
+                self._how_it_ended(exc),
             )
+
+    def _how_it_ended(self, exc: BaseException) -> str:
+        """What is known of a death, for whoever looks into it: how the pool's processes ended (a
+        signal: SIGKILL from the system short of memory, SIGSEGV from a crash), or what failed in
+        reading a result here (the pool calls that broken too)."""
+        ended = []
+        processes = getattr(self._pool, "_processes", None) or {}  # (private, read for the log only)
+        for process in list(processes.values()):
+            code = process.exitcode
+            if code is None or code == -signal.SIGTERM:  # running, or ended by the pool as it broke
+                continue
+            try:
+                ended.append(f"ended by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}")
+            except ValueError:
+                ended.append(f"exit code {code}")
+        if exc.__cause__ is not None:
+            ended.append(str(exc.__cause__).strip().splitlines()[-1])
+        return ", ".join(ended) or str(exc)
 
 
 class Task(Generic[T]):
