@@ -10,7 +10,8 @@ derived from them, so that the board never re-reads transcripts. Guarantees:
   the last committed offset and nothing is counted twice or lost.
 - **Only whole lines.** A last line without its newline (still being written, or torn) is left
   for the next catch-up and reported; a line that is not JSON is counted as bad and skipped.
-- **Rebuildable.** `reindex` drops everything and reads the logs again; so does a schema change.
+- **Rebuildable.** `reindex` drops everything and reads the logs again; so does a schema change,
+  and so does a damaged SQLite file, which is first renamed aside (`set_aside`).
 - **Identity checks follow the word list.** Whether a reply names a model depends on the words
   (every model name seen, the registry's, extras), which grow as models are added. Each row
   records which word list checked it; when the list changes, the rows checked with another one
