@@ -10,10 +10,12 @@ import logging
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 from typing import Any
@@ -344,3 +346,31 @@ def test_the_compiled_name_scan_reads_log_bytes_cut_anywhere_as_python_does(reco
     for tail in (b"\\", b"\\\\", b'\\"', b"\\u00e9\\"):
         piece = b'{"model_name":"a' + tail
         assert ingest._compiled_model_names_in(exact(piece)) == ingest._python_model_names_in(piece) == set()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_rebuilding_the_c_modules_in_place_leaves_a_loaded_one_whole(tmp_path: Path):
+    """What killed a worker now and then (defect 10): the C modules built again in the tree
+    (`setup.py build_ext --inplace`, `pip install -e`, `make` after a .c changed) while a
+    catch-up ran from it. distutils wrote the new module over the old file, which the fork server
+    and its workers had loaded: code changing under a running process (SIGSEGV). The real setup.py,
+    twice: the second build must be a new file, the one a process holds left as it was."""
+    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
+        pytest.skip("no C compiler here")
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "webui", tree / "webui", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+    subprocess.run(build, cwd=tree, check=True, capture_output=True, timeout=300)
+    (module,) = (tree / "webui/leaderboard/votes").glob("_rows.*.so")
+    with module.open("rb") as held:  # as a running process holds it (the loader maps it)
+        before = held.read()
+        subprocess.run(build, cwd=tree, check=True, capture_output=True, timeout=300)
+        assert os.fstat(held.fileno()).st_ino != module.stat().st_ino  # a new file in its place
+        held.seek(0)
+        assert held.read() == before and len(before) > 0  # the old one whole, never rewritten
+    assert module.read_bytes() == before  # (the same build: the same bytes)
+    assert not list(tree.rglob("*.new"))  # nothing staged left behind
