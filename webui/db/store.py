@@ -20,8 +20,10 @@ Errors the callers may show come out as `StoreError`, one line that names the da
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +46,40 @@ sqlite3.register_adapter(type(None), _null)
 # pg_advisory_xact_lock takes a number: any constant the other users of the database leave alone
 WRITER_LOCK = 0x7061697277697365  # "pairwise"
 CONNECT_TIMEOUT_S = 10
+# SQLite's primary result codes for a file that is damaged (SQLITE_CORRUPT) or is no database at
+# all (SQLITE_NOTADB): what overwriting or truncating an index file under a running app gives.
+DAMAGED_CODES = (11, 26)
+DAMAGED_WORDS = ("malformed", "not a database")  # the same, on a Python without sqlite_errorcode (3.10)
 
 
 class StoreError(Exception):
     """The database cannot be reached or used; the message says which one and why."""
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """Whether `exc` says an SQLite file is damaged (not busy, not full, not read-only: those pass)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in DAMAGED_CODES
+    return any(word in str(exc) for word in DAMAGED_WORDS)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged SQLite file, with its write-ahead log and shared memory (a WAL left under
+    the old name would be replayed into the next file), to PATH.damaged-<UTC time>; what it became.
+    Never deleted: it may be looked at. OSError where the folder cannot be written."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
+    while aside.exists():  # (twice in one second)
+        n += 1
+        aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
 
 
 def is_url(target: str | Path) -> bool:
@@ -129,8 +161,12 @@ class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.location = str(path)
         self._db = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
-        self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: the log is fsync'ed, a lost commit is re-read
+        except BaseException:  # (a file that is no database): not left open for the garbage collector
+            self._db.close()
+            raise
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self._db.execute(sql, params)

@@ -237,21 +237,30 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
         return board_from_logs(args.log_dir, options)
     index = VoteIndex(args.log_dir, _index_path(args), database=args.database, server=args.server_name)
     try:
-        started = time.perf_counter()
-        catch = index.reindex if args.reindex else index.catch_up
-        report = catch(options.model_names, options.extra_identity_words)
-        print(
-            f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
-            f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",
-            file=sys.stderr,
-        )
-        board = board_from_index(index, options, catch_up=False)
+        try:
+            board = _indexed_board(args, index, options)
+        except sqlite3.DatabaseError as exc:  # damaged where opening it did not look: once more, anew
+            if index.set_aside(exc) is None:
+                raise
+            board = _indexed_board(args, index, options)
         if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines
             text = index.details(board.battles)
             board.battles = pd.concat([board.battles, text], axis=1)
         return board
     finally:
         index.close()
+
+
+def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOptions) -> Board:
+    started = time.perf_counter()
+    catch = index.reindex if args.reindex else index.catch_up
+    report = catch(options.model_names, options.extra_identity_words)
+    print(
+        f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
+        f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",
+        file=sys.stderr,
+    )
+    return board_from_index(index, options, catch_up=False)
 
 
 def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:

@@ -449,6 +449,6 @@ def iter_lines(data: bytes) -> Iterator[tuple[str, dict[str, Any] | None]]:
 def _parse(raw: bytes) -> dict[str, Any] | None:
     try:
         record = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested deeper than json can go: unreadable, as torn)
         return None
     return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None

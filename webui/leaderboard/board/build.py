@@ -214,7 +214,9 @@ def rate(used: pd.DataFrame, options: BoardOptions, coded: ratings.Coded | None 
 
 def build_board(records: list[dict[str, Any]], options: BoardOptions, skipped_lines: int = 0) -> Board:
     """The board of log records (every one in memory: the vote index does without)."""
-    return board_from_battles(battles_frame(records, hygiene_for(names_seen(records), options)), options, skipped_lines)
+    unreadable: list[dict[str, Any]] = []
+    battles = battles_frame(records, hygiene_for(names_seen(records), options), unreadable)
+    return board_from_battles(battles, options, skipped_lines + len(unreadable))
 
 
 def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped_lines: int = 0) -> Board:

@@ -6,6 +6,8 @@ loads only the rows added since its last build (all of them only when indexed ro
 recheck of the identity words, a file rewritten, a rebuild), and builds the board. Readers
 (`latest`) get the last finished board at once, never waiting for a build; while the first one is
 being built they get None. A failed build is logged and kept as `error`; the previous board stays.
+A damaged SQLite index (overwritten, truncated) is set aside and built again from the logs
+(`rebuilding`), the previous board shown meanwhile.
 After a rebuild the thread rests as long as the build took (up to MAX_REST_S), so a stream of
 votes costs the server at most about half a core however large the board.
 
@@ -73,6 +75,7 @@ class LiveBoard:
         self._tally: Tally | None = None
         self._full_at = 0.0  # time.monotonic() of the last full build
         self.error: str | None = None
+        self.rebuilding = False  # the index was damaged, set aside, and is being built again from the logs
         self._build = build
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -128,8 +131,11 @@ class LiveBoard:
             built_s = 0.0
             try:
                 built_s = self._turn()
-                self.error = None
+                self.error, self.rebuilding = None, False
             except Exception as exc:  # keep serving the last board; say why
+                if self._set_aside(exc):
+                    self._wake.set()  # the new index is filled from the logs at once, not at the next poll
+                    continue
                 log.exception("the leaderboard could not be rebuilt")
                 self.error = f"{type(exc).__name__}: {exc}"
             with self._done:
@@ -138,6 +144,20 @@ class LiveBoard:
             # Rest as long as the build took (at most MAX_REST_S): under a stream of votes the board
             # takes at most half a core, and a vote still shows within two builds and a rest.
             self._stop.wait(min(built_s * REST_PER_BUILD, MAX_REST_S))
+
+    def _set_aside(self, exc: Exception) -> bool:
+        """A damaged index file (VoteIndex.set_aside, which logs it): a new index in its place,
+        built from the logs from the next turn on, the last board shown meanwhile. Not again before
+        a turn went through: a new file damaged at once is no stale file (a failing disk)."""
+        try:
+            if self.rebuilding or self.index.set_aside(exc) is None:
+                return False
+        except Exception:  # (the new file cannot be made either): the caller logs `exc` as a failed build
+            log.exception("the damaged vote index could not be replaced")
+            return False
+        self.rebuilding = True
+        self._forget()
+        return True
 
     def is_builder(self) -> bool:
         """Whether this server builds the board (always, without a shared board)."""

@@ -176,9 +176,15 @@ class LeaderboardView:
         if published is None:
             return "The leaderboard is being built from the vote logs; it appears here when it is ready. "
         ago = max(0, round(time.time() - published.built_at))
-        trouble = (
-            f" (the latest update failed: {self.live.error}; showing the last good board)" if self.live.error else ""
-        )
+        if self.live.rebuilding:  # (a visitor needs no SQLite error: the log has it)
+            trouble = (
+                " (the vote index was damaged and is being rebuilt from the vote logs, which hold every vote; "
+                "until then this is the last board built, without the newest votes)"
+            )
+        elif self.live.error:
+            trouble = f" (the latest update failed: {self.live.error}; showing the last good board)"
+        else:
+            trouble = ""
         by = f" by server {published.built_by}" if published.built_by else ""
         return f"Updated {ago} s ago{by}{trouble}. "
 

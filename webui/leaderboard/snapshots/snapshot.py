@@ -357,6 +357,8 @@ def load_snapshot(path: Path) -> Snapshot:
         raise SnapshotError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{path}: not a board snapshot (not JSON: {exc})") from None
+    except RecursionError:  # json reads nesting with the interpreter's stack: deeper is no snapshot of ours
+        raise SnapshotError(f"{path}: not a board snapshot (nested too deeply to read)") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SnapshotError(f"{path}: not a usable board snapshot ({_reason(exc)})") from None
 

@@ -574,9 +574,11 @@ model_names_in(PyObject *module, PyObject *arg)
             continue;
         }
         const char *start = ++at;
+        /* an escape takes two bytes, but never past the end: a pointer beyond one past the end is
+         * undefined behaviour even unread (a backslash as the buffer's last byte) */
         while (at < end && *at != '"')
-            at += *at == '\\' ? 2 : 1;
-        if (at >= end)
+            at += *at == '\\' && end - at > 1 ? 2 : 1;
+        if (at == end)
             break; /* no closing quote */
         PyObject *name = PyBytes_FromStringAndSize(start, at - start);
         if (name == NULL || PySet_Add(found, name) < 0) {

@@ -10,7 +10,8 @@ derived from them, so that the board never re-reads transcripts. Guarantees:
   the last committed offset and nothing is counted twice or lost.
 - **Only whole lines.** A last line without its newline (still being written, or torn) is left
   for the next catch-up and reported; a line that is not JSON is counted as bad and skipped.
-- **Rebuildable.** `reindex` drops everything and reads the logs again; so does a schema change.
+- **Rebuildable.** `reindex` drops everything and reads the logs again; so does a schema change,
+  and so does a damaged SQLite file, which is first renamed aside (`set_aside`).
 - **Identity checks follow the word list.** Whether a reply names a model depends on the words
   (every model name seen, the registry's, extras), which grow as models are added. Each row
   records which word list checked it; when the list changes, the rows checked with another one
@@ -36,13 +37,15 @@ import contextlib
 import ctypes
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
+import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -60,12 +63,15 @@ from webui.db.columns import (
     TEXT_COLUMNS,
 )
 from webui.db.schema import DEFERRED_INDEX_NAMES, DEFERRED_INDEXES, drop_all, migrate, quoted
-from webui.db.store import Store, StoreError, open_store
+from webui.db.store import Store, StoreError, is_damaged, open_store, set_aside
 from webui.leaderboard.votes import row_cache
 from webui.leaderboard.votes.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
 from webui.leaderboard.votes.rows import CONVERSATION_COLUMNS, conversation_columns
+from webui.leaderboard.votes.workers import Task, Workers
 from webui.records.identity import identity_words
 from webui.records.storage import log_files
+
+log = logging.getLogger(__name__)
 
 INDEX_NAME = "votes-index.sqlite3"
 SHARED_SNAPSHOT_NAME = "votes-index.postgresql.rows.npz"  # this server's columnar copy of a shared store
@@ -143,16 +149,57 @@ class VoteIndex:
         self._unchanged: dict[str, tuple[int, int, int] | None] = {}
         self._identity: str | None = None
         self._copy: _ColdCopy | None = None  # during a catch-up into an empty index
-        self._db: Store = open_store(target)
-        self.location = self._db.location
+        self._read_lock = threading.Lock()
+        self.set_aside_as: Path | None = None  # where a damaged index file went (`set_aside`)
+        self._target = target
         try:
-            with self._lock, self._db.transaction():
+            self._open()
+        except sqlite3.DatabaseError as exc:  # a damaged file (--reindex, a start): set aside, begin anew
+            if self.set_aside(exc, opened=False) is None:
+                raise
+        self.location = self._db.location
+
+    def _open(self) -> None:
+        """Both connections, the tables brought up to date (by the constructor, or under both locks)."""
+        self._db: Store = open_store(self._target)
+        try:
+            with self._db.transaction():
                 self._migrate()
-            self._read_lock = threading.Lock()
-            self._reader: Store = open_store(target)
+            self._reader: Store = open_store(self._target)
         except BaseException:
             self._db.close()
             raise
+
+    def set_aside(self, exc: BaseException, *, opened: bool = True) -> Path | None:
+        """Where `exc` says the SQLite index file is damaged (store.is_damaged: overwritten,
+        truncated): rename it aside (never deleted), open a new empty one in its place, which the
+        next catch-up fills from the logs, and say so once in the log. What it was renamed to;
+        None, doing nothing, for any other error, on PostgreSQL (not ours to rename) or where the
+        folder cannot be written."""
+        if self.path is None or not is_damaged(exc):
+            return None
+        with self._lock, self._read_lock:
+            if opened:
+                self._db.close()
+                self._reader.close()
+            try:
+                aside = set_aside(self.path)
+            except OSError as problem:
+                log.error("the vote index %s is damaged (%s) and cannot be set aside: %s", self.path, exc, problem)
+                if opened:  # as it was: each use fails, and says why, as before
+                    with contextlib.suppress(sqlite3.Error):
+                        self._open()
+                return None
+            self._unchanged, self._identity = {}, None
+            self._open()
+        self.set_aside_as = aside
+        log.warning(
+            "the vote index %s was damaged (%s): set aside as %s; the index is built again from the logs",
+            self.path,
+            exc,
+            aside,
+        )
+        return aside
 
     def close(self) -> None:
         with self._lock, self._read_lock:
@@ -185,7 +232,7 @@ class VoteIndex:
             ranges = self._unread(paths)
             unread = sum(size - start for _, start, size in ranges)
             self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
-            with _pool_for(unread) as pool:
+            with _pool_for(unread) as pool:  # (a worker that dies: workers.Workers reads its part here)
                 foreseen = self._foresee(ranges, pool) if unread > CHUNK_BYTES else set()
                 with self._deferring_indexes(self._copy is not None):
                     for path in paths:
@@ -316,18 +363,16 @@ class VoteIndex:
             (_IN_USE + self.server, self.server),
         )
 
-    def _foresee(self, ranges: list[tuple[Path, int, int]], pool: Executor | None) -> set[str]:
-        """The names that the unread `ranges` (`_unread`) hold (ingest.logged_names), in `pool`
-        when given: each chunk is then checked against the names that later chunks bring, and the
-        rows need no second check once they are all read."""
+    def _foresee(self, ranges: list[tuple[Path, int, int]], pool: Workers) -> set[str]:
+        """The names that the unread `ranges` (`_unread`) hold (ingest.logged_names), in `pool`:
+        each chunk is then checked against the names that later chunks bring, and the rows need
+        no second check once they are all read."""
         pieces = [
             (path, start, start + FORESEE_BYTES)
             for path, offset, size in ranges
             for start in range(offset, size, FORESEE_BYTES)
         ]
-        if pool is None:
-            return set().union(*(logged_names(*piece) for piece in pieces))
-        return set().union(*(future.result() for future in [pool.submit(logged_names, *piece) for piece in pieces]))
+        return set().union(*(task.result() for task in [pool.submit(logged_names, *piece) for piece in pieces]))
 
     def _catch_up_file(
         self,
@@ -335,10 +380,10 @@ class VoteIndex:
         report: CatchUpReport,
         model_names: Sequence[str],
         extra: str,
-        pool: Executor | None,
+        pool: Workers,
         foreseen: AbstractSet[str],
     ) -> None:
-        """Read ahead (in `pool` when given) and commit each chunk in order with the file's new
+        """Read ahead (in `pool`) and commit each chunk in order with the file's new
         offset, provided nobody else moved that offset meanwhile (then start again from theirs).
         The chunks are checked against the names known, seen so far and `foreseen`."""
         with path.open("rb") as handle:
@@ -357,24 +402,24 @@ class VoteIndex:
         known: list[str],
         model_names: Sequence[str],
         extra: str,
-        pool: Executor | None,
+        pool: Workers,
         report: CatchUpReport,
     ) -> bool:
         """True when the file's end was reached, False when another writer got in the way."""
-        pending: collections.deque[Future[Chunk]] = collections.deque()
+        pending: collections.deque[Task[Chunk]] = collections.deque()
         at_end = False
         while pending or not at_end:
             while not at_end and len(pending) < PIPELINE_DEPTH:
                 data, at_end = read_chunk(handle, offset)
-                pending.append(_submit(pool, data, offset, at_end, known, model_names, extra))
+                pending.append(pool.submit(derive, data, offset, at_end, known, tuple(model_names), extra))
                 offset += data.rfind(b"\n") + 1
                 at_end = at_end or b"\n" not in data
             chunk = pending.popleft().result()
             known = sorted(set(known) | chunk.names)
             with self._transaction():
                 if not self._commit(name, chunk, report):
-                    for future in pending:
-                        future.cancel()
+                    for task in pending:
+                        task.cancel()
                     return False
         return True
 
@@ -456,7 +501,7 @@ class VoteIndex:
         self._db.execute("INSERT INTO word_sets (key, words) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, text))
         return int(self._db.execute("SELECT id FROM word_sets WHERE key = ?", (key,)).fetchone()[0])
 
-    def _recheck(self, words: Sequence[str], pool: Executor | None = None) -> int:
+    def _recheck(self, words: Sequence[str], pool: Workers | None = None) -> int:
         """Check again, against `words`, every row of this server's files checked with another word
         list (another server's rows are its own to check: only it has their lines). Which lists
         are in use comes from meta, so that with nothing to check no row is read."""
@@ -532,21 +577,19 @@ class VoteIndex:
             self._db.execute(_SET_META, (_IN_USE + self.server, json.dumps(sorted(after))))
 
     def _leaks(
-        self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str], pool: Executor | None
+        self, targets: list[tuple[int, str, int, int, int]], words: Sequence[str], pool: Workers | None
     ) -> list[tuple[int, bool]]:
-        """(row id, leaks?) for rows re-read from their lines (`ingest.recheck`), in `pool`, or in
-        a pool of their own when they are many, else here."""
+        """(row id, leaks?) for rows re-read from their lines (`ingest.recheck`), in the processes
+        of `pool`, or in a pool of their own when they are many, else here."""
         batches = [
             (self.log_dir / name, rows[start : start + RECHECK_BATCH])
             for name, rows in _by_file(targets)
             for start in range(0, len(rows), RECHECK_BATCH)
         ]
         size = sum(length for _, _, _, length, _ in targets)
-        with contextlib.nullcontext(pool) if pool is not None else _pool_for(size) as workers:
-            if workers is None:
-                return [found for path, rows in batches for found in recheck(path, rows, words)]
-            futures = [workers.submit(recheck, path, rows, tuple(words)) for path, rows in batches]
-            return [found for future in futures for found in future.result()]
+        with contextlib.nullcontext(pool) if pool is not None and pool.parallel else _pool_for(size) as workers:
+            tasks = [workers.submit(recheck, path, rows, tuple(words)) for path, rows in batches]
+            return [found for task in tasks for found in task.result()]
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -675,31 +718,15 @@ def append_rows(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return joined.sort_values(["tstamp", "file", "offset"], kind="stable").reset_index(drop=True)
 
 
-def _submit(
-    pool: Executor | None,
-    data: bytes,
-    offset: int,
-    at_end: bool,
-    known: list[str],
-    model_names: Sequence[str],
-    extra: str,
-) -> Future[Chunk]:
-    if pool is not None:
-        return pool.submit(derive, data, offset, at_end, known, tuple(model_names), extra)
-    future: Future[Chunk] = Future()
-    future.set_result(derive(data, offset, at_end, known, model_names, extra))
-    return future
-
-
 @contextlib.contextmanager
-def _pool_for(unread: int) -> Iterator[Executor | None]:
-    """Worker processes for a long catch-up on a machine with cores to spare, else None."""
+def _pool_for(unread: int) -> Iterator[Workers]:
+    """Worker processes for a long catch-up on a machine with cores to spare, else this one."""
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if unread < PARALLEL_MIN_BYTES or workers < 2:
-        yield None
+        yield Workers()
         return
     with ProcessPoolExecutor(workers, mp_context=_worker_context()) as pool:
-        yield pool
+        yield Workers(pool)
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:

@@ -95,17 +95,15 @@ def derive(
         if record is None:
             bad += 1
             continue
-        fast = compiled(record) if compiled is not None else None
-        if fast is not None:
-            values, replies, record_names = fast
-            names |= record_names
-            found.append((offset, length, values, replies))
+        try:
+            fast = compiled(record) if compiled is not None else None
+            values, replies, record_names = fast if fast is not None else _python_vote_values(record)
+        except RecursionError:  # a value nested too deep to write as text (json's depth): unreadable
+            bad += 1
             continue
-        names |= names_in(record)
-        unchecked = unchecked_vote_row(record)
-        if unchecked is not None:
-            row, replies = unchecked
-            found.append((offset, length, list(sql_values(row)), replies))
+        names |= record_names
+        if values is not None:
+            found.append((offset, length, values, replies))
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
     rows = []
     for offset, length, values, replies in found:
@@ -113,6 +111,15 @@ def derive(
             values[_LEAK_AT] = int(leaked_identity(replies, words))
         rows.append((offset, length, replies is not None, *values))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
+
+
+def _python_vote_values(record: dict[str, Any]) -> tuple[list[Any] | None, tuple[str, ...] | None, set[str]]:
+    """What `_compiled_vote_values` gives, with None for the values of a record that is no vote."""
+    names = names_in(record)
+    unchecked = unchecked_vote_row(record)
+    if unchecked is None:
+        return None, None, names
+    return list(sql_values(unchecked[0])), unchecked[1], names
 
 
 def recheck(path: Path, rows: Sequence[tuple[int, int, int]], words: Sequence[str]) -> list[tuple[int, bool]]:
@@ -192,7 +199,7 @@ def parse(line: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:  # stricter than json (NaN, lone surrogates, huge ints): ask json too
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested deeper than json can go: unreadable, as torn)
             return None
     return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
 

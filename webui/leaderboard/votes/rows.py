@@ -53,17 +53,24 @@ class Hygiene:
     drop_stopped: bool = True
 
 
-def battles_frame(records: Iterable[dict[str, Any]], hygiene: Hygiene | None = None) -> pd.DataFrame:
+def battles_frame(
+    records: Iterable[dict[str, Any]], hygiene: Hygiene | None = None, unreadable: list[dict[str, Any]] | None = None
+) -> pd.DataFrame:
     """One row per battle vote in `records`, oldest first, with `drop_reason` set where it does
-    not count: invalid, same_model, identity, error, stopped."""
+    not count: invalid, same_model, identity, error, stopped. Records nested too deep to read
+    (as the vote index counts them: unreadable lines) are left out, and added to `unreadable`."""
     hygiene = hygiene or Hygiene()
     rows = []
     for record in records:
-        row = vote_row(record, hygiene.identity_words)
-        if row is None:
-            continue
-        row.update({column: as_text(row[column]) for column in TEXT_ROW_COLUMNS})  # as the vote index keeps it
-        rows.append({**row, **conversation_columns(record)})
+        try:
+            row = vote_row(record, hygiene.identity_words)
+            if row is None:
+                continue
+            row.update({column: as_text(row[column]) for column in TEXT_ROW_COLUMNS})  # as the vote index keeps it
+            rows.append({**row, **conversation_columns(record)})
+        except RecursionError:  # a value json cannot write back: one unreadable line, not a stopped board
+            if unreadable is not None:
+                unreadable.append(record)
     frame = pd.DataFrame(rows, columns=[c for c in BATTLE_COLUMNS if c != "drop_reason"])
     frame["drop_reason"] = drop_reasons(frame, hygiene.drop_stopped)
     return frame.sort_values("tstamp", kind="stable").reset_index(drop=True)[list(BATTLE_COLUMNS)]
