@@ -53,13 +53,12 @@ def stop_streams(app: Any) -> Callable[[], None]:
     every generation, end every heartbeat stream. Checked now, not at the stop: a Gradio upgrade
     that moved the event fails the start rather than a stop."""
     services = getattr(app.state, "services", None)
-    gradio_apps = [route.app for route in app.routes if isinstance(route, Mount) and _is_gradio(route.app)]
-    for gradio_app in gradio_apps:
-        if not hasattr(gradio_app, "stop_event"):
-            raise GradioInternalsMoved(
-                "this Gradio's App has no stop_event: its heartbeat streams would hold a stop up; "
-                "webui/server/stopping.py must follow the new layout"
-            )
+    gradio_apps: list[Any] = [r.app for r in app.routes if isinstance(r, Mount) and _is_gradio(r.app)]
+    if not gradio_apps or not all(hasattr(gradio_app, "stop_event") for gradio_app in gradio_apps):
+        raise GradioInternalsMoved(
+            "no mounted Gradio App with a stop_event: its heartbeat streams would hold every stop up to "
+            "--shutdown-grace-s; webui/server/stopping.py must follow the new layout"
+        )
     grace = services.settings.shutdown_grace_s if services is not None else 0.0
 
     def on_stop() -> None:
