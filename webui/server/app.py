@@ -77,7 +77,10 @@ def serve(settings: Settings) -> None:
         server.run()
     finally:
         engines = time.monotonic()
-        services.registry.close()  # frees the weights and stops every engine process
+        # frees the weights and stops every engine process, within what is left of the grace (2 s at
+        # least); one still loading or stopping then is ended by its supervisor (webui.engine.process)
+        started = server.stop_started if server.stop_started is not None else engines
+        services.registry.close(wait_s=max(2.0, started + settings.shutdown_grace_s - engines))
         if server.stop_started is not None:
             now = time.monotonic()
             log.info("stopped in %.1f s (the engines in %.1f s)", now - server.stop_started, now - engines)
