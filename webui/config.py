@@ -133,6 +133,10 @@ class Settings:
     # A browser session (Gradio's per-session copy of the page, the tab's conversations) unused this long is
     # removed, with its binding to the browser's secret (docs/deploy.md); an open tab touches it every 2 s.
     session_idle_min: float = 30.0
+    # A stop (Ctrl-C, SIGTERM) ends every generation at once, as Stop does, and then gives open connections this
+    # long to close before it cuts them off and stops the engines (webui/server/stopping.py): a container manager
+    # kills a process that takes longer than its own grace (10 s for `docker stop`).
+    shutdown_grace_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -247,6 +251,7 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
         lambda v: v > 0,
         "> 0",
     ),
+    (("shutdown_grace_s",), lambda v: 0 <= v <= 3600, "0 to 3600 seconds (0: cut open connections off at once)"),
 )
 
 
@@ -526,6 +531,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="session_idle_min",
         type=float,
         help="minutes after which an unused browser session is removed from memory; default 30",
+    )
+    add(
+        "--shutdown-grace-s",
+        dest="shutdown_grace_s",
+        type=float,
+        help="on Ctrl-C or SIGTERM, every reply is stopped at once (kept as stopped) and open connections (browser "
+        "tabs, API streams) get this many seconds to close before they are cut off and the engines stop; default 5",
     )
     return parser
 

@@ -6,6 +6,8 @@ the recorder, the rate limiter), so that nothing has to import the module that b
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 from webui.access.operator import OperatorGate
@@ -13,6 +15,37 @@ from webui.access.ratelimit import Limiter, build_rate_limiter
 from webui.config import Settings
 from webui.engine.registry import Registry, build_registry
 from webui.records.events import Recorder
+
+
+class Generations:
+    """The cancel events of the generations running now (UI runs, API requests), so that a server
+    stop can end them all at once as Stop does: each reply so far is kept and recorded as stopped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # weak: a finished generation's event goes with its run, nobody has to remove it
+        self._live: weakref.WeakSet[threading.Event] = weakref.WeakSet()
+        self.stopping = False
+
+    def track(self, cancel: threading.Event) -> threading.Event:
+        """Register a generation's cancel event (returned); after `stop_all` it is set at once: a
+        request that slipped in during the stop ends before it holds the server up."""
+        with self._lock:
+            if not self.stopping:
+                self._live.add(cancel)
+                return cancel
+        cancel.set()
+        return cancel
+
+    def stop_all(self) -> int:
+        """Cancel every running generation and every later one; returns how many were running."""
+        with self._lock:
+            self.stopping = True
+            running = [cancel for cancel in self._live if not cancel.is_set()]
+            self._live.clear()
+        for cancel in running:
+            cancel.set()
+        return len(running)
 
 
 @dataclass
@@ -29,6 +62,8 @@ class Services:
     # Whether a request carries the operator key (webui/access/operator.py); built from settings below, so
     # that a missing or short key stops the start.
     operator: OperatorGate = field(default=None)  # type: ignore[assignment]
+    # Every running generation's cancel event (the arena's runs, the API's requests): a server stop sets them all.
+    generations: Generations = field(default_factory=Generations)
 
     def __post_init__(self) -> None:
         if self.operator is None:

@@ -188,10 +188,13 @@ def test_auto_without_the_binary_falls_back_and_says_why(tmp_path: Path) -> None
 
 def test_the_demo_models_run_on_llamacpp_in_the_app_and_leave_with_it(llama_server: str, tmp_path: Path) -> None:
     """The bundled models file as `make run` serves it on a machine without a GPU: both demo models on
-    llama.cpp, a battle's two replies through the API, then SIGTERM: no llama-server outlives the app."""
+    llama.cpp, a battle's two replies through the API, then SIGTERM while a long API stream runs: the
+    stream ends, the app is gone within its grace and a margin (before, it waited for the reply to
+    end, and for each engine in turn), and no llama-server outlives it."""
     port = free_port()
     log = tmp_path / "app.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ARENA_LLAMA_SERVER": llama_server, "ARENA_VLLM_PYTHON": "none"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's package, whichever one the environment installed
     command = [sys.executable, "-m", "webui", "--port", str(port), "--log-dir", str(tmp_path / "logs")]
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -215,12 +218,31 @@ def test_the_demo_models_run_on_llamacpp_in_the_app_and_leave_with_it(llama_serv
                 json={"model": name, "max_tokens": 16, "messages": [{"role": "user", "content": "Hello!"}]},
             )
             assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"], reply.text
+        chunks: list[str] = []
+        body = {"model": "SmolLM2-135M-Instruct", "max_tokens": 2000, "ignore_eos": True, "stream": True}
+        body["messages"] = [{"role": "user", "content": "Tell me a long story."}]
+        reader = threading.Thread(target=_read_stream, args=(f"http://127.0.0.1:{port}", body, chunks), daemon=True)
+        reader.start()
+        wait_for(lambda: len(chunks) > 5, 60, f"the stream did not start: {chunks}")
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, log.read_text()[-3000:]
+        try:  # the default --shutdown-grace-s is 5: the margin is for a loaded machine
+            assert proc.wait(15) == 0, log.read_text()[-3000:]
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the app still runs 15 s after SIGTERM: {log.read_text()[-2000:]}")
+        reader.join(10)
+        assert chunks[-1] == "data: [DONE]" and len(chunks) < 2000, chunks[-3:]  # ended early, not cut off
         wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in servers), 30, "llama-server outlived the app")
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _read_stream(url: str, body: dict, chunks: list[str]) -> None:
+    try:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as response:
+            chunks.extend(line for line in response.iter_lines() if line)
+    except httpx.HTTPError as exc:
+        chunks.append(f"(error: {exc!r})")
 
 
 def _ready(port: int, names: set[str], proc: subprocess.Popen) -> bool:

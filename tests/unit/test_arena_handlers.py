@@ -194,6 +194,27 @@ def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
     handlers.vote(session, "tievote", ME, CLIENT)  # stopped replies can still be judged
 
 
+def test_a_server_stop_ends_a_running_battle_as_stop_does_and_every_later_run_at_once() -> None:
+    """What a stop (Ctrl-C, SIGTERM) does to the UI: every run it tracks is cancelled, the partial
+    replies are recorded as stopped, and a run that starts after it ends at once."""
+    services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
+    handlers = Handlers(services)
+    frames: list[Session] = []
+    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "battle", "go", OWN, ME, CLIENT)))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
+        assert time.monotonic() < deadline, "no text arrived"
+        time.sleep(0.01)
+    assert services.generations.stop_all() == 1  # one run, two panes
+    worker.join(5)
+    assert not worker.is_alive(), "the stop did not end the run"
+    assert all(p.turns[-1].reply.stopped and p.turns[-1].reply.text for p in frames[-1].panes)
+    assert [c.finished.reason for c in services.recorder.chats] == [FinishReason.CANCELLED] * 2
+    later = drain(handlers.send(None, "side_by_side", "go", OWN, ME, CLIENT, models=["a", "b"]))[-1]
+    assert all(p.turns[-1].reply.stopped for p in later.panes)
+
+
 def test_closing_the_generator_like_a_closed_tab_stops_the_models() -> None:
     services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
     stream = Handlers(services).send(None, "battle", "go", OWN, ME, CLIENT)

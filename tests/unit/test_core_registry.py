@@ -306,3 +306,50 @@ def test_weights_that_died_are_refused_before_the_keeper_looks(settings, monkeyp
         registry.get("e")
     assert registry.ready_names() == [] and registry.status("e").problem == "engine exited"
     registry.close()
+
+
+def test_close_frees_the_weights_side_by_side(settings) -> None:
+    """Each engine's stop may take its grace period: one after another they added up at every exit.
+    Two weights whose close only ends when both are closing (a barrier) close only side by side."""
+    barrier = threading.Barrier(2, timeout=5)
+    closed: list[str] = []
+
+    def loader(spec, _settings):
+        def close() -> None:
+            barrier.wait()
+            closed.append(spec.name)
+
+        return Weights(lambda v, s: object(), close=close)
+
+    specs = parse_specs({"models": [{"name": "a", "source": "/a"}, {"name": "b", "source": "/b"}]})
+    registry = Registry(specs, settings, loaders={"auto": loader})
+    registry.start()
+    assert registry.wait_idle(20)
+    registry.close()
+    assert sorted(closed) == ["a", "b"], "a close waited for the other"
+    assert {s.state for s in registry.statuses()} == {ModelState.UNLOADED}
+
+
+def test_close_with_a_time_limit_does_not_wait_for_a_load_that_goes_on(
+    settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop while a model loads (seconds to minutes) must not wait for the load: the process exits
+    and the engine's supervisor ends what the load started."""
+    loading, release = threading.Event(), threading.Event()
+
+    def slow(spec, _settings):
+        loading.set()
+        release.wait(30)
+        return Weights(lambda v, s: object())
+
+    specs = parse_specs({"models": [{"name": "slow", "source": "/slow"}]})
+    registry = Registry(specs, settings, loaders={"auto": slow})
+    registry.start()
+    assert loading.wait(10)
+    try:
+        registry.close(wait_s=0.2)
+        assert not release.is_set() and registry.status("slow").state is ModelState.LOADING
+        assert "left to the exit: slow" in caplog.text
+    finally:
+        release.set()
+    wait_for(lambda: registry.status("slow").state is ModelState.UNLOADED, 10, "the load was not undone after it ended")

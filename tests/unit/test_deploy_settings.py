@@ -46,6 +46,8 @@ def test_host_and_port_follow_the_platform_unless_set(monkeypatch) -> None:
         ),
         ({"database": "mysql://arena@db/arena", "server_name": "web1"}, "database: must be a PostgreSQL URL"),
         ({"server_name": "../web1"}, "server_name: letters, digits"),
+        ({"shutdown_grace_s": -1}, "shutdown_grace_s: must be 0 to 3600 seconds"),
+        ({"shutdown_grace_s": float("nan")}, "shutdown_grace_s: must be 0 to 3600 seconds"),
     ],
 )
 def test_bad_deploy_settings_name_the_field(tmp_path: Path, changes: dict, error: str) -> None:
@@ -80,6 +82,16 @@ def test_deploy_flags_and_environment() -> None:
         3.0,
     )
     assert Services(s, None, None).rate_limiter.limits["vote"].enabled is False  # type: ignore[arg-type]
+
+
+def test_the_shutdown_grace_from_the_flag_or_the_environment_and_a_bad_one_refused(capsys) -> None:
+    from webui.__main__ import main
+
+    assert Settings().shutdown_grace_s == 5.0
+    assert settings_from_cli(["--shutdown-grace-s", "2.5"], {"ARENA_SHUTDOWN_GRACE_S": "9"}).shutdown_grace_s == 2.5
+    assert settings_from_cli([], {"ARENA_SHUTDOWN_GRACE_S": "0"}).shutdown_grace_s == 0.0
+    assert main(["--shutdown-grace-s", "-1"]) == 2  # the exit status of a bad setting, before anything starts
+    assert "error: shutdown_grace_s: must be 0 to 3600 seconds" in capsys.readouterr().err
 
 
 def test_a_named_server_writes_log_files_named_for_it(tmp_path: Path) -> None:

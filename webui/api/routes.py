@@ -74,7 +74,7 @@ def build_router(services: Services) -> APIRouter:
             backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
             return backend.stream(messages, _sampling(backend, body, messages), cancel)
 
-        return await _answer(request, registry, body, "chat", start)
+        return await _answer(request, services, body, "chat", start)
 
     @router.post("/completions", dependencies=counted)
     async def completions(request: Request) -> Any:
@@ -85,7 +85,7 @@ def build_router(services: Services) -> APIRouter:
             backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
             return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
 
-        return await _answer(request, registry, body, "text", start)
+        return await _answer(request, services, body, "text", start)
 
     return router
 
@@ -198,12 +198,13 @@ def _sampling(backend: Backend, body: SamplingFields, prompt: Sequence[Message] 
     return params
 
 
-async def _answer(request: Request, registry: Registry, body: SamplingFields, kind: str, start: Starter) -> Any:
+async def _answer(request: Request, services: Services, body: SamplingFields, kind: str, start: Starter) -> Any:
     try:
-        registry.spec(body.model)
+        services.registry.spec(body.model)
     except ArenaError as exc:
         raise from_arena(exc) from None
     pump = EventPump(start, name=f"api:{body.model}")
+    services.generations.track(pump.cancel)  # a server stop ends the reply as a dropped client would
     # Nothing is sent while the request waits for its model and a slot: watch for a client that
     # leaves meanwhile, whose request must leave the line without ever running.
     watcher = asyncio.create_task(stop_on_disconnect(request.is_disconnected, pump))

@@ -166,7 +166,7 @@ class Handlers:
             self._assign_models(session, models)
             requests = self._requests(session, range(len(session.panes)), pane_settings, same_settings)
             arena.add_turn(session, message, [requests[i] for i in range(len(session.panes))])
-            run = arena.start_run(session)
+            run = self.services.generations.track(arena.start_run(session))  # a server stop sets it too
         yield from self._generate(session, run, range(len(session.panes)), client)
 
     def regenerate(
@@ -186,7 +186,7 @@ class Handlers:
             arena.check_can_regenerate(session, panes)
             requests = self._requests(session, panes, pane_settings, same_settings)
             arena.reset_replies(session, panes, requests)
-            run = arena.start_run(session)
+            run = self.services.generations.track(arena.start_run(session))
         yield from self._generate(session, run, panes, client)
 
     def _check_rate(self, action: str, client: ClientInfo) -> None:

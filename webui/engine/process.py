@@ -216,6 +216,10 @@ class EngineServer:
         return summarize_log(list(self._tail), lines)
 
     # ---- stop ---------------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
     def stop(self) -> None:
         """Stop the server and every process it started (idempotent)."""
         self._stopping.set()
@@ -288,5 +292,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 @atexit.register
 def _stop_all() -> None:
+    # One whose stop is under way (in a thread the exit is cutting short) is left to its supervisor,
+    # which already ends its group: waiting for it again would hold the exit up for the grace period.
     for server in list(_LIVE):
-        server.stop()
+        if not server.stopping:
+            server.stop()

@@ -401,14 +401,26 @@ class Registry:
                     self._wanted.remove(slot.key)
             self._set(slot, ModelState.UNLOADED, "")
 
-    def close(self) -> None:
-        """Unload everything and stop the keeper (the server calls this on exit)."""
+    def close(self, wait_s: float | None = None) -> None:
+        """Unload everything and stop the keeper (the server calls this on exit). The weights are
+        freed side by side: each engine's stop can take its grace period, and one after another
+        they would add up. With `wait_s`, returns after that long even if some are still loading
+        (their unload waits for the load) or stopping: the process is exiting, and what it leaves
+        is ended by the atexit hook and the engines' supervisors (webui.engine.process)."""
         with self._guard:
             self._closed = True
             self._wanted.clear()
             self._guard.notify_all()
-        for key in self._slots:
-            self.unload(self._owner(key).name)
+        names = [self._owner(key).name for key in self._slots]
+        threads = [threading.Thread(target=self.unload, args=(n,), name=f"unload:{n}", daemon=True) for n in names]
+        for thread in threads:
+            thread.start()
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        for thread in threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        left = [thread.name.removeprefix("unload:") for thread in threads if thread.is_alive()]
+        if left:
+            log.warning("still loading or stopping after %.1f s, left to the exit: %s", wait_s, ", ".join(left))
 
     def _drop(self, slot: _Slot) -> None:
         """Forget the weights and their backends, and free them (called with the slot lock held)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from fastapi import FastAPI
@@ -51,6 +52,7 @@ def create_app(services: Services) -> FastAPI:
     blocks = build_ui(services)
     security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
     app.state.blocks = blocks  # for the share link and gradio_calls
+    app.state.services = services  # for a stop, which ends every generation (webui/server/stopping.py)
     mounted = gr.mount_gradio_app(
         app, blocks, path="/", **security.mount_kwargs(services.settings), **auth.gradio_auth_kwargs(services.settings)
     )
@@ -75,7 +77,14 @@ def serve(settings: Settings) -> None:
     try:
         server.run()
     finally:
-        services.registry.close()  # frees the weights and stops every engine process
+        engines = time.monotonic()
+        # frees the weights and stops every engine process, within what is left of the grace (2 s at
+        # least); one still loading or stopping then is ended by its supervisor (webui.engine.process)
+        started = server.stop_started if server.stop_started is not None else engines
+        services.registry.close(wait_s=max(2.0, started + settings.shutdown_grace_s - engines))
+        if server.stop_started is not None:
+            now = time.monotonic()
+            log.info("stopped in %.1f s (the engines in %.1f s)", now - server.stop_started, now - engines)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
@@ -85,11 +94,20 @@ def build_server(app: FastAPI, settings: Settings) -> Any:
     import uvicorn
 
     from webui.server import accesslog
+    from webui.server.stopping import StoppingServer, stop_streams
 
-    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", proxy_headers=False)
+    # proxy_headers off: webui.access.clients reads X-Forwarded-For itself, only as far as trusted_proxies allows;
+    # a stop waits at most shutdown_grace_s for open connections, then cuts them off (webui/server/stopping.py)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        proxy_headers=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,  # type: ignore[arg-type]  # uvicorn takes a float
+    )
     accesslog.install(settings)  # after uvicorn's Config, which sets up its loggers
-    return uvicorn.Server(config)
+    return StoppingServer(config, stop_streams(app))
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
