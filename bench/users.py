@@ -175,8 +175,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
     notes = [
         f"{result['model']} ({result.get('engine') or 'engine not reported'}), {result['tokens']} new tokens per "
         f"chat, greedy, through the {result['path']} path; the engine alone gets the same levels in the same run.",
-        f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on vLLM "
-        f"({limits.get('max_concurrency')} on transformers), {limits.get('queue_per_slot')} waiting per slot, "
+        f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on a batching engine "
+        f"(vLLM, llama.cpp, transformers' continuous batching; {limits.get('max_concurrency')} on transformers' "
+        f"generate() path), {limits.get('queue_per_slot')} waiting per slot, "
         "beyond that refused at once.",
         "Gaps are between streamed text chunks.",
         f"Each level ran {result.get('repeats', 1)} time(s), the app and the engine alone in turn; the run with "

@@ -15,6 +15,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # instead of starting an engine server per test.
 os.environ.setdefault("ARENA_VLLM_PYTHON", "none")
 os.environ.setdefault("ARENA_LLAMA_SERVER", "none")
+# Likewise transformers serves them with one generate() thread per reply, whose threads the
+# cancellation tests watch; tests of continuous batching ask for it (test_transformers_batching.py).
+os.environ.setdefault("ARENA_TRANSFORMERS_BATCHING", "off")
 
 import pytest
 
@@ -48,6 +51,19 @@ def registry(settings):
     from webui.engine.registry import build_registry
 
     registry = build_registry(settings)
+    registry.start()
+    assert registry.wait_idle(60)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture
+def generate_registry(settings):
+    """The tiny models file on the generate() path (one thread per reply), whatever the
+    environment says, for tests about that path's threads."""
+    from webui.engine.registry import build_registry
+
+    registry = build_registry(settings.replace(transformers_batching=False))
     registry.start()
     assert registry.wait_idle(60)
     yield registry

@@ -79,7 +79,15 @@ class Settings:
     # off), how long a server may take to start, and the generations one vLLM model runs at once by default
     vllm_python: str = field(default_factory=lambda: os.environ.get("ARENA_VLLM_PYTHON", ""))
     vllm_start_timeout_s: float = 600.0
-    vllm_concurrency: int = 8  # llama.cpp's slots too: both batch the generations of one model
+    vllm_concurrency: int = 8  # llama.cpp's and transformers' batching slots too: all batch one model's generations
+    # transformers (docs/models.md): continuous batching (one manager per set of weights; off: one
+    # generate() thread per reply) and the tokens of its paged KV cache, allocated at load
+    transformers_batching: bool = field(
+        default_factory=lambda: (
+            os.environ.get("ARENA_TRANSFORMERS_BATCHING", "on").strip().lower() not in ("0", "false", "no", "off")
+        )
+    )
+    transformers_kv_cache_tokens: int = 8192
     # llama.cpp's llama-server (docs/models.md): "" finds the installer's .llama.cpp/bin or PATH's; "none" turns it off
     llama_server: str = field(default_factory=lambda: os.environ.get("ARENA_LLAMA_SERVER", ""))
     # Keys the HTTP API (/v1) accepts as `Authorization: Bearer KEY`; empty means no key needed.
@@ -219,6 +227,7 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
             "max_turns",
             "queue_per_slot",
             "vllm_concurrency",
+            "transformers_kv_cache_tokens",
             "load_parallel",
             "battle_max_new_tokens",
         ),
@@ -342,7 +351,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--vllm-concurrency",
         dest="vllm_concurrency",
         type=int,
-        help="simultaneous generations per model served by vLLM or llama.cpp (they batch them); default 8",
+        help="simultaneous generations per model served by vLLM, llama.cpp or transformers' continuous batching "
+        "(they batch them); default 8",
+    )
+    add(
+        "--transformers-batching",
+        dest="transformers_batching",
+        choices=[True, False],
+        type=lambda raw: _convert("transformers_batching", raw, bool),
+        metavar="on|off",
+        help="on|off: transformers serves a model's replies in one continuous batch (on, the default) or one "
+        "generate() per reply (off)",
+    )
+    add(
+        "--transformers-kv-cache-tokens",
+        dest="transformers_kv_cache_tokens",
+        type=int,
+        help="tokens of the paged KV cache each transformers model allocates for continuous batching; default 8192",
     )
     add(
         "--llama-server",

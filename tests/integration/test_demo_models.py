@@ -85,6 +85,23 @@ def test_twenty_start_and_cancel_cycles_leave_no_thread(demo_registry) -> None:
     assert backend.slots.busy == 0
 
 
+def test_continuous_batching_gives_the_generate_paths_64_greedy_tokens(demo_registry) -> None:
+    plain = demo_registry.get(SMOL)  # the suite serves on the generate() path (tests/conftest.py)
+    assert plain.batching is None
+    settings = Settings(transformers_batching=True)
+    registry = Registry([s for s in load_specs(settings.models_file) if s.name == SMOL], settings)
+    try:
+        registry.load(SMOL)  # from the weights cache the demo registry filled
+        batched = registry.get(SMOL)
+        assert batched.batching is not None and "(continuous batching)" in registry.status(SMOL).engine
+        params = SamplingParams(temperature=0, max_new_tokens=64, ignore_eos=True)
+        text, final = collect(batched.stream(QUESTION, params))
+        assert (text, final.completion_tokens) == (collect(plain.stream(QUESTION, params))[0], 64)
+        assert "Paris" in text
+    finally:
+        registry.close()
+
+
 def test_stop_string_is_trimmed(demo_registry) -> None:
     backend = demo_registry.get(SMOL)
     text, final = collect(backend.stream(QUESTION, GREEDY.replace(stop=["Paris"])))

@@ -77,7 +77,10 @@ def test_one_row_registers_a_backend_with_its_keys_loader_concurrency_and_placem
     registry = Registry(specs, settings)
     try:
         assert registry.concurrency(registry.spec("e1").weights_key) == 3
-        assert registry.concurrency(registry.spec("t").weights_key) == settings.max_concurrency
+        assert registry.concurrency(registry.spec("t").weights_key) == settings.max_concurrency  # batching off
+        on = Registry(specs, settings.replace(transformers_batching=True))
+        assert on.concurrency(on.spec("t").weights_key) == settings.vllm_concurrency  # a batching engine's slots
+        on.close()
         # placement sees the echo entries only; the transformers entry is left as it was
         cores = os.cpu_count() or 1
         assert [registry.spec(n).description for n in ("e1", "e2", "t")] == ["core 0", f"core {1 % cores}", ""]

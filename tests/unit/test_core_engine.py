@@ -75,13 +75,13 @@ def test_cancel_event_stops_the_model(registry, no_thread_leak) -> None:
     assert not _generate_threads()
 
 
-def test_closing_the_iterator_ends_the_generate_thread(registry, no_thread_leak) -> None:
-    stream = registry.get("tiny-a").stream(HELLO, LONG.replace(max_new_tokens=255 - 5))
+def test_closing_the_iterator_ends_the_generate_thread(generate_registry, no_thread_leak) -> None:
+    stream = generate_registry.get("tiny-a").stream(HELLO, LONG.replace(max_new_tokens=255 - 5))
     next(stream)
     assert _generate_threads()
     stream.close()
     assert not [t for t in _generate_threads() if t.is_alive()]
-    assert registry.get("tiny-a").slots.busy == 0
+    assert generate_registry.get("tiny-a").slots.busy == 0
 
 
 def test_never_iterated_stream_can_be_closed(registry, no_thread_leak) -> None:

@@ -102,8 +102,27 @@ class WorkerBoundary:
             inner.close()
 
 
-def test_zero_gpu_path_streams_the_same_tokens_as_plain_generate(registry, monkeypatch, no_thread_leak) -> None:
-    backend = registry.get("tiny-a")
+@pytest.fixture
+def zero_gpu_registry(settings):
+    """The tiny models loaded as on a ZeroGPU Space: one generate() per reply (the continuous-batching
+    loop cannot run inside per-call spaces.GPU allocations), and the status says so."""
+    from webui.engine.registry import build_registry
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spaces, "zero_gpu", lambda: True)
+        registry = build_registry(settings)
+        registry.start()
+        assert registry.wait_idle(60)
+    assert "one generate() per reply: ZeroGPU" in registry.status("tiny-a").engine
+    assert registry.get("tiny-a").batching is None
+    yield registry
+    registry.close()
+
+
+def test_zero_gpu_path_streams_the_same_tokens_as_plain_generate(
+    zero_gpu_registry, monkeypatch, no_thread_leak
+) -> None:
+    backend = zero_gpu_registry.get("tiny-a")
     for params in (
         SamplingParams(temperature=0, max_new_tokens=14, ignore_eos=True),
         SamplingParams(temperature=1.3, top_k=20, max_new_tokens=14, seed=7, ignore_eos=True),
@@ -120,11 +139,15 @@ def test_zero_gpu_path_streams_the_same_tokens_as_plain_generate(registry, monke
         assert boundary.closed == 1
 
 
-def test_zero_gpu_path_stops_the_worker_when_the_request_is_closed(registry, monkeypatch, no_thread_leak) -> None:
+def test_zero_gpu_path_stops_the_worker_when_the_request_is_closed(
+    zero_gpu_registry, monkeypatch, no_thread_leak
+) -> None:
     boundary = WorkerBoundary()
     monkeypatch.setattr(spaces, "zero_gpu", lambda: True)
     monkeypatch.setattr(spaces, "_gpu_stream", lambda: boundary)
-    stream = registry.get("tiny-a").stream(HELLO, SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True))
+    stream = zero_gpu_registry.get("tiny-a").stream(
+        HELLO, SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True)
+    )
     next(stream)
     next(stream)
     stream.close()

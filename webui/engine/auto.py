@@ -48,8 +48,9 @@ def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
     from webui.engine.transformers import load_transformers
 
     weights = load_transformers(spec, settings)
-    weights.engine = "transformers: " + "; ".join(part for part in (reason, passed_over) if part)
-    weights.concurrency = settings.max_concurrency  # the registry sized the slots for a batching engine
+    # "transformers: vLLM is not installed (continuous batching)"; the loader chose the slots
+    how = weights.engine.removeprefix("transformers").strip()
+    weights.engine = "transformers: " + "; ".join(part for part in (reason, passed_over) if part) + f" {how}"
     return weights
 
 
@@ -81,4 +82,4 @@ def default_concurrency(settings: Settings) -> int:
     batching = llamacpp.find_llama_server(settings.llama_server) or vllm.find_vllm_python(
         settings.vllm_python, PACKAGE_DIR.parent
     )
-    return settings.vllm_concurrency if batching else settings.max_concurrency
+    return settings.vllm_concurrency if batching or settings.transformers_batching else settings.max_concurrency

@@ -1,7 +1,14 @@
 """Local generation with Hugging Face transformers.
 
-Each request gets its own streamer, cancel event and generate thread; nothing request-shaped lives
-on the shared weights, so concurrent users never see each other's tokens.
+Two ways to run a request, chosen per set of weights when they load:
+
+* continuous batching (webui.engine.batching): one manager per set of weights decodes every running
+  request in one forward pass per step; the default wherever the manager serves the model;
+* one `generate()` thread per request: where the manager cannot serve (an architecture or attention
+  it refuses, a ZeroGPU Space, `--transformers-batching off`); the model status says why.
+
+Either way each request gets its own streamer, cancel event and stop filter; nothing request-shaped
+lives on the shared weights, so concurrent users never see each other's tokens.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +32,7 @@ from webui.engine.base import (
     decode_rate,
     start_in_slot,
 )
+from webui.engine.batching import Batching
 from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import PromptBuilder, Rendered, Template
 from webui.engine.zerogpu import generate as generate_on_device
@@ -108,6 +116,7 @@ class TransformersBackend(Backend):
         *,
         queue_timeout_s: float,
         join_timeout_s: float = 30.0,
+        batching: Batching | None = None,
     ) -> None:
         self.spec = spec
         self.model = model
@@ -115,7 +124,13 @@ class TransformersBackend(Backend):
         self.slots = slots
         self.queue_timeout_s = queue_timeout_s
         self.join_timeout_s = join_timeout_s
-        self.prompts = PromptBuilder(spec, tokenizer, spec.context_length or _model_context(model, tokenizer))
+        self.batching = batching
+        context = spec.context_length or _model_context(model, tokenizer)
+        if batching is not None:
+            # One request never holds more than the whole paged cache: a longer conversation drops
+            # its oldest turns to fit, as for any context limit, instead of failing in the manager.
+            context = min(context, batching.kv_cache_tokens)
+        self.prompts = PromptBuilder(spec, tokenizer, context)
         self.template: Template = self.prompts.template
 
     @property
@@ -158,6 +173,8 @@ class TransformersBackend(Backend):
         template_name: str,
     ) -> Iterator[StreamEvent]:
         """Queue for a slot and start the generate thread (eagerly: a full queue raises here)."""
+        if self.batching is not None:
+            return self._launch_batched(self.batching, rendered, params, cancel, template_stops, template_name)
         started = time.perf_counter()
         cancel = cancel or threading.Event()
         halt = threading.Event()  # set on a stop string, an error or an early close; `cancel` is the caller's
@@ -177,9 +194,81 @@ class TransformersBackend(Backend):
         if thread is None:
             return cancelled_before_start(len(rendered.token_ids), rendered.text)
         events = self._events(
-            rendered, params, texts, streamer, thread, cancel, halt, started, template_stops, template_name
+            rendered,
+            params,
+            texts,
+            streamer,
+            lambda: self._join(thread),
+            cancel,
+            halt,
+            started,
+            template_stops,
+            template_name,
         )
         return ClosingStream(events, stop=halt.set, wait=lambda: self._join(thread))
+
+    def _launch_batched(
+        self,
+        batching: Batching,
+        rendered: Rendered,
+        params: SamplingParams,
+        cancel: threading.Event | None,
+        template_stops: Sequence[str],
+        template_name: str,
+    ) -> Iterator[StreamEvent]:
+        """Queue for a slot and add the request to the manager (eagerly, as `_launch`). The manager's
+        router thread feeds the streamer; this request's slot and its place in the manager are
+        given back once, when the stream ends or is closed."""
+        started = time.perf_counter()
+        cancel = cancel or threading.Event()
+        halt = threading.Event()
+        texts: Handoff[str] = Handoff()
+        streamer = _Streamer(self.tokenizer, texts)
+        streamer.next_tokens_are_prompt = False  # the manager sends only new tokens
+        ended = threading.Event()
+
+        def on_tokens(ids: list[int]) -> None:
+            streamer.put(torch.tensor(ids))
+
+        def on_end(error: str | None) -> None:
+            if ended.is_set():
+                return
+            ended.set()
+            if error is None:
+                streamer.end()  # the text held back for a whole word
+            else:
+                texts.fail(RuntimeError(error))
+            texts.close()
+
+        if not self.slots.acquire(self.spec.name, self.queue_timeout_s, cancel):
+            return cancelled_before_start(len(rendered.token_ids), rendered.text)
+        try:
+            request = batching.submit(rendered.token_ids, params, on_tokens, on_end)
+        except BaseException:
+            self.slots.release()
+            raise
+        released = threading.Lock()
+
+        def finish() -> None:
+            if released.acquire(blocking=False):  # once, from whichever of close and the end comes first
+                batching.cancel(request)  # nothing when it finished: the manager dropped it already
+                self.slots.release()
+
+        reading = texts.until(lambda: cancel.is_set() or halt.is_set())
+        events = self._events(
+            rendered,
+            params,
+            texts,
+            streamer,
+            finish,
+            cancel,
+            halt,
+            started,
+            template_stops,
+            template_name,
+            reading=reading,
+        )
+        return ClosingStream(events, stop=halt.set, wait=finish)
 
     def _events(
         self,
@@ -187,17 +276,22 @@ class TransformersBackend(Backend):
         params: SamplingParams,
         texts: Handoff[str],
         streamer: _Streamer,
-        thread: threading.Thread,
+        wait: Callable[[], None],
         cancel: threading.Event,
         halt: threading.Event,
         started: float,
         template_stops: Sequence[str],
         template_name: str,
+        reading: Iterable[str] | None = None,
     ) -> Generator[StreamEvent, None, None]:
         reason: FinishReason | None = None
         error: str | None = None
+        stops = StopFilter((*params.stop, *template_stops))
         try:
-            if (yield from shown_until_stop(texts, StopFilter((*params.stop, *template_stops)))):
+            # A stream cut short (Stop) may have held back half a stop string: not shown then.
+            if (
+                yield from shown_until_stop(texts if reading is None else reading, stops, complete=lambda: texts.ended)
+            ):
                 reason = FinishReason.STOP
         except Exception as exc:  # the generate thread failed; reported as the finish
             reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
@@ -211,7 +305,7 @@ class TransformersBackend(Backend):
         final = self._finished(reason, rendered, streamer, started, error, template_name)
         # When the caller sees Finished, the model is idle and the slot is free.
         halt.set()
-        self._join(thread)
+        wait()
         yield final
 
     def _join(self, thread: threading.Thread) -> None:
@@ -300,7 +394,8 @@ def _model_context(model: Any, tokenizer: Any) -> int:
 
 
 def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
-    """Registry loader: weights for `spec`, shared by all its variants."""
+    """Registry loader: weights for `spec`, shared by all its variants, on continuous batching where
+    the manager serves them (the engine line of the status says which way and, if not, why)."""
     import gc
     from importlib.metadata import version
 
@@ -308,6 +403,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
     from webui.models.loading import load_weights
 
     loaded = load_weights(spec, settings.cache_dir)
+    batching, why_not = start_batching(loaded.model, loaded.tokenizer, spec, settings)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> TransformersBackend:
         return TransformersBackend(
@@ -317,9 +413,12 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
             slots,
             queue_timeout_s=settings.queue_timeout_s,
             join_timeout_s=settings.thread_join_timeout_s,
+            batching=batching,
         )
 
     def close() -> None:
+        if batching is not None:
+            batching.close()
         loaded.model = loaded.tokenizer = None
         gc.collect()
         if torch.cuda.is_available():
@@ -330,7 +429,70 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         device=loaded.device,
         from_cache=loaded.from_cache,
         close=close,
+        engine=f"transformers ({BATCHED})" if batching is not None else f"transformers ({UNBATCHED}: {why_not})",
+        # A batching engine's slots (as vLLM's and llama.cpp's), else one generate() thread each
+        concurrency=settings.vllm_concurrency if batching is not None else settings.max_concurrency,
         identity=source_components(
             spec.source, str(loaded.model.dtype).removeprefix("torch."), f"transformers {version('transformers')}"
         ),
     )
+
+
+def default_concurrency(settings: Settings) -> int:
+    """Slots for a batching engine where continuous batching is on (a model that falls back to
+    generate() is resized to --max-concurrency when it loads)."""
+    from webui.engine.zerogpu import zero_gpu_requested
+
+    return (
+        settings.vllm_concurrency
+        if settings.transformers_batching and not zero_gpu_requested()
+        else settings.max_concurrency
+    )
+
+
+BATCHED = "continuous batching"
+PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
+UNBATCHED = "one generate() per reply"
+
+
+def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settings) -> tuple[Batching | None, str]:
+    """The continuous-batching engine for these weights, or None and why the generate() path serves
+    them. A one-token request at load proves the manager runs the model: an architecture or
+    attention it cannot run fails here, not in a visitor's reply."""
+    from webui.engine.zerogpu import zero_gpu
+
+    if zero_gpu():
+        return None, "ZeroGPU lends the GPU per call, and the batching loop runs for good"
+    if not settings.transformers_batching:
+        return None, "continuous batching is off (--transformers-batching off)"
+    if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
+        return None, "the model is spread over several devices"
+    batching: Batching | None = None
+    try:
+        batching = Batching(model, _eos_ids(model, tokenizer), settings.transformers_kv_cache_tokens, spec.name)
+        probe = Handoff[list[int]]()
+        batching.submit(
+            [tokenizer.bos_token_id or 0] * 4,
+            SamplingParams(temperature=0.0, max_new_tokens=1, ignore_eos=True),
+            probe.put,
+            lambda error: probe.fail(RuntimeError(error)) if error else probe.close(),
+        )
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        if sum(len(ids) for ids in probe.until(lambda: time.monotonic() > deadline)) != 1:
+            raise RuntimeError(f"a one-token request gave no token within {PROBE_TIMEOUT_S:.0f} s")
+    except Exception as exc:  # any refusal of the manager means the generate() path, with the reason
+        log.warning("%s: continuous batching cannot serve it, one generate() per reply: %s", spec.name, exc)
+        if batching is not None:
+            batching.close()
+        kind = type(model).__name__
+        return None, f"continuous batching cannot run {kind}: {type(exc).__name__}: {str(exc)[:160]}"
+    return batching, ""
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    base = model.generation_config
+    eos = base.eos_token_id if base is not None else None
+    eos = eos if eos is not None else tokenizer.eos_token_id
+    if eos is None:
+        return []
+    return [eos] if isinstance(eos, int) else list(eos)

@@ -275,7 +275,11 @@ BACKENDS: dict[str, Backend] = {
         concurrency="webui.engine.llamacpp:default_concurrency",
         place="webui.engine.placement:place",
     ),
-    "transformers": Backend(TransformersEntry, "webui.engine.transformers:load_transformers"),
+    "transformers": Backend(
+        TransformersEntry,
+        "webui.engine.transformers:load_transformers",
+        concurrency="webui.engine.transformers:default_concurrency",
+    ),
     "openai": Backend(OpenAIEntry, "webui.engine.openai_remote:load_openai", own_weights=True),
 }
 DEFAULT_BACKEND = "auto"

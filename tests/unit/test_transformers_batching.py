@@ -1,0 +1,249 @@
+"""transformers on continuous batching (webui.engine.batching): one manager per set of weights,
+the generate() path's answers, requests that end alone, and the fallback with its reason."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import build_tiny_model, tiny_models_yaml
+from webui.config import Settings
+from webui.engine import collect
+from webui.engine.registry import Registry, build_registry
+from webui.handoff import Handoff
+from webui.types import Finished, FinishReason, Message, SamplingParams
+
+HELLO = [Message("user", "hello world")]
+GREEDY = SamplingParams(temperature=0, max_new_tokens=64, ignore_eos=True)
+SAMPLED = SamplingParams(temperature=0.9, top_k=12, top_p=0.9, repetition_penalty=1.3, seed=11, max_new_tokens=64)
+
+
+def _registry(models: Path, folder: Path, **settings: object) -> Registry:
+    """The models on continuous batching (the app's default; the suite's is off, tests/conftest.py)."""
+    chosen = {"transformers_batching": True, **settings}
+    registry = build_registry(
+        Settings(models_file=models, log_dir=folder / "logs", cache_dir=folder / "cache", queue_timeout_s=5.0, **chosen)
+    )
+    registry.start()
+    assert registry.wait_idle(60)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("batching") / "models.yaml"
+    path.write_text(tiny_models_yaml(tiny_model_dir))
+    return path
+
+
+@pytest.fixture(scope="module")
+def batched(tiny_models: Path) -> Iterator[Registry]:
+    registry = _registry(tiny_models, tiny_models.parent)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture(scope="module")
+def unbatched(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    registry = _registry(tiny_models, tmp_path_factory.mktemp("unbatched"), transformers_batching=False)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture
+def slow_steps(batched: Registry) -> Iterator[list[int]]:
+    """Every forward pass of the tiny model takes 20 ms more, so that a 200-token reply is still
+    running when a test acts on it; yields the count of forward passes so far."""
+    model = batched.get("tiny-a").model
+    count = [0]
+
+    def hook(module: object, args: object) -> None:
+        count[0] += 1
+        time.sleep(0.02)
+
+    handle = model.model.layers[0].register_forward_pre_hook(hook)
+    yield count
+    handle.remove()
+
+
+def _wait_for(condition, what: str, limit_s: float = 20.0) -> None:
+    """Polls a condition; the limit only keeps a broken engine from hanging the suite."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_variants_share_one_manager_with_a_batching_engines_slots(batched: Registry) -> None:
+    backend = batched.get("tiny-a")
+    assert backend.batching is not None
+    assert batched.get("tiny-b").batching is backend.batching  # one manager per set of weights
+    assert "(continuous batching)" in batched.status("tiny-a").engine
+    assert backend.slots.size == batched.settings.vllm_concurrency == 8  # as vLLM's and llama.cpp's
+    assert batched.get("tiny-b").slots is backend.slots
+
+
+def test_same_text_as_the_generate_path_greedy_and_seeded(batched: Registry, unbatched: Registry) -> None:
+    assert unbatched.get("tiny-a").batching is None
+    for params in (GREEDY, SAMPLED, SAMPLED.replace(seed=12, temperature=1.4, repetition_penalty=1.0)):
+        text, final = collect(batched.get("tiny-a").stream(HELLO, params))
+        expected, expected_final = collect(unbatched.get("tiny-a").stream(HELLO, params))
+        assert text == expected and text
+        assert (final.completion_tokens, final.reason) == (expected_final.completion_tokens, expected_final.reason)
+
+
+def test_eight_streams_at_once_end_with_their_own_lengths_and_stop_strings(batched: Registry) -> None:
+    backend = batched.get("tiny-a")
+    requests = [
+        SamplingParams(temperature=0 if i % 2 else 1.1, seed=i, max_new_tokens=6 + 5 * i, ignore_eos=True)
+        for i in range(8)
+    ]
+    alone = [collect(backend.stream(HELLO, params)) for params in requests]
+    for i in (1, 4, 7):  # these stop at a word of their own reply
+        text = alone[i][0]
+        stop = text.split()[3]
+        requests[i] = requests[i].replace(stop=[stop])
+        alone[i] = (text[: text.index(stop)], alone[i][1])
+    results: list[tuple[str, Finished] | None] = [None] * 8
+    start = threading.Barrier(8)
+
+    def chat(i: int) -> None:
+        start.wait()
+        results[i] = collect(backend.stream(HELLO, requests[i]))
+
+    threads = [threading.Thread(target=chat, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for i, (result, (text, final)) in enumerate(zip(results, alone, strict=True)):
+        assert result is not None, f"chat {i} did not finish"
+        assert result[0] == text, f"chat {i}"
+        if requests[i].stop:
+            assert result[1].reason is FinishReason.STOP
+        else:
+            assert (result[1].reason, result[1].completion_tokens) == (FinishReason.LENGTH, final.completion_tokens)
+    assert backend.batching.active() == 0 and backend.slots.busy == 0
+
+
+def test_stop_mid_stream_frees_the_request_at_the_next_step(batched: Registry, slow_steps: list[int]) -> None:
+    backend = batched.get("tiny-a")
+    long = SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True)
+    stream = backend.stream(HELLO, long)
+    next(stream)
+    next(stream)
+    assert backend.batching.active() == 1
+    stream.close()  # what Stop, a closed tab and a dropped API client do
+    steps_at_close = slow_steps[0]
+    _wait_for(lambda: backend.batching.active() == 0, "the manager to drop the request")
+    assert slow_steps[0] - steps_at_close <= 3, "the manager kept decoding a closed request"
+    assert backend.slots.busy == 0
+
+    cancel = threading.Event()
+    events = []
+    for event in backend.stream(HELLO, long, cancel):
+        events.append(event)
+        if len(events) == 2:
+            cancel.set()  # the UI's Stop button sets the request's cancel event
+    final = events[-1]
+    assert isinstance(final, Finished) and final.reason is FinishReason.CANCELLED
+    assert final.completion_tokens < 200
+    _wait_for(lambda: backend.batching.active() == 0, "the manager to drop the cancelled request")
+
+
+def test_a_request_that_fails_ends_alone(
+    batched: Registry, slow_steps: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webui.engine import batching
+
+    backend = batched.get("tiny-a")
+    good = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
+    expected = collect(backend.stream(HELLO, good))[0]
+    steps: dict[str, int] = {}
+    real_choose = batching._choose
+
+    def choose(request: batching.Request, history: list[int], scores: object) -> int:
+        steps[request.id] = steps.get(request.id, 0) + 1
+        if request.params.seed == 666 and steps[request.id] == 3:
+            raise RuntimeError("injected fault")  # a bad parameter, as far as the batch can tell
+        return real_choose(request, history, scores)
+
+    monkeypatch.setattr(batching, "_choose", choose)
+    streams = [backend.stream(HELLO, good) for _ in range(3)]
+    firsts = [next(stream).text for stream in streams]  # all three are running in the manager now
+    text, failed = collect(backend.stream(HELLO, good.replace(seed=666)))
+    assert failed.reason is FinishReason.ERROR and "injected fault" in (failed.error or "")
+    assert failed.completion_tokens == 2 and text == expected[: len(text)]
+    for first, stream in zip(firsts, streams, strict=True):
+        text, final = collect(stream)
+        assert (first + text, final.reason, final.completion_tokens) == (expected, FinishReason.LENGTH, 40)
+    assert backend.batching.active() == 0 and backend.slots.busy == 0
+
+
+def test_a_request_the_manager_refuses_ends_alone(batched: Registry) -> None:
+    batching = batched.get("tiny-a").batching
+    outcomes: list[Handoff[list[int]]] = [Handoff(), Handoff()]
+    ids = batched.get("tiny-a").prepare(HELLO, GREEDY).token_ids
+    for i, handoff in enumerate(outcomes):
+        injected = {"unknown_knob": 1} if i else {}  # the manager's own check refuses this one
+        batching.submit(
+            ids,
+            GREEDY.replace(max_new_tokens=8),
+            handoff.put,
+            lambda error, h=handoff: (h.fail(RuntimeError(error)) if error else None, h.close()),
+            **injected,
+        )
+    assert sum(len(ids) for ids in outcomes[0]) == 8
+    with pytest.raises(RuntimeError, match="unknown_knob"):
+        list(outcomes[1])
+    assert batching.active() == 0
+
+
+def test_a_full_cache_makes_requests_wait_their_turn(tiny_models: Path, tmp_path: Path) -> None:
+    """One page of 256 tokens: three 200-token replies take turns in the cache."""
+    registry = _registry(tiny_models, tmp_path, transformers_kv_cache_tokens=256)
+    try:
+        backend = registry.get("tiny-a")
+        assert backend.context_length == 256  # the tiny model's own context fits in the cache
+        params = SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True)
+        expected = collect(backend.stream(HELLO, params))[0]
+        results: list[str] = []
+        threads = [
+            threading.Thread(target=lambda: results.append(collect(backend.stream(HELLO, params))[0])) for _ in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert results == [expected] * 3
+    finally:
+        registry.close()
+
+
+def test_an_architecture_the_manager_refuses_is_served_by_generate_with_the_reason(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, MambaConfig, MambaForCausalLM
+
+    folder = build_tiny_model(tmp_path / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(0)
+    config = MambaConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, state_size=4, eos_token_id=3)
+    MambaForCausalLM(config).save_pretrained(tmp_path / "mamba")
+    tokenizer.save_pretrained(tmp_path / "mamba")
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - {{name: mamba, backend: transformers, source: {tmp_path / 'mamba'}}}\n")
+    registry = _registry(models, tmp_path)
+    try:
+        engine = registry.status("mamba").engine
+        assert "one generate() per reply: continuous batching cannot run MambaForCausalLM" in engine
+        backend = registry.get("mamba")
+        assert backend.batching is None
+        assert backend.slots.size == registry.settings.max_concurrency  # one generate() thread per slot
+        _text, final = collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+    finally:
+        registry.close()
