@@ -80,13 +80,10 @@ class Settings:
     vllm_python: str = field(default_factory=lambda: os.environ.get("ARENA_VLLM_PYTHON", ""))
     vllm_start_timeout_s: float = 600.0
     vllm_concurrency: int = 8  # llama.cpp's and transformers' batching slots too: all batch one model's generations
-    # transformers (docs/models.md): continuous batching (one manager per set of weights; off: one
-    # generate() thread per reply) and the tokens of its paged KV cache, allocated at load
-    transformers_batching: bool = field(
-        default_factory=lambda: (
-            os.environ.get("ARENA_TRANSFORMERS_BATCHING", "on").strip().lower() not in ("0", "false", "no", "off")
-        )
-    )
+    # transformers (docs/models.md): continuous batching (one manager per set of weights) or one
+    # generate() thread per reply (off, the default until one chat is shown no slower on it:
+    # docs/performance.md), and the tokens of its paged KV cache, allocated at load
+    transformers_batching: bool = False
     transformers_kv_cache_tokens: int = 8192
     # llama.cpp's llama-server (docs/models.md): "" finds the installer's .llama.cpp/bin or PATH's; "none" turns it off
     llama_server: str = field(default_factory=lambda: os.environ.get("ARENA_LLAMA_SERVER", ""))
@@ -360,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[True, False],
         type=lambda raw: _convert("transformers_batching", raw, bool),
         metavar="on|off",
-        help="on|off: transformers serves a model's replies in one continuous batch (on, the default) or one "
-        "generate() per reply (off)",
+        help="on|off: transformers serves a model's replies in one continuous batch (on) or one generate() per "
+        "reply (off, the default until one chat is measured no slower on the batch)",
     )
     add(
         "--transformers-kv-cache-tokens",
