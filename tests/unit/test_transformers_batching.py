@@ -23,7 +23,7 @@ SAMPLED = SamplingParams(temperature=0.9, top_k=12, top_p=0.9, repetition_penalt
 
 
 def _registry(models: Path, folder: Path, **settings: object) -> Registry:
-    """The models on continuous batching (the app's default; the suite's is off, tests/conftest.py)."""
+    """The models on continuous batching (`--transformers-batching on`; off by default)."""
     chosen = {"transformers_batching": True, **settings}
     registry = build_registry(
         Settings(models_file=models, log_dir=folder / "logs", cache_dir=folder / "cache", queue_timeout_s=5.0, **chosen)

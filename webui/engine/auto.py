@@ -50,7 +50,9 @@ def load_auto(spec: ModelSpec, settings: Settings) -> Weights:
     weights = load_transformers(spec, settings)
     # "transformers: vLLM is not installed (continuous batching)"; the loader chose the slots
     how = weights.engine.removeprefix("transformers").strip()
-    weights.engine = "transformers: " + "; ".join(part for part in (reason, passed_over) if part) + f" {how}"
+    weights.engine = " ".join(
+        part for part in ("transformers: " + "; ".join(p for p in (reason, passed_over) if p), how) if part
+    )
     return weights
 
 

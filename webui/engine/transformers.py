@@ -429,7 +429,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         device=loaded.device,
         from_cache=loaded.from_cache,
         close=close,
-        engine=f"transformers ({BATCHED})" if batching is not None else f"transformers ({UNBATCHED}: {why_not})",
+        engine=_engine_status(batching is not None, why_not),
         # A batching engine's slots (as vLLM's and llama.cpp's), else one generate() thread each
         concurrency=settings.vllm_concurrency if batching is not None else settings.max_concurrency,
         identity=source_components(
@@ -451,8 +451,17 @@ def default_concurrency(settings: Settings) -> int:
 
 
 BATCHED = "continuous batching"
-PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
 UNBATCHED = "one generate() per reply"
+
+
+def _engine_status(batched: bool, why_not: str) -> str:
+    """The status's engine: "transformers", or which path serves and why where batching was asked for."""
+    if batched:
+        return f"transformers ({BATCHED})"
+    return f"transformers ({UNBATCHED}: {why_not})" if why_not else "transformers"
+
+
+PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
 
 
 def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settings) -> tuple[Batching | None, str]:
@@ -464,7 +473,7 @@ def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settin
     if zero_gpu():
         return None, "ZeroGPU lends the GPU per call, and the batching loop runs for good"
     if not settings.transformers_batching:
-        return None, "continuous batching is off (--transformers-batching off)"
+        return None, ""  # the default: nothing went wrong, so the status has nothing to explain
     if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
         return None, "the model is spread over several devices"
     batching: Batching | None = None
