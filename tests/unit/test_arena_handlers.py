@@ -127,6 +127,31 @@ def rendered(session: Session) -> str:
 # ---- battle --------------------------------------------------------------------------------
 
 
+def test_a_battle_draws_a_favoured_pair_from_what_the_handler_is_given() -> None:
+    """The favours reach the battle's pair: with an active favour of gamma vs delta, that pair comes
+    up far more often than one in six, on both sides; without it, about one in six."""
+    from webui.arena.pairing import Evidence
+    from webui.leaderboard.board.favours import Favour
+
+    names = ("alpha", "beta", "gamma", "delta")
+    services = fake_services({name: {"sampling": {"max_new_tokens": 1}} for name in names}, rate_messages=0)
+    evidence = Evidence(dict.fromkeys(names, 1000.0), {})
+    favour = Favour("gamma", "delta", until=10, asked_at=0.0)
+
+    def pairs(favoured: list[Favour]) -> list[tuple[str, ...]]:
+        handlers = Handlers(services, rng=random.Random(3), evidence=lambda: evidence, favoured=lambda: favoured)
+        drawn = []
+        for _ in range(200):
+            session = drain(handlers.send(None, "battle", "hi", OWN, ME, CLIENT))[-1]
+            drawn.append(tuple(p.model for p in session.panes))
+        return drawn
+
+    with_favour, without = pairs([favour]), pairs([])
+    favoured = [p for p in with_favour if set(p) == {"gamma", "delta"}]
+    assert len(favoured) > 60 and {p[0] for p in favoured} == {"gamma", "delta"}
+    assert sum(set(p) == {"gamma", "delta"} for p in without) < 60
+
+
 def test_battle_turn_streams_votes_and_reveals() -> None:
     services = fake_services({"alpha": {}, "beta": {}, "gamma": {"weight": 0}})
     handlers = Handlers(services, rng=random.Random(0))

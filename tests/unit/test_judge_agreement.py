@@ -109,9 +109,9 @@ def test_the_figures_find_a_simulated_judges_known_accuracy_and_bias(tmp_path: P
         for name, accuracy, bias in (("knows", 0.7, 0.0), ("guesses", 1 / 3, 0.0), ("first", 0.9, 0.6)):
             assert simulate_verdicts(tmp_path, accuracy, bias, seed=1, name=name) > 1900
         series = {n: [r for r in read_verdicts(tmp_path) if r["judge"] == n] for n in ("knows", "guesses", "first")}
-        knows = calibrate(series["knows"], index, "knows", PROMPT_VERSION, rounds=100).overall
-        guesses = calibrate(series["guesses"], index, "guesses", PROMPT_VERSION, rounds=100).overall
-        first = calibrate(series["first"], index, "first", PROMPT_VERSION, rounds=0).overall
+        knows = calibrate(series["knows"], index.rows(), "knows", PROMPT_VERSION, rounds=100).overall
+        guesses = calibrate(series["guesses"], index.rows(), "guesses", PROMPT_VERSION, rounds=100).overall
+        first = calibrate(series["first"], index.rows(), "first", PROMPT_VERSION, rounds=0).overall
     finally:
         index.close()
     assert knows.with_ties.lower <= 0.7 <= knows.with_ties.upper, knows.with_ties
@@ -125,7 +125,7 @@ def test_the_figures_find_a_simulated_judges_known_accuracy_and_bias(tmp_path: P
     index = VoteIndex(tmp_path)
     try:
         for name in ("knows", "first"):
-            positions[name] = calibrate(series[name], index, name, PROMPT_VERSION, rounds=0)
+            positions[name] = calibrate(series[name], index.rows(), name, PROMPT_VERSION, rounds=0)
     finally:
         index.close()
     people = positions["knows"].people_position

@@ -31,10 +31,10 @@ from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
 from webui.judge.calibration import calibrate, report_lines
 from webui.judge.composite import composite, composite_lines
-from webui.judge.prompt import JudgePrompt
+from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.records import VerdictLog, judged, read_verdicts
-from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, index_for, judge_battles
-from webui.models.specs import load_judge
+from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, judge_battles, slots_of
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.storage import log_files
 
 log = logging.getLogger("webui.judge")
@@ -125,15 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _refuse(f"{args.log_dir} holds no vote logs (YYYY-MM-DD-conv.json): nothing to judge")
     try:
         settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
-        block = load_judge(settings.models_file)
-        args.judge = args.judge or (block.model if block else None)
-        if not args.judge:
-            return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
-        from_block = block.prompt if block is not None and block.model == args.judge else None
-        prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
+        choice = choose_judge(settings.models_file, args.judge, args.judge_prompt)
+        args.judge, prompt = choice.name, choice.prompt
         if args.agreement or args.composite:
-            weight = args.judge_weight if args.judge_weight is not None else (block.weight if block else "auto")
-            return _agreement(args, prompt, weight)
+            return _agreement(args, prompt, args.judge_weight if args.judge_weight is not None else choice.weight)
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
@@ -155,7 +150,7 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     if not status.usable:
         return _refuse(f"the judge {args.judge} is not ready: {status.describe()}")
     judge = Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
-    index = index_for(args.log_dir, args.index)
+    index = VoteIndex(args.log_dir, args.index)
     try:
         battles = battles_to_judge(
             index,
@@ -166,7 +161,7 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
         )
     finally:
         index.close()
-    slots = getattr(getattr(backend, "slots", None), "size", 1)
+    slots = slots_of(backend)
     print(
         f"[{len(battles)} battles to judge with {judge.name} (prompt {prompt.version}), {slots} at a time]",
         file=sys.stderr,
@@ -195,15 +190,16 @@ def _agreement(args: argparse.Namespace, prompt: JudgePrompt, weight: float | st
             f"no verdicts of {args.judge} with prompt {version} in {args.log_dir}: judge some battles first "
             f"(the same command without --agreement or --composite)"
         )
-    index = index_for(args.log_dir, args.index)
+    index = VoteIndex(args.log_dir, args.index)
     lines = []
     try:
-        if args.agreement:
-            lines += report_lines(calibrate(verdicts, index, args.judge, version, rounds=max(0, args.rounds)))
-        if args.composite:
-            lines += composite_lines(args.judge, composite(verdicts, index, weight))
+        rows = index.rows()
     finally:
         index.close()
+    if args.agreement:
+        lines += report_lines(calibrate(verdicts, rows, args.judge, version, rounds=max(0, args.rounds)))
+    if args.composite:
+        lines += composite_lines(args.judge, composite(verdicts, rows, weight))
     print("\n".join(lines))
     return 0
 

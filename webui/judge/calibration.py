@@ -50,10 +50,10 @@ def verdict_table(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def calibrate(
-    verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, judge: str, prompt_version: str, rounds: int = 200
+    verdicts: Iterable[Mapping[str, Any]], rows: pd.DataFrame, judge: str, prompt_version: str, rounds: int = 200
 ) -> Calibration:
+    """The judge's figures; `rows`: the vote index's (VoteIndex.rows), for the categories."""
     table = verdict_table(verdicts).drop_duplicates("vote", keep="last")
-    rows = index.rows()
     if len(rows):
         keys = [vote_key(f, o) for f, o in zip(rows["file"], rows["offset"], strict=True)]
         rows = rows.assign(vote=keys).drop_duplicates("vote", keep="last")
@@ -146,7 +146,8 @@ def agreement_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, 
     if not series:
         return NO_VERDICTS
     parts = []
+    rows = index.rows()  # once for every judge shown
     for key in sorted(series, key=lambda k: newest[k], reverse=True)[:SHOWN_SERIES]:
-        lines = report_lines(calibrate(series[key], index, key[0], key[1], rounds=rounds))
+        lines = report_lines(calibrate(series[key], rows, key[0], key[1], rounds=rounds))
         parts.append("```\n" + "\n".join(lines) + "\n```")
     return "\n\n".join(parts)

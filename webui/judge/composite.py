@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 
 from webui.judge.calibration import verdict_table
+from webui.judge.run import counted_rows
 from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
 from webui.leaderboard.stats.composite import AutoWeight, auto_weight, composite_board
 from webui.leaderboard.votes.index import VoteIndex
-from webui.leaderboard.votes.rows import drop_reasons
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,11 @@ class Composite:
     table: pd.DataFrame
 
 
-def human_battles(index: VoteIndex) -> pd.DataFrame:
-    """The counted anonymous battle votes, as the board counts them."""
-    rows = index.rows()
+def human_battles(rows: pd.DataFrame) -> pd.DataFrame:
+    """The counted anonymous battle votes of the vote index's `rows`, as the board counts them."""
     if rows.empty:
         return pd.DataFrame(columns=["model_a", "model_b", "winner"])
-    counted = drop_reasons(rows, drop_stopped=True).isna().to_numpy() & rows["anony"].astype(bool).to_numpy()
-    return rows.loc[counted, ["model_a", "model_b", "winner"]].reset_index(drop=True)
+    return counted_rows(rows)[["model_a", "model_b", "winner"]]
 
 
 def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -40,8 +38,8 @@ def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return judged[[outcome(w) is not None for w in judged["winner"]]].reset_index(drop=True)
 
 
-def composite(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, weight: float | str) -> Composite:
-    human, judged = human_battles(index), judged_battles(verdicts)
+def composite(verdicts: Iterable[Mapping[str, Any]], rows: pd.DataFrame, weight: float | str) -> Composite:
+    human, judged = human_battles(rows), judged_battles(verdicts)
     chosen = auto_weight(human, judged) if weight == "auto" else None
     w = chosen.weight if chosen is not None else float(weight)
     return Composite(w, chosen, composite_board(human, judged, w))
@@ -73,7 +71,7 @@ def composite_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, 
         return "No judge has judged the battles here yet, so there is no composite board (docs/judge.md)."
     judge, version = max(newest, key=lambda k: newest[k])
     chosen = [r for r in records if (r.get("judge"), r.get("prompt_version")) == (judge, version)]
-    lines = composite_lines(judge, composite(chosen, index, weight))
+    lines = composite_lines(judge, composite(chosen, index.rows(), weight))
     return (
         f"The human votes and the verdicts of **{judge}** (prompt {version}) in one fit; the board above stays "
         "human-only.\n\n```\n" + "\n".join(lines) + "\n```"

@@ -81,3 +81,27 @@ def parse_verdict(answer: str) -> str | None:
     """ "A", "B", "tie" or "bothbad" when the answer holds marks of one kind only; else None."""
     found = {MARKS[m] for m in _MARK.findall(answer or "")}
     return found.pop() if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """Which model judges, with which prompt, and what its verdicts weigh in the composite board."""
+
+    name: str
+    prompt: JudgePrompt
+    weight: float | str  # the models file's judge: block's, else "auto"
+
+
+def choose_judge(models_file: Path, judge: str | None, prompt_file: Path | None) -> JudgeChoice:
+    """The judge the command line names, else the models file's `judge:` block's; its prompt:
+    `prompt_file`, else the block's (when the block names this judge), else ours. A ConfigError
+    where no judge is named anywhere or the prompt cannot be used."""
+    from webui.models.specs import load_judge
+
+    block = load_judge(models_file)
+    name = judge or (block.model if block else None)
+    if not name:
+        raise ConfigError(f"no judge: name one with --judge NAME, or in a judge: block of {models_file}")
+    from_block = block.prompt if block is not None and block.model == name else None
+    prompt = JudgePrompt.load(prompt_file or (Path(from_block) if from_block else None))
+    return JudgeChoice(name, prompt, block.weight if block is not None else "auto")

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -30,7 +29,7 @@ from webui.engine.base import Backend, collect
 from webui.judge.prompt import JudgePrompt, parse_verdict
 from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_key
 from webui.leaderboard.votes.index import VoteIndex
-from webui.leaderboard.votes.rows import drop_reasons
+from webui.leaderboard.votes.rows import counted, drop_reasons
 from webui.types import FinishReason, SamplingParams
 
 
@@ -66,7 +65,7 @@ def battles_to_judge(
     rows = index.rows()
     if rows.empty:
         return []
-    rows = rows[drop_reasons(rows, drop_stopped=True).isna().to_numpy() & rows["anony"].astype(bool).to_numpy()]
+    rows = counted_rows(rows)
     if since is not None:
         rows = rows[rows["tstamp"] >= since]
     keys = pd.Series(
@@ -87,6 +86,11 @@ def battles_to_judge(
             if limit is not None and len(chosen) >= limit:
                 return chosen
     return chosen
+
+
+def counted_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The vote index's `rows` the board counts by default: no drop reason, anonymous."""
+    return counted(rows.assign(drop_reason=drop_reasons(rows, drop_stopped=True)))
 
 
 def _battle(key: str, row: pd.Series, more: pd.Series) -> Battle:
@@ -206,5 +210,6 @@ def agreement_line(records: Iterable[Mapping[str, Any]]) -> str:
     return f"agrees with the human vote on {same} of {len(both)} battles with a consistent verdict"
 
 
-def index_for(log_dir: Path, index_path: Path | None = None, *, database: str = "", server: str = "") -> VoteIndex:
-    return VoteIndex(log_dir, index_path, database=database, server=server)
+def slots_of(backend: Backend) -> int:
+    """How many requests the model takes at once (its slots; 1 for a backend without)."""
+    return int(getattr(getattr(backend, "slots", None), "size", 1) or 1)

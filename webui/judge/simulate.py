@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from webui.judge.records import ORDERS, WINNER_OF, Asked, VerdictLog, judged, verdict_record
-from webui.judge.run import battles_to_judge, index_for
+from webui.judge.run import battles_to_judge
 from webui.leaderboard.stats.agreement import outcome
+from webui.leaderboard.votes.index import VoteIndex
 
 PROMPT_VERSION = "simulated"
 MARK_OF = {
@@ -55,7 +56,7 @@ def simulate_verdicts(
     if not (0 <= accuracy <= 1 and 0 <= position_bias <= 1):
         raise ValueError(f"accuracy and position bias are probabilities (0 to 1), got {accuracy}, {position_bias}")
     rng = np.random.default_rng(seed)
-    index = index_for(log_dir)
+    index = VoteIndex(log_dir)
     try:
         battles = battles_to_judge(index, (), judged(log_dir, name, PROMPT_VERSION))
     finally:

@@ -27,9 +27,9 @@ from typing import Any
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
-from webui.judge.prompt import JudgePrompt
-from webui.judge.run import Judge, index_for
-from webui.models.specs import load_judge
+from webui.judge.prompt import JudgePrompt, choose_judge
+from webui.judge.run import Judge, slots_of
+from webui.leaderboard.votes.index import VoteIndex
 from webui.records.storage import log_files
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
@@ -64,12 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _refuse("--model and --baseline name the same model: nothing to compare")
     try:
         settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
-        block = load_judge(settings.models_file)
-        args.judge = args.judge or (block.model if block else None)
-        if not args.judge:
-            return _refuse(f"no judge: name one with --judge NAME, or in a judge: block of {settings.models_file}")
-        from_block = block.prompt if block is not None and block.model == args.judge else None
-        prompt = JudgePrompt.load(args.judge_prompt or (Path(from_block) if from_block else None))
+        choice = choose_judge(settings.models_file, args.judge, args.judge_prompt)
+        args.judge, prompt = choice.name, choice.prompt
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
@@ -92,7 +88,7 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             return _refuse(f"{name} is not ready: {exc}")
         if not registry.status(name).usable:
             return _refuse(f"{name} is not ready: {registry.status(name).describe()}")
-    index = index_for(args.log_dir)
+    index = VoteIndex(args.log_dir)
     try:
         prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()))
     finally:
@@ -100,7 +96,7 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     if not prompts:
         return _refuse(f"{args.log_dir}: no counted battle with a prompt to replay")
     judge = Judge.greedy(args.judge, backends[args.judge], prompt, registry.status(args.judge).fingerprint or None)
-    width = min(_slots(backends[args.model]), _slots(backends[args.baseline]))
+    width = min(slots_of(backends[args.model]), slots_of(backends[args.baseline]))
     print(f"[replaying {len(prompts)} prompts, {width} at a time]", file=sys.stderr, flush=True)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
@@ -130,10 +126,6 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     print(markdown(report).split("\n\n")[1], file=sys.stderr)
     print(f"wrote {stem}.md and .json", file=sys.stderr)
     return 0
-
-
-def _slots(backend: Any) -> int:
-    return int(getattr(getattr(backend, "slots", None), "size", 1) or 1)
 
 
 def _report(

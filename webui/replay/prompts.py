@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from webui.judge.run import counted_rows
 from webui.leaderboard.votes.index import VoteIndex
-from webui.leaderboard.votes.rows import drop_reasons
 
 MAX_PROMPT_CHARS = 20_000  # a replayed prompt is a question, not a document: longer ones are left out
 
@@ -38,7 +38,7 @@ def pick_prompts(index: VoteIndex, count: int, seed: int = 0, model_names: tuple
     rows = index.rows()
     if rows.empty:
         return []
-    rows = rows[drop_reasons(rows, drop_stopped=True).isna().to_numpy() & rows["anony"].astype(bool).to_numpy()]
+    rows = counted_rows(rows)
     rng = random.Random(seed)
     order = list(range(len(rows)))
     rng.shuffle(order)

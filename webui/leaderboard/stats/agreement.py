@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard.stats.confidence import Z
 from webui.leaderboard.stats.ratings import bradley_terry
 
 OUTCOMES = ("model_a", "model_b", "tie")
 ORDER_COLUMNS = ("verdict_ab", "verdict_ba")  # each order's verdict, in the battles table's words, or None
-Z95 = NormalDist().inv_cdf(0.975)
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,8 @@ class Share:
         if n == 0:
             return cls(0, 0, math.nan, math.nan, math.nan)
         p = k / n
-        centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
-        half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+        centre = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
+        half = Z * math.sqrt(p * (1 - p) / n + Z**2 / (4 * n * n)) / (1 + Z**2 / n)
         # exact ends where the share is: floating point would leave 1e-17 above 0
         return cls(k, n, p, 0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
 

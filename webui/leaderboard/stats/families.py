@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-Z95 = 1.959963984540054
+from webui.leaderboard.stats.confidence import Z
+from webui.leaderboard.stats.fingerprints import SEPARATOR
+
 DRAWS = 20_000  # Monte Carlo draws for the expected maximum: within a fraction of a point
 
 
@@ -55,7 +57,7 @@ def family_notes(
     row rated per fingerprint, "name @ 1a2b3c", belongs to its name's family)."""
     ranked = table[~table["preliminary"].astype(bool)] if "preliminary" in table else table
     names = ranked["model"].astype(str)
-    bases = names.str.split(" @ ").str[0]
+    bases = names.str.split(SEPARATOR).str[0]
     chosen = {prefix: names.str.startswith(prefix) for prefix in prefixes}
     chosen |= {family: bases.isin(list(members)) for family, members in (declared or {}).items()}
     notes = []
@@ -64,7 +66,7 @@ def family_notes(
         if len(members) < 2:
             continue
         half = (members["upper"] - members["lower"]).to_numpy(float) / 2
-        sigmas = [h / Z95 for h in half if math.isfinite(h)]
+        sigmas = [h / Z for h in half if math.isfinite(h)]
         notes.append(FamilyNote(family, tuple(str(m) for m in members["model"]), expected_optimism(sigmas)))
     return notes
 

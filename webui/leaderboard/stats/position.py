@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
 from webui.leaderboard.stats import newton
+from webui.leaderboard.stats.confidence import Z
 from webui.leaderboard.stats.ratings import BASE, RIDGE, SCALE, encode
-
-Z95 = NormalDist().inv_cdf(0.975)
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ def _fit(battles: pd.DataFrame, ridge: float, max_iter: int) -> PositionTerm:
     covariance = np.linalg.inv(_information(a, b, w * p * (1 - p), n) + np.diag(penalty))
     to_points = SCALE / math.log(BASE)
     gamma, se = params[n] * to_points, math.sqrt(max(covariance[n, n], 0.0)) * to_points
-    return PositionTerm(float(gamma), float(gamma - Z95 * se), float(gamma + Z95 * se), len(battles))
+    return PositionTerm(float(gamma), float(gamma - Z * se), float(gamma + Z * se), len(battles))
 
 
 def _information(a: np.ndarray, b: np.ndarray, curvature: np.ndarray, n: int) -> np.ndarray:
