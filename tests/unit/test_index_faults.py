@@ -10,6 +10,7 @@ import logging
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -321,7 +322,10 @@ def test_a_catch_up_survives_a_worker_that_dies(
     pd.testing.assert_frame_equal(pooled.rows(), alone.rows())
     said = [r.getMessage() for r in caplog.records if r.name == "webui.leaderboard.votes.workers"]
     assert len(said) == 1 and "a worker process of the vote index died" in said[0], said
-    assert "ended by SIGKILL" in said[0]  # how it died, for whoever looks into why
+    # How the pool's processes ended, for whoever looks into why. Not always the SIGKILL itself: the
+    # pool may have reaped the dead process before the log reads its table, leaving only a sibling
+    # that exited as the pool broke (seen once in fifteen runs as "exit code 255").
+    assert re.search(r"\((ended by SIG[A-Z]+|exit code -?\d+)", said[0]), said[0]
     alone.close()
     pooled.close()
 
