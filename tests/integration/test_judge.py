@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from tests.records import battle, vote
 from tests.servers import RunningServer, serve_app, wait_for
+from webui.config import Settings
+from webui.engine.registry import build_registry
 from webui.judge.__main__ import main
 from webui.judge.records import judge_files, read_verdicts
 from webui.records.privacy import IdentityPolicy
@@ -39,6 +42,7 @@ class ScriptedJudge:
     def __init__(self) -> None:
         self.mode, self.delay_s = "well", 0.0
         self.prompts: list[str] = []
+        self.replayed: list[str] = []  # the replay models asked, one name per request
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
         self.app = FastAPI()
@@ -60,6 +64,7 @@ class ScriptedJudge:
         body = await request.json()
         prompt = body["messages"][-1]["content"]
         if body.get("model") in ("new", "old"):  # the two models of a replay: one answers well
+            self.replayed.append(body["model"])
             return self._stream(f"{GOOD if body['model'] == 'new' else POOR}: about {prompt}")
         with self.lock:
             self.prompts.append(prompt)
@@ -101,6 +106,7 @@ def scripted(judge_server: tuple[ScriptedJudge, RunningServer]) -> ScriptedJudge
     judge, _ = judge_server
     judge.mode, judge.delay_s, judge.most_in_flight = "well", 0.0, 0
     judge.prompts.clear()
+    judge.replayed.clear()
     return judge
 
 
@@ -345,6 +351,42 @@ def test_replay_answers_logged_prompts_with_both_models_and_reports_the_judges_w
         assert result["new"] == f"{GOOD}: about {result['prompt']}" and result["verdicts"] == ["model_a", "model_a"]
     assert report_path.with_suffix(".md").read_text().startswith("# Replay: new against old\n")
     assert {p.name: p.read_bytes() for p in log_files(tmp_path)} == logs_before and not judge_files(tmp_path)
+
+
+def test_replay_reads_the_baselines_reply_from_battles_logged_by_the_same_fingerprint(
+    scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path
+) -> None:
+    """A logged battle reply by what serves the baseline now stands in for a new one; a reply by an
+    older build of it (another fingerprint) does not, nor any with --generate-baseline."""
+    from webui.replay.__main__ import main as replay_main
+
+    models = replay_models(tmp_path, judge_server[1].v1)
+    registry = build_registry(Settings.from_env(models_file=models, log_dir=tmp_path))
+    try:
+        registry.load("old")
+        live = registry.status("old").fingerprint
+    finally:
+        registry.close()
+    assert live
+    recorder = JsonlRecorder(tmp_path, IdentityPolicy("none"))
+    for i, fingerprint in enumerate((live, live, "an-older-build")):
+        old, other = battle("old", "alpha", (f"{POOR} logged {i}", GOOD), prompt=f"question {i}")
+        recorder.vote(vote("rightvote", [replace(old, fingerprint=fingerprint), other]))
+    recorder.close()
+    command = [str(tmp_path), "--model", "new", "--baseline", "old", "--models", str(models), "--prompts", "3"]
+
+    assert replay_main([*command, "--out", str(tmp_path / "reused")]) == 0
+    (report,) = [json.loads(p.read_text()) for p in (tmp_path / "reused").glob("*.json")]
+    baseline = {r["prompt"]: (r["baseline"], r["baseline_logged"]) for r in report["results"]}
+    assert baseline["question 0"] == (f"{POOR} logged 0", True) and baseline["question 1"][1] is True
+    assert baseline["question 2"] == (f"{POOR}: about question 2", False)
+    assert report["baseline_logged"] == 2 and sorted(scripted.replayed) == ["new"] * 3 + ["old"]
+    assert report["win_rate"]["prompts"] == 3  # logged replies are judged like generated ones
+
+    scripted.replayed.clear()
+    assert replay_main([*command, "--generate-baseline", "--out", str(tmp_path / "generated")]) == 0
+    (report,) = [json.loads(p.read_text()) for p in (tmp_path / "generated").glob("*.json")]
+    assert report["baseline_logged"] == 0 and sorted(scripted.replayed) == ["new"] * 3 + ["old"] * 3
 
 
 def test_replay_refuses_bad_input_and_writes_nothing(

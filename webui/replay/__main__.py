@@ -7,7 +7,9 @@ prompts answered again by a new checkpoint and the model it would replace, judge
 The judge is --judge NAME or the models file's judge: block. The report goes to
 LOGDIR/replays/replay-<UTC time>.md and .json (or --out DIR): the new model's paired win rate
 with its 95% interval, per category, both fingerprints, and the prompts where the two differ
-most. Nothing is written to the vote logs. Bad input exits 2 with one line and writes nothing.
+most. The baseline's reply is read from a logged battle where the model that wrote it is the one
+serving now (same fingerprint); --generate-baseline asks it every time. Nothing is written to the
+vote logs. Bad input exits 2 with one line and writes nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-prompt", type=Path, default=None, metavar="FILE", help="the judge's prompt; default ours")
     p.add_argument("--models", type=Path, default=None, help=f"models file; default {DEFAULT_MODELS_FILE}")
     p.add_argument("--seed", type=int, default=0, help="which prompts are drawn; default 0")
+    p.add_argument(
+        "--generate-baseline",
+        action="store_true",
+        help="generate every baseline reply, even where a logged battle holds one by the same fingerprint",
+    )
     p.add_argument("--out", type=Path, default=None, help="folder for the report; default LOG_DIR/replays")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -98,6 +105,10 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     judge = Judge.greedy(args.judge, backends[args.judge], prompt, registry.status(args.judge).fingerprint or None)
     width = min(slots_of(backends[args.model]), slots_of(backends[args.baseline]))
     print(f"[replaying {len(prompts)} prompts, {width} at a time]", file=sys.stderr, flush=True)
+    baseline_fingerprint = registry.status(args.baseline).fingerprint or None
+    logged = (
+        (lambda p: None) if args.generate_baseline else (lambda p: p.logged_reply(args.baseline, baseline_fingerprint))
+    )
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     started = dt.datetime.now(dt.timezone.utc)
@@ -110,6 +121,7 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             width=width,
             cancel=cancel,
             on_progress=lambda done, total: print(f"  {done}/{total} prompts", file=sys.stderr, flush=True),
+            logged=logged,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -149,6 +161,7 @@ def _report(
         "judge_fingerprint": judge.fingerprint,
         "prompt_version": prompt.version,
         "prompts": len(results),
+        "baseline_logged": sum(r.baseline.logged for r in results),
         "failed": [{"prompt": r.prompt.text, "error": r.error} for r in results if r.error],
         "win_rate": _rate(figures["overall"]),
         "categories": {name: _rate(rate) for name, rate in figures["categories"].items()},
@@ -172,6 +185,7 @@ def _item(r: Replayed) -> dict[str, Any]:
         "category": r.prompt.category,
         "new": r.new.text,
         "baseline": r.baseline.text,
+        "baseline_logged": r.baseline.logged,
         "verdicts": r.verdicts,
         "score": r.score,
         "judge_answers": r.answers,
@@ -189,7 +203,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"- created {report['created']}; judge prompt {report['prompt_version']}",
         f"- fingerprints: {report['model']} {report['fingerprints'][report['model']] or 'n/a'}, "
         f"{report['baseline']} {report['fingerprints'][report['baseline']] or 'n/a'}",
-        f"- {report['prompts']} prompts replayed, {len(report['failed'])} left out (a reply or the judge failed)",
+        f"- {report['prompts']} prompts replayed, {len(report['failed'])} left out (a reply or the judge failed); "
+        f"{report['baseline_logged']} of {report['baseline']}'s replies read from logged battles by the same "
+        "fingerprint",
         "",
         "## By category",
         "",

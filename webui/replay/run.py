@@ -1,7 +1,9 @@
 """A replay: each prompt answered by the new model and the baseline, then judged in both orders.
 
 Guarantees: generation goes through the arena's own engines (each model's own sampling settings,
-as visitors get them), as many requests at once as each model's slots; a reply that fails is
+as visitors get them), as many requests at once as each model's slots; a baseline reply is taken
+from the logs instead where `logged` finds one (a battle's reply by what serves the baseline now,
+as one more draw from the same model and settings); a reply that fails is
 reported and its prompt left out of the figures, never judged on half a reply; nothing is written
 to the vote logs or the judge files (the report holds everything); `cancel` stops the requests
 in flight.
@@ -37,6 +39,7 @@ class Reply:
     text: str
     error: str | None
     seconds: float
+    logged: bool = False  # read from a logged battle, not generated
 
 
 @dataclass
@@ -79,8 +82,10 @@ def replay(
     width: int = 1,
     cancel: threading.Event | None = None,
     on_progress: Callable[[int, int], None] = lambda done, total: None,
+    logged: Callable[[Prompt], str | None] = lambda prompt: None,
 ) -> list[Replayed]:
-    """Both replies for every prompt, then the judge's verdicts; in the prompts' order."""
+    """Both replies for every prompt (the baseline's from `logged` where it has one), then the
+    judge's verdicts; in the prompts' order."""
     cancel = cancel or threading.Event()
     results: list[Replayed | None] = [None] * len(prompts)
     done = [0]
@@ -88,7 +93,11 @@ def replay(
 
     def one(i: int) -> None:
         prompt = prompts[i]
-        ours, theirs = generate(new, prompt.text, cancel), generate(baseline, prompt.text, cancel)
+        ours = generate(new, prompt.text, cancel)
+        reused = logged(prompt)
+        theirs = (
+            Reply(reused, None, 0.0, logged=True) if reused is not None else generate(baseline, prompt.text, cancel)
+        )
         item = Replayed(prompt, ours, theirs)
         if ours.error or theirs.error:
             item.error = f"a reply failed: {ours.error or theirs.error}"
