@@ -389,6 +389,31 @@ def test_replay_reads_the_baselines_reply_from_battles_logged_by_the_same_finger
     assert report["baseline_logged"] == 0 and sorted(scripted.replayed) == ["new"] * 3 + ["old"] * 3
 
 
+def test_replay_queues_judged_pairs_as_prepared_battles(
+    scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path
+) -> None:
+    """--queue K: K of the judged pairs, with both replies as the judge saw them, go where the
+    arena's Battle tab finds them (webui.records.prepared); the report says which."""
+    from webui.records.prepared import PreparedPairs
+    from webui.replay.__main__ import main as replay_main
+
+    logged_battles(tmp_path, 5)
+    models = replay_models(tmp_path, judge_server[1].v1)
+    command = [str(tmp_path), "--model", "new", "--baseline", "old", "--models", str(models), "--prompts", "4"]
+    assert replay_main([*command, "--queue", "2"]) == 0
+    (report_path,) = (tmp_path / "replays").glob("replay-*.json")
+    report = json.loads(report_path.read_text())
+    queued = PreparedPairs(tmp_path).pending()
+    assert len(queued) == 2 and sorted(p.pair_id for p in queued) == sorted(report["queued"]["pairs"])
+    replies = {r["prompt"]: (r["new"], r["baseline"]) for r in report["results"]}
+    for pair in queued:
+        assert pair.models == ("new", "old") and pair.replies == replies[pair.prompt]
+        assert pair.source == report_path.stem
+    assert report["queued"]["verdicts"] == [["model_a", "model_a"]] * 2
+    assert "2 pairs queued as blind battles" in report_path.with_suffix(".md").read_text()
+    assert replay_main([*command, "--queue", "-1"]) == 2
+
+
 def test_replay_refuses_bad_input_and_writes_nothing(
     judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

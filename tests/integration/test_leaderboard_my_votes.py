@@ -177,3 +177,45 @@ def test_the_tab_shows_a_judges_agreement_with_the_votes(app):
     assert same == "Pick two different models."
     assert f"Judge tiny-judge (prompt v1) on {len(voted)} battles" in figures
     assert "agreement with ties      100% (" in figures and "position consistency     100% (" in figures
+
+
+@pytest.mark.timeout(300)
+def test_a_prepared_pair_is_a_blind_battle_whose_vote_names_the_pair(app):
+    """A replay's queued pair (written beside the running app's logs) becomes a battle through the
+    page's own endpoint: the stored prompt and replies, no name or fingerprint before the vote, one
+    turn only; the vote is an ordinary battle vote that names the pair."""
+    from gradio_client.exceptions import AppError
+
+    from webui.records.prepared import PREPARED_KEY, PreparedPair, PreparedPairs, write_pairs
+
+    url, services = app
+    log_dir = services.settings.log_dir
+    stored = PreparedPair(
+        "pair-7", "replay-test", "What is two plus two?", ("tiny-a", "tiny-b"), ("FOUR-ONE", "FOUR-TWO"), ("fpa", "fpb")
+    )
+    write_pairs(log_dir, "replay-test", [stored])
+    client = Client(url, verbose=False, download_files=False)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the app reads the folder again within seconds
+            try:
+                shown = repr(client.predict(api_name="/battle_prepared"))
+                break
+            except AppError as exc:
+                if "No prepared question" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        with pytest.raises(AppError, match="prepared"):
+            client.predict("and five?", api_name="/battle_send")
+        revealed = repr(client.predict(api_name="/battle_vote_a"))
+    finally:
+        client.close()
+    assert "What is two plus two?" in shown and "FOUR-ONE" in shown and "FOUR-TWO" in shown
+    assert "tiny-a" not in shown and "tiny-b" not in shown and "fpa" not in shown
+    assert "tiny-a" in revealed and "tiny-b" in revealed
+    votes = [r for r in read_logs(log_dir).records if r["type"] != "chat" and PREPARED_KEY in r["extra"]]
+    (voted,) = votes
+    assert voted["extra"][PREPARED_KEY] == "pair-7" and voted["type"] == "leftvote"
+    sides = {state["model_name"]: state for state in voted["states"]}
+    assert sides["tiny-a"]["messages"][-1] == ["assistant", "FOUR-ONE"] and sides["tiny-b"]["fingerprint"] == "fpb"
+    assert PreparedPairs(log_dir).pending() == []

@@ -33,6 +33,7 @@ DOCUMENTED = (
             "regenerate_b",
             "stop",
             "new_round",
+            "prepared",
             "vote_a",
             "vote_b",
             "vote_tie",

@@ -20,6 +20,7 @@ READY = (ModelStatus("tiny-a", ModelState.READY), ModelStatus("tiny-b", ModelSta
 DRAWN = StatusOutputs(
     seen="seen",
     battle="battle",
+    battle_prepared="battle-prepared",
     side_by_side="sbs",
     sbs_models=("sbs-a", "sbs-b", "sbs-c", "sbs-d"),
     direct="direct",
@@ -45,3 +46,12 @@ def test_a_dropdown_with_a_model_gets_new_choices_but_keeps_its_model() -> None:
     assert out["sbs-c"]["value"] == "tiny-b", "an empty one is still filled"
     direct = status_updates(services(*READY), "direct", None, (None, None, None, None, "tiny-b"), DRAWN)
     assert "value" not in direct["direct-model"] and direct["direct"].startswith("🟢")
+
+
+def test_the_prepared_question_button_shows_only_while_a_pair_waits() -> None:
+    waiting = status_updates(services(*READY), "battle", None, (None,) * 5, DRAWN, prepared_waiting=True)
+    assert waiting["battle-prepared"]["visible"] is True
+    last = waiting["seen"]
+    # the same models, but the last pair was voted on: the button goes
+    gone = status_updates(services(*READY), "battle", last, (None,) * 5, DRAWN, prepared_waiting=False)
+    assert gone["battle-prepared"]["visible"] is False

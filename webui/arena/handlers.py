@@ -19,11 +19,12 @@ from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
 from webui.arena.pairing import Evidence, choose_pair
 from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
-from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams
+from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams, stored_reply
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.leaderboard.board.favours import Favour
 from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
+from webui.records.prepared import PREPARED_KEY, SOURCE_KEY, PreparedPairs
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ FAILURES: list[tuple[type[BaseException], str]] = [
     ),
 ]
 GENERIC_FAILURE = "This model could not answer. Try Regenerate, or start a new round."
+NO_PREPARED = "No prepared question is waiting right now. Type your own!"
+# How fast a prepared battle's stored replies appear: about what a small model streams on a CPU.
+PREPARED_CHARS_PER_S = 160.0
 
 
 def failure_message(exc: BaseException) -> str:
@@ -60,6 +64,7 @@ class Handlers:
         rng: random.Random | None = None,
         evidence: Callable[[], Evidence | None] | None = None,
         favoured: Callable[[], Sequence[Favour]] | None = None,
+        prepared: PreparedPairs | None = None,
     ) -> None:
         self.services = services
         self.registry = services.registry
@@ -69,6 +74,8 @@ class Handlers:
         self.evidence = evidence or (lambda: None)
         # Pairs the operator asked to favour for a number of battles (webui.leaderboard.board.favours)
         self.favoured = favoured or (lambda: ())
+        # Stored pairs (a replay's queue) that visitors may judge as a battle (webui.records.prepared)
+        self.prepared = prepared
 
     # ---- sessions -------------------------------------------------------------------------
     def session_for(self, session: Session | None, mode: Mode, owner: Owner) -> Session:
@@ -189,6 +196,37 @@ class Handlers:
             run = self.services.generations.track(arena.start_run(session))
         yield from self._generate(session, run, panes, client)
 
+    def prepared_battle(self, session: Session | None, owner: Owner, client: ClientInfo) -> Iterator[Session]:
+        """A new battle on a prepared pair: its stored prompt as the first message, its stored
+        replies on sides drawn here, streamed at one pace. The rest is a battle's: blind until the
+        vote, which is recorded with the pair's id. One turn only (the replies exist for it)."""
+        pair = self.prepared.draw(self.rng) if self.prepared is not None else None
+        if pair is None:
+            raise Refused(NO_PREPARED)
+        self._check_rate("message", client)
+        if session is not None:
+            self.stop(session, owner)
+        session = arena.new_session("battle", owner)
+        sides = [0, 1]
+        self.rng.shuffle(sides)  # never the baseline on one side
+        with session.lock:
+            session.prepared = pair
+            for pane, side in zip(session.panes, sides, strict=True):
+                pane.model = pair.models[side]
+            requests = [self._stored_request(pair.models[side]) for side in sides]
+            arena.add_turn(session, pair.prompt, requests)
+            run = self.services.generations.track(arena.start_run(session))
+        openers = {i: stored_reply(pair.replies[side], PREPARED_CHARS_PER_S) for i, side in enumerate(sides)}
+        yield from self._generate(session, run, range(2), client, openers)
+
+    def _stored_request(self, model: str) -> PaneRequest:
+        """What a stored reply is recorded with: its model's settings where this arena serves it."""
+        try:
+            spec = self.registry.spec(model)
+        except ModelNotFound:
+            return (SamplingParams(), None, "")
+        return (spec.sampling, None, spec.system_prompt or "")
+
     def _check_rate(self, action: str, client: ClientInfo) -> None:
         """The per-client limits on messages and votes (webui.access.ratelimit)."""
         try:
@@ -253,17 +291,24 @@ class Handlers:
         return open_stream
 
     def _generate(
-        self, session: Session, run: threading.Event, panes: Sequence[int], client: ClientInfo
+        self,
+        session: Session,
+        run: threading.Event,
+        panes: Sequence[int],
+        client: ClientInfo,
+        openers: dict[int, Opener] | None = None,
     ) -> Iterator[Session]:
-        """Stream `panes` until they end. Whatever happens (Stop, the generator closed by a closed
-        tab, an error), `finally` stops the models, keeps the partial replies and ends the run."""
+        """Stream `panes` (from their models, or from `openers` where given) until they end.
+        Whatever happens (Stop, the generator closed by a closed tab, an error), `finally` stops
+        the models, keeps the partial replies and ends the run."""
         streams: PaneStreams | None = None
         settled = False
         try:
             jobs = [
                 Job(
                     i,
-                    self._opener(
+                    (openers or {}).get(i)
+                    or self._opener(
                         session.panes[i].chosen, session.panes[i].messages(), session.panes[i].turns[-1].params
                     ),
                 )
@@ -362,6 +407,11 @@ class Handlers:
                     "turn": session.turn_no,
                     "battle_id": session.battle_id,
                     "session": self.services.recorder.session_key(str(owner.session_hash or "")),
+                    **(
+                        {PREPARED_KEY: session.prepared.pair_id, SOURCE_KEY: session.prepared.source}
+                        if session.prepared is not None
+                        else {}
+                    ),
                 },
             )
             try:
@@ -370,16 +420,20 @@ class Handlers:
                 log.error("vote not recorded: %s", exc)
                 raise Refused(VOTE_NOT_RECORDED) from None
             arena.mark_voted(session, kind)
+            if session.prepared is not None and self.prepared is not None and kind != "flag":
+                self.prepared.voted(session.prepared.pair_id)
         return session
 
     def conversation(self, session: Session, index: int) -> Conversation:
         pane = session.panes[index]
-        spec = self.registry.spec(pane.chosen)
         newest = pane.turns[-1]
         messages: list[tuple[str, str]] = []
         for turn in pane.turns:
             if turn.reply.ok or turn is newest:
                 messages += [("user", turn.user), ("assistant", turn.reply.text)]
+        if session.prepared is not None:  # stored replies: what wrote them, not what serves the name now
+            return self._prepared_conversation(session, index, messages)
+        spec = self.registry.spec(pane.chosen)
         final = newest.reply.final
         template = str(final.extra.get("template", spec.template)) if final is not None else spec.template
         served = self.registry.fingerprint(pane.chosen)
@@ -396,6 +450,25 @@ class Handlers:
             anonymous=session.mode == "battle",
             fingerprint=served.id if served else "",
             fingerprint_components=served.components if served else {},
+        )
+
+    def _prepared_conversation(self, session: Session, index: int, messages: list[tuple[str, str]]) -> Conversation:
+        pair, pane = session.prepared, session.panes[index]
+        assert pair is not None
+        side = pair.models.index(pane.chosen) if pair.models[0] != pair.models[1] else index
+        newest = pane.turns[-1]
+        return Conversation(
+            conv_id=pane.conv_id,
+            model_name=pane.chosen,
+            template_name="",
+            system_message=newest.model_system_prompt,
+            messages=messages,
+            params=newest.params,
+            mode=session.mode,
+            battle_id=session.battle_id,
+            turn=len(pane.turns),
+            anonymous=True,
+            fingerprint=pair.fingerprints[side],
         )
 
     def _record_chat(self, session: Session, index: int, client: ClientInfo) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from webui.errors import ArenaError, ParamError
 from webui.records.events import Mode
+from webui.records.prepared import PreparedPair
 from webui.types import PAIR_VOTES, SINGLE_VOTES, Finished, FinishReason, Message, SamplingParams
 
 PANE_LABELS = ("Model A", "Model B", "Model C", "Model D")
@@ -273,6 +274,7 @@ class Session:
     turn_no: int = 0  # bumped by every send and regenerate: a vote belongs to one set of replies
     votes: dict[int, set[str]] = field(default_factory=dict)
     running: threading.Event | None = None  # the cancel signal of the generation in progress
+    prepared: PreparedPair | None = None  # a battle on stored replies (webui.records.prepared)
     idle: threading.Event = field(default_factory=threading.Event, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -347,11 +349,18 @@ def clean_message(text: Any, max_chars: int) -> str | None:
     return clean_text(text)
 
 
+PREPARED_ONE_TURN = (
+    "This battle's question was prepared: vote on these replies, then press “New round” to ask your own."
+)
+
+
 def check_can_send(session: Session, max_turns: int) -> None:
     if session.busy:
         raise Refused("Please wait for the replies to finish, or press Stop.")
     if session.mode == "battle" and session.revealed:
         raise Refused("This battle is over. Press “New round” to start another one.")
+    if session.prepared is not None:  # its replies exist for the first turn only
+        raise Refused(PREPARED_ONE_TURN)
     if any(len(p.turns) >= max_turns for p in session.panes):
         raise Refused(f"This conversation reached the limit of {max_turns} turns. Start a new round to keep going.")
 
@@ -368,6 +377,8 @@ def check_can_regenerate(session: Session, panes: Sequence[int]) -> None:
         raise Refused("Please wait for the replies to finish, or press Stop.")
     if session.mode == "battle" and session.revealed:
         raise Refused("This battle is over. Press “New round” to start another one.")
+    if session.prepared is not None:
+        raise Refused(PREPARED_ONE_TURN)
     if any(not session.panes[i].turns for i in panes):
         raise Refused("There is nothing to regenerate yet.")
 

@@ -18,11 +18,29 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from webui.handoff import Ended, Handoff, run_in_thread
-from webui.types import StreamEvent
+from webui.types import Finished, FinishReason, StreamEvent, TextDelta
 
 log = logging.getLogger(__name__)
 
 Opener = Callable[[threading.Event], Iterator[StreamEvent]]
+
+
+def stored_reply(text: str, chars_per_s: float, tick_s: float = 0.05) -> Opener:
+    """A reply that exists already (a prepared battle), streamed as a live one is, in pieces at
+    `chars_per_s`: both panes of a prepared battle get the same pace, so that neither the pace nor
+    its end tells which model is which. Stop ends it as it ends a live one. It reports no speed
+    (it was not generated here), as a reply whose engine measured none."""
+
+    def open_stream(cancel: threading.Event) -> Iterator[StreamEvent]:
+        step = max(1, round(chars_per_s * tick_s))
+        for start in range(0, len(text), step):
+            if cancel.wait(tick_s):
+                yield Finished(FinishReason.CANCELLED)
+                return
+            yield TextDelta(text[start : start + step])
+        yield Finished(FinishReason.STOP)
+
+    return open_stream
 
 
 @dataclass(frozen=True)

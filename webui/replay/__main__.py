@@ -3,6 +3,7 @@ prompts answered again by a new checkpoint and the model it would replace, judge
 
     python -m webui.replay logs --model my-model-v2 --baseline my-model-v1 --prompts 200 --judge judge-70b
     python -m webui.replay logs --model NEW --baseline OLD --prompts 50 --models models.yaml --out reports/
+    python -m webui.replay logs --model NEW --baseline OLD --prompts 200 --queue 40
 
 The judge is --judge NAME or the models file's judge: block. The report goes to
 LOGDIR/replays/replay-<UTC time>.md and .json (or --out DIR): the new model's paired win rate
@@ -19,9 +20,11 @@ import datetime as dt
 import json
 import logging
 import math
+import random
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from webui.errors import ArenaError
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.run import Judge, slots_of
 from webui.leaderboard.votes.index import VoteIndex
+from webui.records.prepared import PreparedPair, write_pairs
 from webui.records.storage import log_files
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
@@ -56,6 +60,13 @@ def parser() -> argparse.ArgumentParser:
         help="generate every baseline reply, even where a logged battle holds one by the same fingerprint",
     )
     p.add_argument("--out", type=Path, default=None, help="folder for the report; default LOG_DIR/replays")
+    p.add_argument(
+        "--queue",
+        type=int,
+        default=0,
+        metavar="K",
+        help="put K of the judged pairs in the Battle tab as blind battles for people to vote on; default 0",
+    )
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -69,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _refuse(f"{args.log_dir} holds no vote logs (YYYY-MM-DD-conv.json): no prompts to replay")
     if args.model == args.baseline:
         return _refuse("--model and --baseline name the same model: nothing to compare")
+    if args.queue < 0:
+        return _refuse(f"--queue: a whole number of 0 or more, got {args.queue}")
     try:
         settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
         choice = choose_judge(settings.models_file, args.judge, args.judge_prompt)
@@ -133,11 +146,39 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     folder = args.out or args.log_dir / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"replay-{started:%Y%m%dT%H%M%SZ}"
+    if args.queue:
+        report["queued"] = _queue(args, results, fingerprints, stem.name)
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     stem.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
     print(markdown(report).split("\n\n")[1], file=sys.stderr)
     print(f"wrote {stem}.md and .json", file=sys.stderr)
     return 0
+
+
+def _queue(
+    args: argparse.Namespace, results: list[Replayed], fingerprints: dict[str, str | None], source: str
+) -> dict[str, Any]:
+    """K of the judged pairs (a seeded draw, so neither the judge's verdict nor the order of the
+    prompts chooses them) as prepared battles; what was queued, for the report."""
+    judged = [r for r in results if r.score is not None]
+    chosen = random.Random(args.seed).sample(judged, min(args.queue, len(judged)))
+    pairs = [
+        PreparedPair(
+            pair_id=uuid.uuid4().hex,
+            source=source,
+            prompt=r.prompt.text,
+            models=(args.model, args.baseline),
+            replies=(r.new.text, r.baseline.text),
+            fingerprints=(fingerprints[args.model] or "", fingerprints[args.baseline] or ""),
+        )
+        for r in chosen
+    ]
+    path = write_pairs(args.log_dir, source, pairs)
+    if len(pairs) < args.queue:
+        print(f"--queue {args.queue}: only {len(pairs)} pairs have a verdict; all queued", file=sys.stderr)
+    print(f"queued {len(pairs)} pairs as blind battles: {path}", file=sys.stderr)
+    verdicts = {r.prompt.text: r.verdicts for r in chosen}
+    return {"file": str(path), "pairs": [p.pair_id for p in pairs], "verdicts": [verdicts[p.prompt] for p in pairs]}
 
 
 def _report(
@@ -206,6 +247,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"- {report['prompts']} prompts replayed, {len(report['failed'])} left out (a reply or the judge failed); "
         f"{report['baseline_logged']} of {report['baseline']}'s replies read from logged battles by the same "
         "fingerprint",
+        *(
+            [f"- {len(report['queued']['pairs'])} pairs queued as blind battles for people: {report['queued']['file']}"]
+            if report.get("queued")
+            else []
+        ),
         "",
         "## By category",
         "",

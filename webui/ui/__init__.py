@@ -21,6 +21,7 @@ from webui.arena.handlers import Handlers
 from webui.engine.registry import ModelState
 from webui.leaderboard.board.favours import FavourFile
 from webui.records.events import Mode
+from webui.records.prepared import PreparedPairs
 from webui.ui import page, preview, views
 from webui.ui.about import build_about_tab
 from webui.ui.common import INTERNAL, in_order, owner_of, progress_on
@@ -53,7 +54,12 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
 def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
     board = leaderboard_view(services)  # the Leaderboard tab shows it; smart pairing reads it
     favoured = FavourFile(services.settings.log_dir)
-    handlers = handlers or Handlers(services, evidence=pairing_evidence(board), favoured=favoured)
+    handlers = handlers or Handlers(
+        services,
+        evidence=pairing_evidence(board),
+        favoured=favoured,
+        prepared=PreparedPairs(services.settings.log_dir),
+    )
     with gr.Blocks(title=preview.TITLE) as blocks:
         gr.Markdown("# ⚔️ Pairwise Arena", elem_classes=["arena-title"])
         current = gr.State("battle")
@@ -89,13 +95,22 @@ class StatusOutputs:
 
     seen: Any  # gr.State: what the outputs last showed, so that unchanged ones are skipped
     battle: Any
+    battle_prepared: Any  # the Battle tab's "prepared question" button: shown while a pair waits
     side_by_side: Any
     sbs_models: Sequence[Any]
     direct: Any
     direct_model: Any
 
     def components(self) -> list[Any]:
-        return [self.seen, self.battle, self.side_by_side, *self.sbs_models, self.direct, self.direct_model]
+        return [
+            self.seen,
+            self.battle,
+            self.battle_prepared,
+            self.side_by_side,
+            *self.sbs_models,
+            self.direct,
+            self.direct_model,
+        ]
 
 
 def _wire_status(
@@ -110,9 +125,12 @@ def _wire_status(
 ) -> None:
     sbs, direct = chats["side_by_side"].ui, chats["direct"].ui
     (direct_model,) = direct.dropdowns
+    battle_prepared = chats["battle"].ui.prepared
+    assert battle_prepared is not None, "the Battle tab has a prepared-question button"
     drawn = StatusOutputs(
         seen=seen,
         battle=chats["battle"].ui.status,
+        battle_prepared=battle_prepared,
         side_by_side=sbs.status,
         sbs_models=sbs.dropdowns,
         direct=direct.status,
@@ -124,7 +142,8 @@ def _wire_status(
     quiet = progress_on(gr.HTML(visible=False))
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
-        return in_order(status_outputs, status_updates(services, tab, last, chosen, drawn))
+        waiting = tab == "battle" and handlers.prepared is not None and bool(handlers.prepared.pending())
+        return in_order(status_outputs, status_updates(services, tab, last, chosen, drawn, prepared_waiting=waiting))
 
     def on_load(request: gr.Request, last: Any, *values: Any) -> list[Any]:
         """Opens the tab named in ?tab=, and creates each tab's session (owned by this page's
@@ -172,14 +191,25 @@ def _wire_status(
 
 
 def status_updates(
-    services: Services, tab: str, last: Any, chosen: Sequence[str | None], drawn: StatusOutputs
+    services: Services,
+    tab: str,
+    last: Any,
+    chosen: Sequence[str | None],
+    drawn: StatusOutputs,
+    *,
+    prepared_waiting: bool = False,
 ) -> dict[Any, Any]:
     """{component of `drawn`: update}: only for the tab on show, and only when something changed.
     `chosen` is what the model dropdowns (side by side's, then direct's) showed when the timer
     fired. An empty dropdown gets a ready model (the k-th, or the last when there are fewer); one
     with a model gets new choices only: a model picked since the timer fired must not be put back."""
     statuses = services.registry.statuses()
-    signature = (tab, tuple((s.name, s.state.value, s.reason) for s in statuses), tuple(bool(c) for c in chosen))
+    signature = (
+        tab,
+        tuple((s.name, s.state.value, s.reason) for s in statuses),
+        tuple(bool(c) for c in chosen),
+        prepared_waiting,
+    )
     out: dict[Any, Any] = {component: gr.skip() for component in drawn.components()}
     if signature == last:
         return out
@@ -188,6 +218,7 @@ def status_updates(
     choices = views.model_choices(statuses)
     if tab == "battle":
         out[drawn.battle] = views.anonymous_status(statuses)
+        out[drawn.battle_prepared] = gr.update(visible=prepared_waiting)
     elif tab == "side_by_side":
         out[drawn.side_by_side] = views.status_markdown(statuses)
         for k, dropdown in enumerate(drawn.sbs_models):

@@ -103,6 +103,7 @@ class ChatLayout:
     stop: gr.Button
     regen: gr.Button  # every pane on show
     restart: gr.Button  # New round / Clear
+    prepared: gr.Button | None  # a battle on a prepared pair (battle only; shown while one waits)
     keys: gr.Markdown  # the keyboard shortcuts, the vote keys only while there are votes
     same: gr.Checkbox | None  # "Model A's parameters for every pane" (several panes only)
 
@@ -162,6 +163,9 @@ def lay_out(kind: Kind) -> ChatLayout:
         stop = gr.Button("⏹ Stop", variant="stop", interactive=False, elem_id=f"{p}-stop")
         regen = gr.Button("🔄 Regenerate", interactive=False, elem_id=f"{p}-regen")
         restart = gr.Button(kind.restart[0], elem_id="battle-new" if kind.anonymous else f"{p}-clear")
+        prepared = (
+            gr.Button("❓ A prepared question", visible=False, elem_id=f"{p}-prepared") if kind.anonymous else None
+        )
     keys = gr.Markdown(keys_text(kind, votes=True), elem_id=f"{p}-keys", elem_classes=["arena-keys"])
     same = None
     if kind.max_panes > 1:
@@ -184,6 +188,7 @@ def lay_out(kind: Kind) -> ChatLayout:
         stop=stop,
         regen=regen,
         restart=restart,
+        prepared=prepared,
         keys=keys,
         same=same,
     )

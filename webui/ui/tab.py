@@ -99,10 +99,11 @@ class ChatTab:
     def _shown(self, session: Session | None, clear_text: bool = False) -> dict[Any, Any]:
         busy = session is not None and session.busy
         revealed = session is not None and session.revealed
+        prepared = session is not None and session.prepared is not None  # one turn: its replies were stored
         box: dict[str, Any] = {
-            "interactive": not revealed,
+            "interactive": not revealed and not prepared,
             "placeholder": "Press “New round” to start another battle"
-            if revealed
+            if revealed or prepared
             else "Type a message and press Enter",
         }
         if clear_text:
@@ -115,7 +116,7 @@ class ChatTab:
                 counts_named=self.settings.leaderboard_include_named,
             ),
             self.ui.text: gr.update(**box),
-            self.ui.send: _button(self.ui.send, not busy and not revealed),
+            self.ui.send: _button(self.ui.send, not busy and not revealed and not prepared),
             self.ui.stop: _button(self.ui.stop, busy),
             **self._vote_updates(session),
             **self._regens(session),
@@ -228,6 +229,22 @@ class ChatTab:
                 **self._events(**STREAMING),
             )
         ]
+        if self.ui.prepared is not None:
+
+            @guarded
+            def on_prepared(request: gr.Request, session: Session | None) -> Iterator[list[Any]]:
+                stream = handlers.prepared_battle(session, owner_of(request), client_of(request, settings))
+                yield from self._stream(stream, clear_first=True)
+
+            running.append(
+                self.ui.prepared.click(
+                    on_prepared,
+                    [self.ui.state],
+                    self.outputs,
+                    api_name=f"{self.prefix}_prepared",
+                    **self._events(**STREAMING),
+                )
+            )
         running.append(
             self.ui.regen.click(
                 regenerate(None),
