@@ -70,7 +70,8 @@ class ProxySignIn:
             }
             reason = refusal(peer, scope.get("path", ""), headers, self.settings)
             if reason is not None:
-                log.warning("sign-in: refused %s from %s: %s", scope.get("path", ""), peer, reason)
+                # no address here: the access log keeps it as --ip-logging says (webui/server/accesslog.py)
+                log.warning("sign-in: refused %s: %s", scope.get("path", ""), reason)
                 await _refuse(scope, send, reason)
                 return
         await self.app(scope, receive, send)
