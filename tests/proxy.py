@@ -1,4 +1,5 @@
-"""nginx in front of the app servers, for the tests of several servers behind one proxy.
+"""nginx in front of the app servers, for the tests of several servers behind one proxy (and of
+the sign-in configuration, deploy/signin/nginx.conf, through `start_nginx`).
 
 `start_proxy` renders deploy/nginx.conf.template with deploy/render_nginx.py (the file the
 deployment docs use) for a free port and the given servers, and runs Debian's nginx
@@ -53,13 +54,19 @@ class Proxy:
 def start_proxy(folder: Path, servers: list[str], timeout_s: float = 30.0) -> Proxy:
     """nginx on a free port in `folder`, spreading visitors over `servers` (HOST:PORT each);
     returned once it answers /healthz."""
+    port = free_port()
+    return start_nginx(folder, render(f"127.0.0.1:{port}", servers), port, timeout_s)
+
+
+def start_nginx(folder: Path, config_text: str, port: int, timeout_s: float = 30.0) -> Proxy:
+    """nginx running `config_text` (which listens on 127.0.0.1:`port`) in `folder`; returned once
+    it answers /healthz."""
     if not (shutil.which("nginx") or Path(NGINX).exists()):
         raise FileNotFoundError("nginx is missing: run scripts/install-nginx.sh (make test does)")
-    port = free_port()
     (folder / "temp").mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)  # as root, nginx's workers run as nobody and read what is here
     config = folder / "nginx.conf"
-    config.write_text(render(f"127.0.0.1:{port}", servers))
+    config.write_text(config_text)
     process = subprocess.Popen(
         [shutil.which("nginx") or NGINX, "-p", str(folder), "-c", str(config), "-g", "daemon off;"],
         stdout=subprocess.DEVNULL,

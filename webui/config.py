@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import os
 import re
 import sys
@@ -23,6 +24,8 @@ DEFAULT_MODELS_FILE = PACKAGE_DIR.parent / "assets" / "models.yaml"
 IP_LOGGING_MODES: tuple[str, ...] = ("hash", "raw", "none")
 DATABASE_SCHEMES = ("postgresql://", "postgres://")
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # it goes into log file names
+# An HTTP header name (RFC 9110 token), for --auth-header and --auth-email-header.
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 # How a battle's pair is chosen (webui/arena/pairing.py, docs/leaderboard.md "Pairing").
 PAIRING_MODES: tuple[str, ...] = ("smart", "weighted")
 
@@ -91,7 +94,10 @@ class Settings:
     # Environment only (ARENA_API_KEYS=key1,key2): a command-line key would show in `ps`.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     # Votes, logs and the leaderboard (docs/logging.md, docs/leaderboard.md)
-    trusted_proxies: int = 0  # reverse proxies in front of the app whose X-Forwarded-For entry is believed
+    # The reverse proxies in front of the app: a count (their X-Forwarded-For entries counted from the right are
+    # believed) or their addresses and networks (a tuple: only a peer among them is believed, which header
+    # sign-in needs). --trusted-proxies takes either: "1" or "127.0.0.1,10.0.0.0/8" (parse_trusted_proxies).
+    trusted_proxies: int | tuple[str, ...] = 0
     ip_logging: str = "hash"  # hash | raw | none
     ip_hash_secret: str = field(default="", repr=False)  # empty: generated once, kept beside the logs
     log_transcripts: bool = True  # off: votes are still recorded, `chat` records are not
@@ -128,6 +134,12 @@ class Settings:
     auth_file: str = ""  # username:password lines; empty (and no ARENA_AUTH): no login, the local default
     auth: str = field(default="", repr=False)  # ARENA_AUTH=user:pw,user2:pw2 (environment only: `ps` shows arguments)
     hf_oauth: bool = False  # "Sign in with Hugging Face" on a Space whose README has hf_oauth: true
+    # Sign-in through a trusted proxy (docs/deploy.md, "Sign-in through your company's proxy"): the person's name
+    # (and optionally email) from these headers, believed only from --trusted-proxies addresses.
+    auth_header: str = ""
+    auth_email_header: str = ""
+    # Named operators (with a sign-in): these people see the operator's views without the operator key.
+    operators: tuple[str, ...] = ()
     rate_messages: int = 20  # chat messages per client per minute (0: no limit)
     rate_votes: int = 30  # votes per client per minute (0: no limit)
     rate_votes_day: int = 200  # votes per client per day (0: no limit)
@@ -161,15 +173,47 @@ class Settings:
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
         self._check_operator()
         self._check_database()
+        self._check_signin()
+
+    def _check_signin(self) -> None:
         if self.hf_oauth and (self.auth_file or self.auth):
             raise ConfigError(
                 "hf_oauth: use either Hugging Face OAuth or a password login (auth_file / ARENA_AUTH), not both"
+            )
+        check_trusted_proxies(self.trusted_proxies)
+        for name in ("auth_header", "auth_email_header"):
+            value = getattr(self, name)
+            if value and not HEADER_NAME.fullmatch(value):
+                raise ConfigError(f"{name}: must be an HTTP header name like X-Forwarded-User, got {value!r}")
+        if self.auth_email_header and not self.auth_header:
+            raise ConfigError("auth_email_header: needs --auth-header (the person's name comes from the proxy)")
+        if self.auth_header and (self.auth_file or self.auth or self.hf_oauth):
+            raise ConfigError(
+                "auth_header: the proxy signs people in; leave out the app's own login (auth_file, ARENA_AUTH, hf_oauth)"
+            )
+        if self.auth_header and not isinstance(self.trusted_proxies, tuple):
+            raise ConfigError(
+                "auth_header: the sign-in header is believed only from the proxy's own address: give "
+                "--trusted-proxies as addresses or networks (e.g. --trusted-proxies 127.0.0.1 for nginx on this "
+                f"machine), not a count (got {self.trusted_proxies!r}); docs/deploy.md"
+            )
+        if any(not name or name != name.strip() for name in self.operators):
+            raise ConfigError("operators: each name must be non-empty, without surrounding spaces")
+        if self.operators and not (self.auth_header or self.auth_file or self.auth or self.hf_oauth):
+            raise ConfigError(
+                "operators: named operators need a sign-in (--auth-header, --auth-file, ARENA_AUTH or --hf-oauth): "
+                "without one, a name is whatever a visitor says; use ARENA_OPERATOR_KEY instead"
+            )
+        if self.operators and (self.operator_key or self.operator_key_file):
+            raise ConfigError(
+                "operators: with named operators the operator key is not used; leave out ARENA_OPERATOR_KEY "
+                "and --operator-key-file"
             )
 
     def _check_operator(self) -> None:
         if self.operator_key and self.operator_key_file:
             raise ConfigError("operator_key: set ARENA_OPERATOR_KEY or --operator-key-file, not both")
-        if self.ui_export == "on" and not (self.operator_key or self.operator_key_file):
+        if self.ui_export == "on" and not (self.operator_key or self.operator_key_file or self.operators):
             raise ConfigError(
                 "ui_export: 'on' needs an operator key, which the exports and the voter check now "
                 "require: set ARENA_OPERATOR_KEY or --operator-key-file (docs/leaderboard.md)"
@@ -209,7 +253,9 @@ class Settings:
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             raw = environ.get(f"ARENA_{f.name.upper()}")
-            if raw is not None and raw != "":
+            if raw is not None and raw != "" and f.name in _PARSERS:
+                values[f.name] = _PARSERS[f.name](raw)
+            elif raw is not None and raw != "":
                 values[f.name] = _convert(f.name, raw, _field_type(f))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -233,7 +279,6 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
     ),
     (
         (
-            "trusted_proxies",
             "leaderboard_rounds",
             "leaderboard_min_battles",
             "leaderboard_votes_per_day",
@@ -259,6 +304,37 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
     ),
     (("shutdown_grace_s",), lambda v: 0 <= v <= 3600, "0 to 3600 seconds (0: cut open connections off at once)"),
 )
+
+
+def parse_trusted_proxies(raw: str) -> int | tuple[str, ...]:
+    """--trusted-proxies: a count ("1") or comma-separated addresses and networks ("127.0.0.1,10.0.0.0/8")."""
+    text = raw.strip()
+    if text.isdigit():
+        return int(text)
+    value = tuple(part.strip() for part in text.split(",") if part.strip())
+    check_trusted_proxies(value)
+    return value
+
+
+def check_trusted_proxies(value: int | tuple[str, ...]) -> None:
+    """A count of 0 or more, or at least one address or network (CIDR) that parses."""
+    if isinstance(value, tuple):
+        if not value:
+            raise ConfigError("trusted_proxies: give a count (0, 1, ...) or the proxies' addresses, got nothing")
+        for part in value:
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    f"trusted_proxies: {part!r} is neither an address nor a network like 10.0.0.0/8; give a "
+                    "count (e.g. 1) or comma-separated addresses (e.g. 127.0.0.1,10.1.2.0/24)"
+                ) from None
+    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"trusted_proxies: must be 0 (off / automatic) or more, or addresses, got {value!r}")
+
+
+# Settings whose text is read by a parser of their own, on the command line and in the environment alike.
+_PARSERS = {"trusted_proxies": parse_trusted_proxies}
 
 
 def _field_type(f: dataclasses.Field) -> type:
@@ -401,9 +477,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--trusted-proxies",
         dest="trusted_proxies",
-        type=int,
-        help="reverse proxies in front of the app (1 on Hugging Face Spaces); the client address is read "
-        "from X-Forwarded-For only that far; default 0",
+        type=_cli(parse_trusted_proxies),
+        metavar="N|ADDRESSES",
+        help="the reverse proxies in front of the app: how many (1 on Hugging Face Spaces; the client address is "
+        "read from X-Forwarded-For only that far) or their comma-separated addresses and networks "
+        "(127.0.0.1,10.0.0.0/8: only requests from them are believed; --auth-header needs this); default 0",
     )
     add(
         "--ip-logging",
@@ -528,6 +606,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="require 'Sign in with Hugging Face' (on a Space with hf_oauth: true)",
     )
     add(
+        "--auth-header",
+        dest="auth_header",
+        metavar="HEADER",
+        help="sign-in through a proxy in front (oauth2-proxy and the like): the person's name comes from this "
+        "header (e.g. X-Forwarded-User), believed only from --trusted-proxies addresses; any other request with "
+        "it is refused, and so is a page request from the proxy without it",
+    )
+    add(
+        "--auth-email-header",
+        dest="auth_email_header",
+        metavar="HEADER",
+        help="with --auth-header: the person's email from this header (e.g. X-Forwarded-Email); --operators may "
+        "name people by it",
+    )
+    add(
+        "--operators",
+        dest="operators",
+        type=lambda raw: tuple(part.strip() for part in raw.split(",") if part.strip()),
+        metavar="NAMES",
+        help="with a sign-in: comma-separated user names (or emails) who see the operator's views (voter check, "
+        "downloads) without an operator key",
+    )
+    add(
         "--rate-messages",
         dest="rate_messages",
         type=int,
@@ -562,6 +663,18 @@ def build_parser() -> argparse.ArgumentParser:
         "tabs, API streams) get this many seconds to close before they are cut off and the engines stop; default 5",
     )
     return parser
+
+
+def _cli(parse: Any) -> Any:
+    """An argparse type from a parser that raises ConfigError, so that argparse reports its message."""
+
+    def convert(raw: str) -> Any:
+        try:
+            return parse(raw)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def settings_from_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:

@@ -10,7 +10,8 @@ module only turns settings into the arguments `gradio.mount_gradio_app` takes, s
 same code path Gradio tests. The logged-in name reaches handlers as `gr.Request.username`, which
 `webui.access.clients.client_info` reads, so rate limits and logs count per user.
 
-The HTTP API (/v1) is not behind this login; it has its own keys (`ARENA_API_KEYS`).
+The HTTP API (/v1) is not behind this login; it has its own keys (`ARENA_API_KEYS`). A third way to
+sign in, through a proxy in front (`--auth-header`), is `webui.access.signin`'s.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def check_oauth_available(environ: Mapping[str, str] | None = None) -> None:
 
 
 def login_enabled(settings: Settings) -> bool:
-    return bool(settings.auth_file or settings.auth or settings.hf_oauth)
+    """Does anyone have to sign in: the app's own login, Hugging Face's, or the proxy's header?"""
+    return bool(settings.auth_file or settings.auth or settings.hf_oauth or settings.auth_header)
 
 
 def gradio_auth_kwargs(settings: Settings) -> dict[str, Any]:

@@ -1,7 +1,13 @@
 """The operator: who may see data about other people (the Leaderboard tab's voter check and its
 exports, which hold every voter's conversations and hashed ids).
 
-The operator is whoever sends the operator key, configured by `ARENA_OPERATOR_KEY` (environment
+With a sign-in (the proxy's header, Gradio's login or Hugging Face's), the operators can be named
+people instead (`--operators alice,bob`, by user name or the proxy's email): a request signed in as
+one of them is admitted without a key, and no key is configured then (Settings refuses both). The
+name is the one `webui.access.clients.client_info` believed (a trusted proxy's header, or a login
+Gradio checked), so naming operators is only offered with a sign-in.
+
+Otherwise the operator is whoever sends the operator key, configured by `ARENA_OPERATOR_KEY` (environment
 only: `ps` shows arguments) or `--operator-key-file FILE`. Nothing else makes a request the
 operator's: not the address the server listens on (behind a reverse proxy or a tunnel the app
 listens on 127.0.0.1 and every visitor arrives from there), not the client's address, not a
@@ -83,8 +89,11 @@ def _digest(key: str) -> bytes:
 class OperatorGate:
     """Decides, per request, whether it carries the operator key."""
 
-    def __init__(self, key: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, key: str = "", clock: Callable[[], float] = time.monotonic, operators: tuple[str, ...] = ()
+    ) -> None:
         self._digest = _digest(key) if key else None
+        self.operators = frozenset(operators)
         self._wrong = RateLimiter({WRONG_KEY: Limit(WRONG_KEYS_PER_MINUTE, 60.0, "wrong operator keys")}, clock=clock)
 
     @classmethod
@@ -92,15 +101,21 @@ class OperatorGate:
         """The gate for these settings; none when `--ui-export off` turns the views off."""
         if settings.ui_export == "off":
             return cls()
-        return cls(load_operator_key(settings))
+        return cls(load_operator_key(settings), operators=settings.operators)
 
     @property
     def enabled(self) -> bool:
-        return self._digest is not None
+        return self._digest is not None or bool(self.operators)
 
     def admit(self, offered: str | None, client: ClientInfo) -> None:
-        """Return if `offered` is the operator key; else raise OperatorRefused, or RateLimited
-        (also for the right key) once the client has offered too many wrong ones this minute."""
+        """Return if the client is a named operator or `offered` is the operator key; else raise
+        OperatorRefused, or RateLimited (also for the right key) once the client has offered too
+        many wrong ones this minute."""
+        if self.operators:
+            if (client.user and client.user in self.operators) or (client.email and client.email in self.operators):
+                return
+            who = f"signed in as {client.user}" if client.user else "not signed in"
+            raise OperatorRefused(f"Only this arena's operators (named people) see this; you are {who}.")
         if self._digest is None:
             raise OperatorRefused(f"The operator's views are off on this server; to offer them, {HOW_TO_ENABLE}.")
         if not offered:

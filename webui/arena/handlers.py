@@ -406,7 +406,8 @@ class Handlers:
                 extra={
                     "turn": session.turn_no,
                     "battle_id": session.battle_id,
-                    "session": self.services.recorder.session_key(str(owner.session_hash or "")),
+                    # the signed-in person's key when there is one: "my votes" then follows them anywhere
+                    "session": self.services.recorder.session_key(str(owner.session_hash or ""), client.user),
                     **(
                         {PREPARED_KEY: session.prepared.pair_id, SOURCE_KEY: session.prepared.source}
                         if session.prepared is not None

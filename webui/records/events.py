@@ -61,10 +61,13 @@ class VoteEvent:
 @dataclass(frozen=True)
 class ClientInfo:
     """Who sent it, as far as the server can tell. `address` is the real client address after the
-    trusted-proxy rules; storage decides how (or whether) to keep it."""
+    trusted-proxy rules; `user` the signed-in person (Gradio's login or the proxy's sign-in header),
+    `email` theirs when the proxy sends one (never recorded: only `--operators` reads it); storage
+    decides how (or whether) to keep the address and the user."""
 
     address: str | None = None
     user: str | None = None
+    email: str | None = None
 
 
 class Recorder(Protocol):
@@ -74,9 +77,10 @@ class Recorder(Protocol):
     def vote(self, event: VoteEvent) -> None:
         """Record a vote durably (on disk, flushed) before returning. May raise RecordError."""
 
-    def session_key(self, session: str) -> str:
-        """What a vote record keeps of the browser session that cast it (a keyed hash, never the
-        session's secret itself; "" when nothing is kept), so that "my votes" can find them."""
+    def session_key(self, session: str, user: str | None = None) -> str:
+        """What a vote record keeps of who cast it, so that "my votes" can find them: a keyed hash of
+        the signed-in `user` when there is one (the same on every browser and device), else of the
+        browser session (never the session's secret itself); "" when nothing is kept."""
 
 
 class NullRecorder:
@@ -92,5 +96,5 @@ class NullRecorder:
     def vote(self, event: VoteEvent) -> None:
         self.votes.append(event)
 
-    def session_key(self, session: str) -> str:
+    def session_key(self, session: str, user: str | None = None) -> str:
         return ""

@@ -48,6 +48,7 @@ VOTE_FAILED = "Your vote could not be recorded: the server cannot write its log 
 CHAT_FAILED = "This conversation could not be logged: the server cannot write its log right now."
 _REMEMBERED_CONVERSATIONS = 50_000  # reply ends kept in memory to stamp onto later votes
 SESSION_PREFIX = "session:"  # hashed apart from addresses: a session key never equals an address's hash
+PERSON_PREFIX = "person:"  # and a signed-in person's key never equals a session's or the logged user's hash
 
 
 def session_key(session: str, policy: IdentityPolicy) -> str:
@@ -57,6 +58,14 @@ def session_key(session: str, policy: IdentityPolicy) -> str:
     if not session or policy.mode != "hash":
         return ""
     return policy.apply(SESSION_PREFIX + session)
+
+
+def person_key(user: str, policy: IdentityPolicy) -> str:
+    """The key a signed-in person's votes carry in place of the session's: one keyed hash of their
+    name, so that "my votes" finds them from any browser or device they sign in on."""
+    if not user or policy.mode != "hash":
+        return ""
+    return policy.apply(PERSON_PREFIX + user)
 
 
 def day_file(log_dir: Path, tstamp: float, server: str = "") -> Path:
@@ -363,7 +372,9 @@ class JsonlRecorder:
             except Exception:  # see vote_listeners
                 log.exception("a vote listener failed")
 
-    def session_key(self, session: str) -> str:
+    def session_key(self, session: str, user: str | None = None) -> str:
+        if user:
+            return person_key(user, self.session_policy)
         return session_key(session, self.session_policy)
 
     def close(self) -> None:

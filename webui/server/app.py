@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def create_app(services: Services) -> FastAPI:
     import gradio as gr
 
-    from webui.access import auth
+    from webui.access import auth, signin
     from webui.server import gradio_calls, reaper, security, sessions
     from webui.ui import build_ui, preview
 
@@ -32,6 +32,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(preview.LinkPreview)  # the page's link-preview tags say "Gradio" as Gradio writes them
     if services.settings.hf_oauth:
         auth.install_oauth(app)
+    signin.install_proxy_signin(app, services.settings)  # last, so outermost: refused before anything reads a body
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:

@@ -213,14 +213,18 @@ def _compare_section(view: LeaderboardView) -> None:
 
 def _my_votes_section(services: Services, view: LeaderboardView) -> None:
     with gr.Accordion("My votes", open=False):
-        gr.Markdown("Your own board, from the battle votes cast in this browser session only.")
+        gr.Markdown(
+            "Your own board, from the battle votes cast in this browser session only (signed in: from your votes "
+            "on every browser and device)."
+        )
         show = gr.Button("Show my votes", size="sm")
         note = gr.Markdown()
         table = gr.Dataframe(interactive=False, elem_classes=BOARD_TABLE)
 
     def mine(request: gr.Request) -> tuple[str, pd.DataFrame]:
-        key = services.recorder.session_key(str(owner_of(request).session_hash or ""))
-        return view.my_votes(key)
+        client = client_of(request, services.settings)
+        key = services.recorder.session_key(str(owner_of(request).session_hash or ""), client.user)
+        return view.my_votes(key, signed_in=bool(client.user))
 
     show.click(mine, outputs=[note, table], api_name="leaderboard_my_votes", concurrency_limit=None)
 
@@ -275,11 +279,14 @@ def _operator_section(services: Services, view: LeaderboardView) -> None:
         if not services.operator.enabled:
             gr.Markdown(operator_off_note(services.settings))
             return
+        named = bool(services.operator.operators)  # signed-in people named by --operators need no key
         gr.Markdown(
-            "For the operator of this server: each button here needs the operator key "
+            "For this arena's operators, the people `--operators` names: sign in as one of them."
+            if named
+            else "For the operator of this server: each button here needs the operator key "
             "(`ARENA_OPERATOR_KEY` or `--operator-key-file`); a wrong one is refused."
         )
-        key = gr.Textbox(label="Operator key", type="password", max_lines=1, elem_id="operator-key")
+        key = gr.Textbox(label="Operator key", type="password", max_lines=1, elem_id="operator-key", visible=not named)
         gr.Markdown(
             "Voters whose votes disagree with everyone else's ratings far beyond chance are flagged "
             "(docs/leaderboard.md). `--leaderboard-exclude-flagged` leaves their votes out."

@@ -241,11 +241,13 @@ class LeaderboardView:
     def changed_since(self, shown: int | None) -> bool:
         return self.board()[1] != shown
 
-    def my_votes(self, session_key: str) -> tuple[str, pd.DataFrame]:
-        """A sentence and a table from the votes of one browser session, the one just cast
-        included: the index is caught up (a stat per file and the new lines; given up after a
-        moment if a long catch-up holds it) and asked for the session's rows alone, without
+    def my_votes(self, session_key: str, signed_in: bool = False) -> tuple[str, pd.DataFrame]:
+        """A sentence and a table from the votes of one browser session, or of one signed-in person
+        on every browser (`signed_in`: the key is theirs, webui.records.storage.person_key), the
+        one just cast included: the index is caught up (a stat per file and the new lines; given up
+        after a moment if a long catch-up holds it) and asked for the key's rows alone, without
         waiting for the board."""
+        where = "signed in, on any browser" if signed_in else "in this browser session"
         if not session_key:
             return (
                 "This server does not keep a session key with votes (ip_logging is none).",
@@ -260,10 +262,10 @@ class LeaderboardView:
             return (DATABASE_AWAY, session_board(pd.DataFrame(columns=[*LOADED_COLUMNS, "drop_reason"])))
         table = session_board(rows.assign(drop_reason=drop_reasons(rows, self.options.drop_stopped)))
         if table.empty:
-            return "You have not voted in a battle in this browser session yet.", table
+            return f"You have not voted in a battle {where} yet.", table
         n = int(table["battles"].sum()) // 2
         shown = table.assign(rating=table["rating"].round().astype(int))
-        return f"Your {n} battle vote{'s' if n != 1 else ''} in this browser session, and nobody else's:", shown
+        return f"Your {n} battle vote{'s' if n != 1 else ''} {where}, and nobody else's:", shown
 
     def voters(self) -> pd.DataFrame:
         board, _ = self.board()
