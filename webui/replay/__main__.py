@@ -30,6 +30,7 @@ from webui.errors import ArenaError
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.run import Judge, slots_of
 from webui.leaderboard.votes.index import VoteIndex
+from webui.progress import Progress
 from webui.records.storage import log_files
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
@@ -101,6 +102,7 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     started = dt.datetime.now(dt.timezone.utc)
+    progress = Progress("replaying", len(prompts), unit="prompts")  # a bar on a terminal; nothing in a pipe
     try:
         results = replay(
             prompts,
@@ -109,10 +111,11 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             judge,
             width=width,
             cancel=cancel,
-            on_progress=lambda done, total: print(f"  {done}/{total} prompts", file=sys.stderr, flush=True),
+            on_progress=lambda done, total: progress.add(),
         )
     finally:
         signal.signal(signal.SIGINT, previous)
+        progress.close()
     if cancel.is_set():
         print("stopped: no report written", file=sys.stderr)
         return 130
