@@ -377,10 +377,11 @@ def test_a_judging_run_shows_a_bar_on_a_terminal_and_none_in_a_pipe(
     code, seen = on_terminal([*command, str(tmp_path / "tty")])
     assert code == 0, seen
     drawn = bars(seen)
-    assert drawn and all(bar.startswith("judging  [") for bar in drawn), seen
+    assert drawn and all(bar.startswith(("indexing votes  [", "judging  [")) for bar in drawn), seen
+    assert drawn[0].startswith("indexing votes"), "the folder's first index comes first"
     assert "5/5 battles  100%" in drawn[-1] and " left" in drawn[-1]
     code, piped = on_pipe([*command, str(tmp_path / "pipe")])
-    assert code == 0 and "\r" not in piped and "judging" not in piped, piped
+    assert code == 0 and "\r" not in piped and "judging" not in piped and "indexing" not in piped, piped
     assert "judged 5 battles" in piped  # the summary is no progress bar: it stays
 
 
@@ -396,7 +397,8 @@ def test_a_replay_shows_a_bar_on_a_terminal_and_none_in_a_pipe(
     code, seen = on_terminal([*command, str(tmp_path / "tty")])
     assert code == 0, seen
     drawn = bars(seen)
-    assert drawn and all(bar.startswith("replaying  [") for bar in drawn), seen
+    assert drawn and all(bar.startswith(("indexing votes  [", "replaying  [")) for bar in drawn), seen
+    assert drawn[0].startswith("indexing votes"), "the folder's first index comes first"
     assert "3/3 prompts  100%" in drawn[-1]
     code, piped = on_pipe([*command, str(tmp_path / "pipe")])
-    assert code == 0 and "\r" not in piped and "replaying  " not in piped, piped
+    assert code == 0 and "\r" not in piped and "replaying  " not in piped and "indexing" not in piped, piped

@@ -34,7 +34,7 @@ from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, judge_battles, slots_of
 from webui.leaderboard.votes.index import VoteIndex
-from webui.progress import Progress
+from webui.progress import Progress, size
 from webui.records.storage import log_files
 
 log = logging.getLogger("webui.judge")
@@ -152,13 +152,15 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     judge = Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
     index = VoteIndex(args.log_dir, args.index)
     try:
-        battles = battles_to_judge(
-            index,
-            registry.names(),
-            judged(args.log_dir, judge.name, prompt.version),
-            since=args.since,
-            limit=args.limit,
-        )
+        with Progress("indexing votes", fmt=size) as indexing:
+            battles = battles_to_judge(
+                index,
+                registry.names(),
+                judged(args.log_dir, judge.name, prompt.version),
+                since=args.since,
+                limit=args.limit,
+                progress=indexing,
+            )
     finally:
         index.close()
     slots = slots_of(backend)

@@ -30,7 +30,7 @@ from webui.errors import ArenaError
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.run import Judge, slots_of
 from webui.leaderboard.votes.index import VoteIndex
-from webui.progress import Progress
+from webui.progress import Progress, size
 from webui.records.storage import log_files
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
@@ -91,7 +91,8 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             return _refuse(f"{name} is not ready: {registry.status(name).describe()}")
     index = VoteIndex(args.log_dir)
     try:
-        prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()))
+        with Progress("indexing votes", fmt=size) as indexing:
+            prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()), progress=indexing)
     finally:
         index.close()
     if not prompts:
