@@ -215,3 +215,35 @@ def test_an_entrys_own_width_is_kept_and_replicas_each_get_the_default(
         assert twice.registry.get("remote-a").slots.size == 32
     finally:
         twice.registry.close()
+
+
+def test_through_our_api_a_conversation_keeps_its_id_and_the_client_is_hashed(
+    fleet: tuple[Fleet, str], tmp_path: Path
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from webui.api import install_api
+
+    state, url = fleet
+    state.release.set()  # nothing held: each answer comes at once
+    services = _services(url, tmp_path)
+    app = FastAPI()
+    install_api(app, services)
+    opening = {"role": "user", "content": "what is the capital of france"}
+    turns = [
+        [opening],
+        [opening, {"role": "assistant", "content": "hello there"}, {"role": "user", "content": "and spain"}],
+        [{"role": "user", "content": "another conversation"}],
+    ]
+    try:
+        with TestClient(app) as client:
+            for messages in turns:
+                answer = client.post("/v1/chat/completions", json={"model": "remote-a", "messages": messages})
+                assert answer.status_code == 200, answer.text
+        first, second, other = state.requests
+        assert _session_of(first) == _session_of(second) != _session_of(other)
+        users = {r["body"]["user"] for r in state.requests}
+        assert len(users) == 1 and "testclient" not in users.pop(), "one client, hashed"
+    finally:
+        services.registry.close()
