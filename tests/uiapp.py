@@ -27,7 +27,7 @@ from webui.models.specs import ModelSpec
 from webui.records.events import NullRecorder
 from webui.server.app import create_app
 from webui.services import Services, build_services
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent, TextDelta
 
 __all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]
 
@@ -81,7 +81,12 @@ class EchoBackend(Backend):
         self.spec = spec
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         text = messages[-1].content
 

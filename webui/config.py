@@ -83,6 +83,10 @@ class Settings:
     vllm_python: str = field(default_factory=lambda: os.environ.get("ARENA_VLLM_PYTHON", ""))
     vllm_start_timeout_s: float = 600.0
     vllm_concurrency: int = 8  # llama.cpp's and transformers' batching slots too: all batch one model's generations
+    # Requests in flight to each replica of a `backend: openai` entry without max_concurrency: a GPU server
+    # (vLLM, SGLang, TGI) batches far more than this at little cost per request, and a visitor beyond the
+    # slots waits a whole reply (docs/api.md, "Remote backends")
+    remote_concurrency: int = 16
     # transformers (docs/models.md): continuous batching (one manager per set of weights) or one
     # generate() thread per reply (off, the default until one chat is shown no slower on it:
     # docs/performance.md), and the tokens of its paged KV cache, allocated at load
@@ -270,6 +274,7 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
             "max_turns",
             "queue_per_slot",
             "vllm_concurrency",
+            "remote_concurrency",
             "transformers_kv_cache_tokens",
             "load_parallel",
             "battle_max_new_tokens",
@@ -426,6 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="simultaneous generations per model served by vLLM, llama.cpp or transformers' continuous batching "
         "(they batch them); default 8",
+    )
+    add(
+        "--remote-concurrency",
+        dest="remote_concurrency",
+        type=int,
+        help="requests in flight to each replica of a `backend: openai` model without max_concurrency (the "
+        "server batches them); default 16",
     )
     add(
         "--transformers-batching",

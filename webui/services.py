@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from webui.access.operator import OperatorGate
 from webui.access.ratelimit import Limiter, build_rate_limiter
+from webui.access.routes import RouteKeys
 from webui.config import Settings
 from webui.engine.registry import Registry, build_registry
 from webui.records.events import Recorder
@@ -64,8 +65,13 @@ class Services:
     operator: OperatorGate = field(default=None)  # type: ignore[assignment]
     # Every running generation's cancel event (the arena's runs, the API's requests): a server stop sets them all.
     generations: Generations = field(default_factory=Generations)
+    # What a request to a remote model says about its conversation and user (keyed hashes), so that a
+    # router in front of the upstream keeps a conversation on one replica (webui/access/routes.py).
+    routes: RouteKeys = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.routes is None:
+            self.routes = RouteKeys.from_settings(self.settings)
         if self.operator is None:
             self.operator = OperatorGate.from_settings(self.settings)
         if self.rate_limiter is None:

@@ -31,6 +31,17 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Route:
+    """Which conversation a request belongs to and for whom, as a router in front of a remote
+    server may read it to keep the conversation on one replica (webui.engine.openai_remote).
+    Both are opaque keyed hashes made by the caller (webui.access.routes), never a name or an
+    address; "" when not known."""
+
+    session: str = ""
+    user: str = ""
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """Sampling settings for one request. `validate` checks the ranges; construction does not, so
     that defaults from a models file can be merged first and checked once against the context."""

@@ -430,3 +430,42 @@ def test_replay_refuses_bad_input_and_writes_nothing(
     empty.mkdir()
     assert replay_main([str(empty), "--models", str(models), "--model", "new", "--baseline", "old"]) == 2
     assert not (tmp_path / "replays").exists() and list(empty.iterdir()) == []
+
+
+def test_a_judging_run_shows_a_bar_on_a_terminal_and_none_in_a_pipe(
+    scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path
+) -> None:
+    from tests.terminal import bars, on_pipe, on_terminal
+
+    for folder in ("tty", "pipe"):
+        logged_battles(tmp_path / folder, 5)
+    models = models_file(tmp_path, judge_server[1].v1)
+    command = ["webui.judge", "--judge", "judge", "--models", str(models)]
+    code, seen = on_terminal([*command, str(tmp_path / "tty")])
+    assert code == 0, seen
+    drawn = bars(seen)
+    assert drawn and all(bar.startswith(("indexing votes  [", "judging  [")) for bar in drawn), seen
+    assert drawn[0].startswith("indexing votes"), "the folder's first index comes first"
+    assert "5/5 battles  100%" in drawn[-1] and " left" in drawn[-1]
+    code, piped = on_pipe([*command, str(tmp_path / "pipe")])
+    assert code == 0 and "\r" not in piped and "judging" not in piped and "indexing" not in piped, piped
+    assert "judged 5 battles" in piped  # the summary is no progress bar: it stays
+
+
+def test_a_replay_shows_a_bar_on_a_terminal_and_none_in_a_pipe(
+    scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path
+) -> None:
+    from tests.terminal import bars, on_pipe, on_terminal
+
+    for folder in ("tty", "pipe"):
+        logged_battles(tmp_path / folder, 4)
+    models = replay_models(tmp_path, judge_server[1].v1)
+    command = ["webui.replay", "--model", "new", "--baseline", "old", "--models", str(models), "--prompts", "3"]
+    code, seen = on_terminal([*command, str(tmp_path / "tty")])
+    assert code == 0, seen
+    drawn = bars(seen)
+    assert drawn and all(bar.startswith(("indexing votes  [", "replaying  [")) for bar in drawn), seen
+    assert drawn[0].startswith("indexing votes"), "the folder's first index comes first"
+    assert "3/3 prompts  100%" in drawn[-1]
+    code, piped = on_pipe([*command, str(tmp_path / "pipe")])
+    assert code == 0 and "\r" not in piped and "replaying  " not in piped and "indexing" not in piped, piped

@@ -20,7 +20,7 @@ from webui.engine.registry import Registry, build_registry
 from webui.models.specs import ModelSpec
 from webui.records.events import ClientInfo, NullRecorder, RecordError
 from webui.services import Services
-from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, TextDelta
 from webui.ui import views
 
 ME = Owner("s1")
@@ -42,7 +42,12 @@ class FakeBackend(Backend):
         self.calls = 0
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator:
         self.calls += 1
         if self.fail == "eager":

@@ -18,7 +18,7 @@ from webui.engine.registry import ModelState, Registry
 from webui.errors import ConfigError
 from webui.models import entries
 from webui.models.specs import ModelSpec, parse_specs
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent, TextDelta
 
 HERE = __name__
 
@@ -33,7 +33,12 @@ class EchoBackend(Backend):
         self.spec, self.slots = spec, slots
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         assert isinstance(self.spec.entry, EchoEntry)
         yield TextDelta(f"{self.spec.entry.greeting}, {messages[-1].content}")

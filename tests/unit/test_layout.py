@@ -21,7 +21,7 @@ LAYERS = [
     {"leaderboard", "access"},
     {"engine", "records", "db"},
     {"models"},
-    {"config", "errors", "types", "handoff", "__init__"},
+    {"config", "errors", "types", "handoff", "progress", "__init__"},
 ]
 
 

@@ -28,13 +28,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from webui.access.clients import client_info
-from webui.access.ratelimit import MESSAGE
+from webui.access.ratelimit import MESSAGE, client_key
 from webui.api.bridge import EventPump, Starter, stop_on_disconnect
 from webui.api.errors import ApiError, from_arena, from_finished, from_validation, without_addresses
 from webui.api.responses import Reply, sse_stream
 from webui.api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields, check_json
 from webui.engine.base import Backend
 from webui.engine.registry import ModelState, Registry
+from webui.engine.replicas import conversation_key
 from webui.errors import ArenaError, PromptTooLong
 from webui.records.events import ClientInfo
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
@@ -69,10 +70,13 @@ def build_router(services: Services) -> APIRouter:
     async def chat_completions(request: Request) -> Any:
         body = await _parse(request, ChatCompletionRequest)
         messages = body.to_messages()
+        # The API knows no conversation ids: its opening, per client, names one for a router upstream.
+        client = _client(request, services)
+        route = services.routes.route(f"{client_key(client)}\0{conversation_key(messages) or ''}", client)
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
             backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
-            return backend.stream(messages, _sampling(backend, body, messages), cancel)
+            return backend.stream(messages, _sampling(backend, body, messages), cancel, route=route)
 
         return await _answer(request, services, body, "chat", start)
 
@@ -80,10 +84,11 @@ def build_router(services: Services) -> APIRouter:
     async def completions(request: Request) -> Any:
         body = await _parse(request, CompletionRequest)
         prompt = body.prompt_text()
+        route = services.routes.route("", _client(request, services))  # no conversation: the user alone
 
         def start(cancel: threading.Event) -> Iterator[StreamEvent]:
             backend = registry.get(body.model, wait_s=wait_s, cancel=cancel)
-            return backend.complete(prompt, _sampling(backend, body, prompt), cancel)
+            return backend.complete(prompt, _sampling(backend, body, prompt), cancel, route=route)
 
         return await _answer(request, services, body, "text", start)
 
@@ -122,6 +127,12 @@ def key_name(key: str) -> str:
     return "api-key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def _client(request: Request, services: Services) -> ClientInfo:
+    """Who the request counts as: its API key (a digest) when keys are configured, else the client."""
+    key = getattr(request.state, "api_key", None)
+    return ClientInfo(user=key) if key else client_info(request, services.settings)
+
+
 def _rate_limit(services: Services) -> Any:
     """A dependency that counts one message (after the key check, before the body is read) in the
     UI's limiter, so that a script gets the same budget through either door: per API key when keys
@@ -129,8 +140,7 @@ def _rate_limit(services: Services) -> Any:
     addresses has one), else per client as the UI counts."""
 
     async def check(request: Request) -> None:
-        key = getattr(request.state, "api_key", None)
-        client = ClientInfo(user=key) if key else client_info(request, services.settings)
+        client = _client(request, services)
         try:  # on a thread: with --database the count is a round trip, and an outage can take seconds
             await asyncio.to_thread(services.rate_limiter.check, MESSAGE, client)
         except ArenaError as exc:

@@ -25,7 +25,7 @@ from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, P
 from webui.leaderboard.board.favours import Favour
 from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.records.prepared import PREPARED_KEY, SOURCE_KEY, PreparedPairs
-from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
     from webui.services import Services
@@ -283,10 +283,10 @@ class Handlers:
                 contexts.append(None)
         return arena.battle_length_cap(self.settings.battle_max_new_tokens, contexts)
 
-    def _opener(self, model: str, messages: list[Message], params: SamplingParams) -> Opener:
+    def _opener(self, model: str, messages: list[Message], params: SamplingParams, route: Route) -> Opener:
         def open_stream(cancel: threading.Event) -> Iterator:
             backend = self.registry.get(model, wait_s=self.settings.queue_timeout_s, cancel=cancel)
-            return backend.stream(messages, params, cancel)
+            return backend.stream(messages, params, cancel, route=route)
 
         return open_stream
 
@@ -309,7 +309,11 @@ class Handlers:
                     i,
                     (openers or {}).get(i)
                     or self._opener(
-                        session.panes[i].chosen, session.panes[i].messages(), session.panes[i].turns[-1].params
+                        session.panes[i].chosen,
+                        session.panes[i].messages(),
+                        session.panes[i].turns[-1].params,
+                        # one id per pane's conversation: a router keeps its turns on one replica
+                        self.services.routes.route(session.panes[i].conv_id, client),
                     ),
                 )
                 for i in panes

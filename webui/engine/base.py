@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from webui.errors import ConfigError, Overloaded, ParamError
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent, TextDelta
 
 if TYPE_CHECKING:
     from webui.models.specs import ModelSpec
@@ -62,18 +62,29 @@ class Backend(ABC):
 
     @abstractmethod
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Yield TextDelta events, then one Finished. Validation errors (bad parameters, a prompt
         too long, a full queue) are raised before the first event; failures of the model itself
-        arrive as Finished(reason=ERROR)."""
+        arrive as Finished(reason=ERROR). `route` names the conversation and its user for a
+        router in front of a remote server; an engine of our own has no use for it."""
 
     def render_prompt(self, messages: Sequence[Message]) -> str | None:
         """The exact prompt text this backend would send, when it can know it."""
         return None
 
     def complete(
-        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        prompt: str,
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Raw text completion: `prompt` goes to the model as is, with no chat template (the
         /v1/completions route). Same contract as `stream`. Backends that cannot do it refuse

@@ -19,6 +19,12 @@ Finished(reason=ERROR); once no replica is left answering, that is the backend's
 request succeeds again. A replica that fails is skipped for a while (the log says which).
 Every visitor sees a model's status, so a failure there is a generic reason ("upstream
 unreachable"); the upstream's address and its own words go to the server log, once.
+
+Width and routing: an entry without max_concurrency sends up to `--remote-concurrency` (16)
+requests at once to each replica, which a batching server runs side by side. Each request names its
+conversation in the headers that routers hash on (`session_headers`) and its user in OpenAI's
+`user` field, both keyed hashes made by the caller (`types.Route`); without a route, a hash of the
+conversation's opening and no user.
 """
 
 from __future__ import annotations
@@ -53,11 +59,12 @@ from webui.handoff import Handoff, run_in_thread
 from webui.models.entries import OpenAIEntry
 from webui.models.fingerprint import remote_components
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.1  # how often a waiting consumer looks at the cancel event
 _MAX_UPSTREAM_STOPS = 4  # OpenAI's limit; the rest are applied here, on our side
+SESSION_HEADERS = ("X-Session-ID", "X-SMG-Routing-Key")  # what routers hash on for affinity: session_headers
 _RETRY_STATUSES = (502, 503)  # a proxy or server with no engine behind it: another replica may have one
 # What a visitor may read about an upstream that failed (the model status); the rest is logged.
 UNREACHABLE = "upstream unreachable"
@@ -134,12 +141,13 @@ class _Upstream:
         *,
         key: str | None = None,
         follow: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.chunks: Handoff[dict[str, Any]] = Handoff()
         self.aborted = threading.Event()
         self.replica = self.url = ""  # the replica of the current (or last) try, and the URL asked
         self._client, self._replicas, self._path, self._body = client, replicas, path, body
-        self._key, self._follow = key, follow
+        self._key, self._follow, self._headers = key, follow, headers or {}
         self._slots, self._health = slots, health
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
@@ -209,7 +217,7 @@ class _Upstream:
             ) from exc
 
     def _request(self) -> None:
-        with self._client.stream("POST", self.url, json=self._body) as response:
+        with self._client.stream("POST", self.url, json=self._body, headers=self._headers) as response:
             self._remember_socket(response)
             if self.aborted.is_set():
                 return
@@ -282,26 +290,45 @@ class RemoteBackend(Backend):
         return self._health.problem
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Checks and queueing happen eagerly; the request itself starts in the reader thread, so
         that its failures arrive as Finished(ERROR) in this stream only."""
         params.validate(self.context_length)
         convo = [m.as_dict() for m in with_system(messages, self.spec.system_prompt)]
+        opening = conversation_key(messages, self.spec.system_prompt)
         return self._start(
             "chat/completions",
             {"messages": convo},
             params,
             cancel,
-            key=conversation_key(messages, self.spec.system_prompt),
+            key=(route.session if route and route.session else None) or opening,
             follow=later_turn(messages),
+            user=route.user if route else "",
         )
 
     def complete(
-        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        prompt: str,
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         params.validate(self.context_length)
-        return self._start("completions", {"prompt": prompt}, params, cancel)
+        return self._start(
+            "completions",
+            {"prompt": prompt},
+            params,
+            cancel,
+            key=route.session if route and route.session else None,
+            user=route.user if route else "",
+        )
 
     def _start(
         self,
@@ -315,10 +342,12 @@ class RemoteBackend(Backend):
         prompt: str = "",
         key: str | None = None,
         follow: bool = False,
+        user: str = "",
     ) -> Iterator[StreamEvent]:
         """Queue for a slot and start the reader thread. `finish` may rewrite the final event (an
         engine of our own knows the prompt and its token count better than the usage says); `key`
-        names the conversation, and `follow` sends it to its replica (a later turn)."""
+        names the conversation (our replica choice and a router's, `session_headers`), `follow`
+        sends it to its replica (a later turn), and `user` (a keyed hash) goes as OpenAI's `user`."""
         started = time.perf_counter()
         body = {
             "model": self.spec.remote_model,
@@ -327,8 +356,20 @@ class RemoteBackend(Backend):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if user:
+            body["user"] = user
         cancel = cancel or threading.Event()
-        upstream = _Upstream(self.client, self.replicas, path, body, self.slots, self._health, key=key, follow=follow)
+        upstream = _Upstream(
+            self.client,
+            self.replicas,
+            path,
+            body,
+            self.slots,
+            self._health,
+            key=key,
+            follow=follow,
+            headers=session_headers(key),
+        )
         if (
             start_in_slot(
                 self.slots, self.spec.name, self.queue_timeout_s, cancel, lambda: upstream.start(self.spec.name)
@@ -418,6 +459,13 @@ class _Tally:
         )
 
 
+def session_headers(key: str | None) -> dict[str, str]:
+    """The conversation's id in the headers that routers in front of a fleet hash on to keep a
+    conversation on one replica (its prefix cache): vLLM's router reads X-Session-ID first, and
+    SGLang's model gateway X-SMG-Routing-Key. The id is a hash, never a name or an address."""
+    return dict.fromkeys(SESSION_HEADERS, key) if key else {}
+
+
 def upstream_sampling(params: SamplingParams) -> dict[str, Any]:
     """Our sampling settings in OpenAI's names. The Hugging Face extras go only when they differ
     from their defaults, so that servers that do not know them (OpenAI itself) are not bothered.
@@ -476,7 +524,20 @@ def load_openai(spec: ModelSpec, settings: Settings) -> Any:
     identity = remote_components(replicas.urls[0], str(listed.get("id", spec.remote_model)))
     if isinstance(listed.get("root"), str) and listed["root"] != identity["model"]:
         identity["root"] = listed["root"]  # vLLM and others name the weights behind the id
-    return _ReplicatedWeights(replicas, make_backend, device="remote", close=client.close, identity=identity)
+    return _ReplicatedWeights(
+        replicas,
+        make_backend,
+        device="remote",
+        close=client.close,
+        identity=identity,
+        concurrency=default_concurrency(settings) * len(replicas.urls),  # each replica batches its own
+    )
+
+
+def default_concurrency(settings: Settings) -> int:
+    """Requests in flight to one upstream server for an entry without max_concurrency (an entry
+    with replicas gets this many per replica when it loads)."""
+    return settings.remote_concurrency
 
 
 class _ReplicatedWeights(Weights):

@@ -23,7 +23,7 @@ from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, Rem
 from webui.engine.templates import PromptBuilder, Rendered
 from webui.errors import ModelNotReady
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent
 
 
 class Server(Protocol):
@@ -86,14 +86,24 @@ class ServerBackend(RemoteBackend):
         return self.prompts.template.source
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         rendered = self.prompts.prepare(messages, params)
         params = params.replace(stop=(*params.stop, *self.prompts.template.stop))
         return self._send(rendered, params, cancel, self.prompts.template.name)
 
     def complete(
-        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        prompt: str,
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         return self._send(self.prompts.raw(prompt, params), params, cancel, "raw")
 

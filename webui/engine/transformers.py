@@ -39,7 +39,7 @@ from webui.engine.zerogpu import generate as generate_on_device
 from webui.handoff import Handoff, run_in_thread
 from webui.models.loading import import_transformers
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent
+from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent
 
 import_transformers()  # under a lock: another loader thread may be importing transformers right now
 from transformers import (  # noqa: E402
@@ -145,7 +145,12 @@ class TransformersBackend(Backend):
         return self.prompts.prepare(messages, params)
 
     def stream(
-        self, messages: Sequence[Message], params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Checks, queueing and the thread start happen here, eagerly, so that errors reach the
         caller before any event; the returned iterator only reads the tokens."""
@@ -153,7 +158,12 @@ class TransformersBackend(Backend):
         return self._launch(rendered, params, cancel, self.template.stop, self.template.name)
 
     def complete(
-        self, prompt: str, params: SamplingParams, cancel: threading.Event | None = None
+        self,
+        prompt: str,
+        params: SamplingParams,
+        cancel: threading.Event | None = None,
+        *,
+        route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Raw completion (the /v1/completions route): no template, no template stop strings."""
         return self._launch(self.prompts.raw(prompt, params), params, cancel, (), "raw")

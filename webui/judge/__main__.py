@@ -21,10 +21,9 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import TextIO
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import Registry, build_registry
@@ -35,6 +34,7 @@ from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, judge_battles, slots_of
 from webui.leaderboard.votes.index import VoteIndex
+from webui.progress import Progress, size
 from webui.records.storage import log_files
 
 log = logging.getLogger("webui.judge")
@@ -152,13 +152,15 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     judge = Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
     index = VoteIndex(args.log_dir, args.index)
     try:
-        battles = battles_to_judge(
-            index,
-            registry.names(),
-            judged(args.log_dir, judge.name, prompt.version),
-            since=args.since,
-            limit=args.limit,
-        )
+        with Progress("indexing votes", fmt=size) as indexing:
+            battles = battles_to_judge(
+                index,
+                registry.names(),
+                judged(args.log_dir, judge.name, prompt.version),
+                since=args.since,
+                limit=args.limit,
+                progress=indexing,
+            )
     finally:
         index.close()
     slots = slots_of(backend)
@@ -170,14 +172,22 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C: stop, keep what is written
     verdicts = VerdictLog(args.log_dir, args.server_name)
-    progress = Progress(len(battles), sys.stderr)
+    progress = Progress("judging", len(battles), unit="battles")  # a bar on a terminal; nothing in a pipe
     try:
-        report = judge_battles(judge, battles, verdicts, workers=slots, cancel=cancel, on_progress=progress.show)
+        report = judge_battles(
+            judge, battles, verdicts, workers=slots, cancel=cancel, on_progress=partial(_show, progress)
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
         verdicts.close()
-    progress.end()
+        progress.close()
     return _summary(args, judge, report)
+
+
+def _show(progress: Progress, report: RunReport) -> None:
+    """One battle settled (judged or failed)."""
+    progress.note(f"{report.failed} failed" if report.failed else "")
+    progress.add()
 
 
 def _agreement(args: argparse.Namespace, prompt: JudgePrompt, weight: float | str) -> int:
@@ -222,44 +232,6 @@ def _summary(args: argparse.Namespace, judge: Judge, report: RunReport) -> int:
 def _refuse(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
-
-
-class Progress:
-    """battles judged of the total, the rate and the time left: one line redrawn on a terminal,
-    a line every tenth of the run elsewhere (a log file should not fill with redraws)."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total, self.stream, self.start = total, stream, time.monotonic()
-        self.tty = stream.isatty()
-        self._shown = -1
-
-    def show(self, report: RunReport) -> None:
-        done = report.judged + report.failed
-        step = max(1, self.total // 10)
-        if not self.tty and done // step == self._shown and done != self.total:
-            return
-        self._shown = done // step
-        elapsed = max(time.monotonic() - self.start, 1e-9)
-        rate = done / elapsed * 60
-        left = (self.total - done) / (done / elapsed) if done else float("nan")
-        width = 24
-        bar = "#" * round(width * done / max(self.total, 1))
-        line = f"[{bar:<{width}}] {done}/{self.total} battles  {rate:.1f}/min  {_duration(left)} left" + (
-            f"  ({report.failed} failed)" if report.failed else ""
-        )
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=self.stream, flush=True)
-
-    def end(self) -> None:
-        if self.tty and self._shown >= 0:
-            print(file=self.stream)
-
-
-def _duration(seconds: float) -> str:
-    if seconds != seconds:  # nan: no rate yet
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 if __name__ == "__main__":

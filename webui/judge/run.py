@@ -30,6 +30,7 @@ from webui.judge.prompt import JudgePrompt, parse_verdict
 from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_key
 from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.rows import counted, drop_reasons
+from webui.progress import Progress
 from webui.types import FinishReason, SamplingParams
 
 
@@ -58,10 +59,12 @@ def battles_to_judge(
     *,
     since: float | None = None,
     limit: int | None = None,
+    progress: Progress | None = None,
 ) -> list[Battle]:
     """The counted anonymous battle votes in the index (as the board counts them), oldest first,
-    without the ones in `skip`, from `since` (a UNIX time) on, at most `limit`."""
-    index.catch_up(model_names)
+    without the ones in `skip`, from `since` (a UNIX time) on, at most `limit`; `progress` counts
+    the index's catch-up first."""
+    index.catch_up(model_names, progress=progress)
     rows = index.rows()
     if rows.empty:
         return []

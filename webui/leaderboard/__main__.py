@@ -36,6 +36,7 @@ from webui.leaderboard.stats.families import family_notes, family_prefixes
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.stats.position import position_line, position_term
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
+from webui.progress import Progress, size
 
 PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth": 60}
 STDOUT = "-"
@@ -254,7 +255,8 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
 def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOptions) -> Board:
     started = time.perf_counter()
     catch = index.reindex if args.reindex else index.catch_up
-    report = catch(options.model_names, options.extra_identity_words)
+    with Progress("indexing votes", fmt=size) as progress:  # a bar on a terminal; nothing in a pipe
+        report = catch(options.model_names, options.extra_identity_words, progress=progress)
     print(
         f"vote index {index.location}: {index.count()} battle votes, {report.votes} new, "
         f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",

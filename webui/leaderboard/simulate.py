@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from webui.progress import Progress
 from webui.records.storage import day_file_name
 
 TRUE = {
@@ -281,11 +282,18 @@ def simulate(
     voters: int = 300,
     server: str = "",
     requantise_late: bool = False,
+    progress: Progress | None = None,
 ) -> dict:
     """Write the log files (named for `server`, if given) and truth.json; return the truth. With
-    `requantise_late`, late-7b has a second fingerprint in the last quarter of the log."""
+    `requantise_late`, late-7b has a second fingerprint in the last quarter of the log. `progress`
+    counts the battles made (a command line's bar)."""
     rng = np.random.default_rng(seed)
-    records = [_vote(rng, i, battles, days, voters, requantise_late) for i in range(battles)] + _rare(battles)
+    records = []
+    for i in range(battles):
+        records.append(_vote(rng, i, battles, days, voters, requantise_late))
+        if progress is not None:
+            progress.add()
+    records += _rare(battles)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_day: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["tstamp"]):
@@ -326,9 +334,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.battles < 1 or args.days < 1:
         print("error: --battles and --days must be at least 1", file=sys.stderr)
         return 2
-    truth = simulate(
-        args.out_dir, args.battles, args.seed, args.days, server=args.server_name, requantise_late=args.requantise_late
-    )
+    with Progress("simulating", args.battles, unit="battles") as progress:  # a bar on a terminal only
+        truth = simulate(
+            args.out_dir,
+            args.battles,
+            args.seed,
+            args.days,
+            server=args.server_name,
+            requantise_late=args.requantise_late,
+            progress=progress,
+        )
     print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
     return 0
 

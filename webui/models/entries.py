@@ -199,6 +199,12 @@ class OpenAIEntry(Entry):
     api_key_env: StrictStr | None = Field(None, description="environment variable holding the key")
     timeout_s: Number = Field(120.0, gt=0)
     connect_timeout_s: Number = Field(10.0, gt=0)
+    max_concurrency: Whole | None = Field(
+        None,
+        ge=1,
+        description="requests in flight to the server, all replicas together; default 16 per replica "
+        "(--remote-concurrency): the server batches them",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -280,7 +286,12 @@ BACKENDS: dict[str, Backend] = {
         "webui.engine.transformers:load_transformers",
         concurrency="webui.engine.transformers:default_concurrency",
     ),
-    "openai": Backend(OpenAIEntry, "webui.engine.openai_remote:load_openai", own_weights=True),
+    "openai": Backend(
+        OpenAIEntry,
+        "webui.engine.openai_remote:load_openai",
+        concurrency="webui.engine.openai_remote:default_concurrency",
+        own_weights=True,
+    ),
 }
 DEFAULT_BACKEND = "auto"
 

@@ -35,6 +35,7 @@ from webui.errors import ArenaError
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.run import Judge, slots_of
 from webui.leaderboard.votes.index import VoteIndex
+from webui.progress import Progress, size
 from webui.records.prepared import PreparedPair, write_pairs
 from webui.records.storage import log_files
 from webui.replay.prompts import pick_prompts
@@ -110,7 +111,8 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             return _refuse(f"{name} is not ready: {registry.status(name).describe()}")
     index = VoteIndex(args.log_dir)
     try:
-        prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()))
+        with Progress("indexing votes", fmt=size) as indexing:
+            prompts = pick_prompts(index, args.prompts, args.seed, tuple(registry.names()), progress=indexing)
     finally:
         index.close()
     if not prompts:
@@ -125,6 +127,7 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     started = dt.datetime.now(dt.timezone.utc)
+    progress = Progress("replaying", len(prompts), unit="prompts")  # a bar on a terminal; nothing in a pipe
     try:
         results = replay(
             prompts,
@@ -133,11 +136,12 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             judge,
             width=width,
             cancel=cancel,
-            on_progress=lambda done, total: print(f"  {done}/{total} prompts", file=sys.stderr, flush=True),
+            on_progress=lambda done, total: progress.add(),
             logged=logged,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
+        progress.close()
     if cancel.is_set():
         print("stopped: no report written", file=sys.stderr)
         return 130

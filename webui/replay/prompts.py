@@ -16,6 +16,7 @@ import pandas as pd
 
 from webui.judge.run import counted_rows
 from webui.leaderboard.votes.index import VoteIndex
+from webui.progress import Progress
 
 MAX_PROMPT_CHARS = 20_000  # a replayed prompt is a question, not a document: longer ones are left out
 
@@ -54,9 +55,17 @@ def category_of(row: pd.Series) -> str:
     return f"language: {language}" if isinstance(language, str) and language else "language: unknown"
 
 
-def pick_prompts(index: VoteIndex, count: int, seed: int = 0, model_names: tuple[str, ...] = ()) -> list[Prompt]:
-    """`count` prompts (fewer where the logs hold fewer distinct ones)."""
-    index.catch_up(model_names)
+def pick_prompts(
+    index: VoteIndex,
+    count: int,
+    seed: int = 0,
+    model_names: tuple[str, ...] = (),
+    *,
+    progress: Progress | None = None,
+) -> list[Prompt]:
+    """`count` prompts (fewer where the logs hold fewer distinct ones); `progress` counts the
+    index's catch-up first."""
+    index.catch_up(model_names, progress=progress)
     rows = index.rows()
     if rows.empty:
         return []

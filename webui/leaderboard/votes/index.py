@@ -68,6 +68,7 @@ from webui.leaderboard.votes import row_cache
 from webui.leaderboard.votes.ingest import CHUNK_BYTES, Chunk, derive, logged_names, parse, read_chunk, recheck
 from webui.leaderboard.votes.rows import CONVERSATION_COLUMNS, conversation_columns
 from webui.leaderboard.votes.workers import Task, Workers
+from webui.progress import Progress
 from webui.records.identity import identity_words
 from webui.records.storage import log_files
 
@@ -149,6 +150,7 @@ class VoteIndex:
         self._unchanged: dict[str, tuple[int, int, int] | None] = {}
         self._identity: str | None = None
         self._copy: _ColdCopy | None = None  # during a catch-up into an empty index
+        self._progress: Progress | None = None  # during a catch-up that reports its bytes
         self._read_lock = threading.Lock()
         self.set_aside_as: Path | None = None  # where a damaged index file went (`set_aside`)
         self._target = target
@@ -214,14 +216,21 @@ class VoteIndex:
     # --- writing ---------------------------------------------------------------------------
 
     def catch_up(
-        self, model_names: Sequence[str] = (), extra_words: str = "", *, wait_s: float | None = None
+        self,
+        model_names: Sequence[str] = (),
+        extra_words: str = "",
+        *,
+        wait_s: float | None = None,
+        progress: Progress | None = None,
     ) -> CatchUpReport:
         """Index what the logs hold beyond what was read, then bring every identity check to the
         word list of the registry's `model_names`, every name seen, and `extra_words`. With
-        `wait_s`, give up (doing nothing) if another catch-up holds the index longer than that."""
+        `wait_s`, give up (doing nothing) if another catch-up holds the index longer than that.
+        `progress` counts the bytes read of those unread (a command line's bar)."""
         report, unread = CatchUpReport(), 0
         if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
             return report
+        self._progress = progress
         try:
             paths = log_files(self.log_dir)
             report.files = len(paths)
@@ -231,6 +240,8 @@ class VoteIndex:
             paths = [p for p in paths if self._stat(p) != self._unchanged.get(p.name)]
             ranges = self._unread(paths)
             unread = sum(size - start for _, start, size in ranges)
+            if progress is not None:
+                progress.set_total(unread)
             self._copy = self._start_copy() if unread else None  # (a poll of an empty folder: nothing)
             with _pool_for(unread) as pool:  # (a worker that dies: workers.Workers reads its part here)
                 foreseen = self._foresee(ranges, pool) if unread > CHUNK_BYTES else set()
@@ -244,7 +255,7 @@ class VoteIndex:
                 with contextlib.suppress(OSError):  # only slower: the first load makes the copy
                     self._save_copy(self._copy)
         finally:
-            self._copy = None
+            self._copy, self._progress = None, None
             self._lock.release()
         if unread >= PARALLEL_MIN_BYTES:
             give_back_freed_memory()
@@ -319,14 +330,16 @@ class VoteIndex:
                 found.append((path, done.get(path.name, 0), size))
         return found
 
-    def reindex(self, model_names: Sequence[str] = (), extra_words: str = "") -> CatchUpReport:
+    def reindex(
+        self, model_names: Sequence[str] = (), extra_words: str = "", *, progress: Progress | None = None
+    ) -> CatchUpReport:
         """Forget everything and index the logs from the start."""
         with self._lock, self._db.transaction():
             generation = self._generation()
             drop_all(self._db)
             self._migrate()
             self._db.execute(_SET_META, ("generation", str(generation + 1)))
-        return self.catch_up(model_names, extra_words)
+        return self.catch_up(model_names, extra_words, progress=progress)
 
     def state(self) -> tuple[int, int]:
         """(generation, last row id): the generation changes whenever indexed rows change or go
@@ -449,6 +462,8 @@ class VoteIndex:
             (chunk.end, stored[1] + chunk.bad, int(chunk.torn), name),
         )
         report.votes += len(chunk.rows)
+        if self._progress is not None and chunk.end > chunk.start:  # once per chunk (megabytes), never per line
+            self._progress.add(chunk.end - chunk.start)
         return True
 
     def _add_to_copy(self, copy: _ColdCopy, name: str, rows: list[tuple]) -> None:
