@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STOP_WAIT_S = 2.0  # at a stop, for the snapshot schedule and again for its webhook's thread
+
 
 def public_warnings(services: Services, space: bool) -> list[str]:
     """Settings that work locally but not on a public address, in words an operator can act on."""
@@ -80,10 +82,12 @@ class Scheduled:
     notifier: Notifier | None
     store: Any = None  # the claims' connection, with --database
 
-    def close(self) -> None:
-        self.schedule.close()
+    def close(self, wait_s: float = STOP_WAIT_S) -> None:
+        """Stop both threads, waiting at most `wait_s` for each: a Hub push or a webhook post in
+        flight is abandoned then (daemon threads), so the server's stop stays within its grace."""
+        self.schedule.close(wait_s)
         if self.notifier is not None:
-            self.notifier.close()
+            self.notifier.close(wait_s)
         if self.store is not None:
             self.store.close()
 

@@ -12,8 +12,9 @@ Guarantees:
 - **The URL's secret stays out of the log.** A webhook URL is its credential (Slack's
   https://hooks.slack.com/services/T…/B…/XXXX): logs name only its scheme, host and first path
   segment (`redacted`), and any text logged from a failure is scrubbed of the rest.
-- **Stops on time.** `close` wakes the thread from a retry's wait, lets a post in flight end
-  within `timeout_s`, and drops what is still queued (with a count in the log).
+- **Stops on time.** `close(wait_s)` wakes the thread from a retry's wait, waits at most `wait_s`
+  (default: one post's `timeout_s`) for a post in flight, which a daemon thread may then finish or
+  abandon, and drops what is still queued (with a count in the log).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ the snapshots and exports to the Hub (webui.server.hub_results). Guarantees:
   builds one) and writes one small file; the hooks' slow work (a webhook, the Hub) happens on
   their own threads or this one, never on a vote's.
 - **Stops cleanly.** `close` ends the thread at its next wait (a snapshot being written is
-  finished first); the server's stop calls it (webui.server.app.serve).
+  finished first, a Hub push in flight is waited for at most `wait_s`); the server's stop calls
+  it (webui.server.app.serve, through webui.server.deploy.after_serving).
 - **Testable without waiting.** The clock and the poll are injected; a test moves the clock.
 """
 
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from webui.db.store import StoreError
 from webui.leaderboard.board.build import Board
 from webui.leaderboard.board.lease import claim_once
 from webui.leaderboard.snapshots.changes import Changes, changes
@@ -158,7 +160,12 @@ class SnapshotSchedule:
         while True:
             try:
                 self.turn()
-            except Exception:  # a bad turn is logged; the next period tries again
+            except (
+                OSError,
+                StoreError,
+            ) as exc:  # the store away before a claim: tried again at the next poll; a full disk after one: that period is missed
+                log.warning("the scheduled snapshot failed: %s", exc)
+            except Exception:  # a bug: its trace, and the next poll tries again
                 log.exception("the scheduled snapshot failed")
             if self._stop.wait(self.poll_s):
                 return
