@@ -151,6 +151,11 @@ class Settings:
     max_request_mb: float = 2.0  # largest request body or upload
     hub_dataset: str = ""  # also push the logs to this Hub dataset repo (owner/name; needs HF_TOKEN)
     hub_every_min: float = 10.0  # minutes between pushes
+    # The arena's own board snapshots (webui/server/schedule.py): every period ("30m", "6h", "24h", "1d") one
+    # server writes LOG_DIR/snapshots/board-<UTC time>.json; empty: none. Each new snapshot's changes go to
+    # --notify-url (Slack-compatible JSON) and, with hub_dataset, the snapshots and exports to the Hub.
+    snapshot_every: str = ""
+    notify_url: str = field(default="", repr=False)  # a webhook's URL holds its secret
     # A browser session (Gradio's per-session copy of the page, the tab's conversations) unused this long is
     # removed, with its binding to the browser's secret (docs/deploy.md); an open tab touches it every 2 s.
     session_idle_min: float = 30.0
@@ -177,6 +182,7 @@ class Settings:
             raise ConfigError("api_keys: each key must be a non-empty string without surrounding spaces")
         self._check_operator()
         self._check_database()
+        self._check_schedule()
         self._check_signin()
 
     def _check_signin(self) -> None:
@@ -247,6 +253,18 @@ class Settings:
                 "ARENA_SECRET), so that each accepts the others' sessions and counts one client's "
                 'rate limits and votes under one name (docs/deploy.md, "Several servers")'
             )
+
+    def _check_schedule(self) -> None:
+        every = self.snapshot_every_s  # a ConfigError for a duration it cannot read
+        if self.notify_url and not self.notify_url.startswith(("https://", "http://")):
+            raise ConfigError("notify_url: must be an http:// or https:// webhook URL (a Slack incoming webhook's)")
+        if self.notify_url and not every:
+            raise ConfigError("notify_url: announces each snapshot's changes, so it needs --snapshot-every (e.g. 24h)")
+
+    @property
+    def snapshot_every_s(self) -> float:
+        """`snapshot_every` in seconds (0: no snapshots)."""
+        return parse_duration("snapshot_every", self.snapshot_every) if self.snapshot_every else 0.0
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -340,6 +358,21 @@ def check_trusted_proxies(value: int | tuple[str, ...]) -> None:
 
 # Settings whose text is read by a parser of their own, on the command line and in the environment alike.
 _PARSERS = {"trusted_proxies": parse_trusted_proxies}
+
+
+DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(name: str, text: str) -> float:
+    """Seconds in "30m", "6h", "24h", "1d" (or "45s"); a ConfigError naming `name` otherwise."""
+    match = DURATION.fullmatch(text)
+    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)] if match else 0.0
+    if seconds <= 0:
+        raise ConfigError(
+            f"{name}: must be a duration with its unit, like 30m, 6h, 24h or 1d (s, m, h, d), got {text!r}"
+        )
+    return seconds
 
 
 def _field_type(f: dataclasses.Field) -> type:
@@ -661,6 +694,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="also push the logs to this Hugging Face dataset repo (owner/name; needs HF_TOKEN and internet)",
     )
     add("--hub-every", dest="hub_every_min", type=float, help="minutes between pushes to --hub-dataset; default 10")
+    add(
+        "--snapshot-every",
+        dest="snapshot_every",
+        metavar="DURATION",
+        help="take a board snapshot into LOG_DIR/snapshots every DURATION (30m, 6h, 24h, 1d), one server among "
+        "several; with --hub-dataset the snapshots and exports go to the Hub too; default off",
+    )
+    add(
+        "--notify-url",
+        dest="notify_url",
+        metavar="URL",
+        help="POST each new snapshot's changes (rank moves, new models) to this webhook as Slack-compatible JSON "
+        "(needs --snapshot-every); also ARENA_NOTIFY_URL, which keeps the URL out of `ps`",
+    )
     add(
         "--session-idle-min",
         dest="session_idle_min",

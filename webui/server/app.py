@@ -23,6 +23,7 @@ def create_app(services: Services) -> FastAPI:
     from webui.access import auth, signin
     from webui.server import gradio_calls, reaper, security, sessions
     from webui.ui import build_ui, preview
+    from webui.ui.leaderboard_tab import leaderboard_view
 
     app = FastAPI(title="Pairwise Arena", docs_url=None, redoc_url=None, openapi_url=None)
     gradio_calls.refuse_bad_gradio_calls(app)  # first: inside the size limit and the session check
@@ -50,9 +51,11 @@ def create_app(services: Services) -> FastAPI:
     from webui.api import install_api
 
     install_api(app, services)  # before the UI: a mount at "/" answers every path after it
-    blocks = build_ui(services)
+    board = leaderboard_view(services)  # the tab's, smart pairing's, and the snapshot schedule's (deploy.py)
+    blocks = build_ui(services, board=board)
     security.configure_queue(blocks, services.registry, services.settings)  # bounded, sized to the models
     app.state.blocks = blocks  # for the share link and gradio_calls
+    app.state.board = board
     app.state.services = services  # for a stop, which ends every generation (webui/server/stopping.py)
     mounted = gr.mount_gradio_app(
         app, blocks, path="/", **security.mount_kwargs(services.settings), **auth.gradio_auth_kwargs(services.settings)
@@ -68,9 +71,9 @@ def serve(settings: Settings) -> None:
     app = create_app(services)
     log.info("serving on http://%s:%d", settings.host, settings.port)
     server = build_server(app, settings)
-    from webui.server.deploy import before_serving
+    from webui.server.deploy import after_serving, before_serving
 
-    before_serving(server, app, services)  # ZeroGPU, Hub log sync, --share
+    before_serving(server, app, services)  # ZeroGPU, Hub log sync, snapshot schedule, --share
     # uvicorn shuts down gracefully on SIGTERM and then raises the signal again with the handler
     # that was there before it: ours turns it into SystemExit, so that the `finally` below runs
     # (the default handler would end the process on the spot and leave engine processes behind).
@@ -78,6 +81,7 @@ def serve(settings: Settings) -> None:
     try:
         server.run()
     finally:
+        after_serving(app)  # the snapshot schedule and its webhook stop before the engines
         engines = time.monotonic()
         # frees the weights and stops every engine process, within what is left of the grace (2 s at
         # least); one still loading or stopping then is ended by its supervisor (webui.engine.process)

@@ -29,6 +29,7 @@ from webui.ui.leaderboard_tab import build_leaderboard_tab, leaderboard_view, pa
 from webui.ui.tab import ChatTab, build_tab
 
 if TYPE_CHECKING:
+    from webui.leaderboard.board.view import LeaderboardView
     from webui.services import Services
 
 TABS = ("battle", "side_by_side", "direct", "leaderboard", "about")
@@ -51,8 +52,9 @@ def tab_from_query(query: Mapping[str, str] | None) -> str:
     return wanted if wanted in TABS else "battle"
 
 
-def build_ui(services: Services, handlers: Handlers | None = None) -> gr.Blocks:
-    board = leaderboard_view(services)  # the Leaderboard tab shows it; smart pairing reads it
+def build_ui(services: Services, handlers: Handlers | None = None, board: LeaderboardView | None = None) -> gr.Blocks:
+    # the Leaderboard tab shows it; smart pairing reads it; the server's snapshot schedule takes it
+    board = board or leaderboard_view(services)
     favoured = FavourFile(services.settings.log_dir)
     handlers = handlers or Handlers(
         services,

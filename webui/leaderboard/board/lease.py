@@ -21,6 +21,10 @@ Guarantees:
   parts (webui.leaderboard.board.codec): the battle rows, written when a full build made new ones,
   and the tables, written with every version; a reader loads the rows only when they changed.
 
+The same table holds one-off claims (`claim_once`): a row per snapshot period, which the first
+server to ask gets and keeps (webui/server/schedule.py), so that servers sharing the store take
+each scheduled snapshot once.
+
 The lease is timed by the database's clock (one clock for every server, as the shared rate limits
 are; tests inject `clock`). The board is stored as data, not pickle, so a reader decodes tables
 and runs nothing it reads; a board built by another arena version is refused (its columns may
@@ -258,3 +262,22 @@ class SharedBoard:
     def _lease(self) -> Lease | None:
         row = self.store.execute("SELECT holder, expires FROM board_lease WHERE name = ?", (NAME,)).fetchone()
         return Lease(str(row[0]), float(row[1])) if row else None
+
+
+def claim_once(store: Store, name: str, holder: str, expires: float, *, forget_before: float | None = None) -> bool:
+    """Claim `name` (another row than the board's: a snapshot's period) for `holder` for good:
+    the first server to ask wins, in one transaction under the store's writer lock, and every later
+    ask, by any server, loses. Claims that `expires` before `forget_before` are deleted: they are
+    of periods long past. Whether `holder` has the claim."""
+    with store.transaction():
+        if forget_before is not None:
+            store.execute(
+                "DELETE FROM board_lease WHERE name LIKE ? AND name <> ? AND expires < ?",
+                (name.split(":", 1)[0] + ":%", name, forget_before),
+            )
+        store.execute(
+            "INSERT INTO board_lease (name, holder, expires) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            (name, holder, expires),
+        )
+        row = store.execute("SELECT holder FROM board_lease WHERE name = ?", (name,)).fetchone()
+    return row is not None and str(row[0]) == holder

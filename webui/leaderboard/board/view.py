@@ -271,13 +271,14 @@ class LeaderboardView:
         board, _ = self.board()
         return board.voters.round(3)
 
-    def export(self, kind: str) -> str:
-        """Write one export into a fresh temporary folder and return its path for download."""
+    def export(self, kind: str, board: Board | None = None, folder: Path | None = None) -> str:
+        """Write one export of `board` (None: the last one built) into `folder` (None: a fresh
+        temporary folder) and return its path, for download or the Hub (webui.server.hub_results)."""
         if kind not in EXPORTS:
             raise ValueError(f"unknown export {kind!r}; known: {', '.join(EXPORTS)}")
-        board, _ = self.board()
+        board = board if board is not None else self.board()[0]
         name = EXPORTS[kind][0]
-        path = Path(tempfile.mkdtemp(prefix="arena-export-")) / name
+        path = (folder if folder is not None else Path(tempfile.mkdtemp(prefix="arena-export-"))) / name
         rows = pd.concat([board.battles, board.recent], ignore_index=True) if len(board.recent) else board.battles
         battles = pd.concat([rows, self.live.index.details(rows)], axis=1)
         if kind.startswith("pairs"):

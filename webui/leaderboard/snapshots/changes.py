@@ -12,6 +12,7 @@ votes, and every text says so first.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import math
 from collections.abc import Mapping
@@ -89,6 +90,27 @@ def changes(before: Snapshot, after: Snapshot) -> Changes:
     moved = tuple(c for v in compared_views(before, after) for c in _view_changes(v, before.views[v], after.views[v]))
     days = dict(sorted(_added(before.days, after.days).items()))
     return Changes(before, after, moved, _added(before.pairs, after.pairs), days, _other_settings(before, after))
+
+
+def newly_certain(found: Changes, view: str = "raw") -> list[tuple[str, str]]:
+    """Neighbours on the new board (higher, lower) whose order became certain: their 95% intervals
+    no longer overlap, where in the old board they did, or one of them was not ranked."""
+    if view not in found.before.views or view not in found.after.views:
+        return []
+    old = {e.model: e for e in found.before.views[view]}
+    ranked = [e for e in found.after.views[view] if e.rank is not None]
+    return [
+        (upper.model, lower.model)
+        for upper, lower in itertools.pairwise(ranked)
+        if _apart(upper, lower) and not _apart(old.get(upper.model), old.get(lower.model))
+    ]
+
+
+def _apart(upper: Entry | None, lower: Entry | None) -> bool:
+    """`upper` is above `lower` beyond doubt: both ranked and their intervals apart."""
+    if upper is None or lower is None or upper.rank is None or lower.rank is None:
+        return False
+    return upper.lower > lower.upper  # NaN compares False: no interval, no certainty
 
 
 def compared_views(before: Snapshot, after: Snapshot) -> list[str]:
