@@ -117,6 +117,12 @@ class Settings:
     # comma-separated name prefixes, each a family of variants: the board warns when its best is the best
     # of many (docs/leaderboard.md, "The best of many")
     leaderboard_families: str = ""
+    # Categories the operator declares (docs/leaderboard.md, "Categories you declare"): a YAML file of names and
+    # rules, each a board in the Category menu, shrunk toward the overall board by a normal prior of this sd
+    # (Elo points; 0: not shrunk); visitor tags: a visitor may tag a battle with one of them before voting.
+    categories_file: str = ""
+    category_prior_sd: float = 50.0
+    visitor_tags: bool = False
     identity_words: str = ""  # extra comma-separated words that disqualify a battle (model names are added)
     # Several servers, one board (docs/deploy.md): the vote index in this PostgreSQL database instead of the SQLite
     # file beside the logs, and this server's name, which its log file names carry (needed with a database).
@@ -184,6 +190,8 @@ class Settings:
         self._check_database()
         self._check_schedule()
         self._check_signin()
+        if self.visitor_tags and not self.categories_file:
+            raise ConfigError("visitor_tags: needs --categories-file, the categories visitors may choose from")
 
     def _check_signin(self) -> None:
         if self.hf_oauth and (self.auth_file or self.auth):
@@ -325,6 +333,7 @@ _RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
         lambda v: v > 0,
         "> 0",
     ),
+    (("category_prior_sd",), lambda v: 0 <= v <= 1000, "0 (not shrunk) to 1000 Elo points"),
     (("shutdown_grace_s",), lambda v: 0 <= v <= 3600, "0 to 3600 seconds (0: cut open connections off at once)"),
 )
 
@@ -598,6 +607,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PREFIXES",
         help="comma-separated name prefixes, each a family of variants (e.g. my-model-): the leaderboard says "
         "when its top row is the best of several, and how much of its lead that alone explains",
+    )
+    add(
+        "--categories-file",
+        dest="categories_file",
+        metavar="FILE",
+        help="a YAML file of categories you declare (a name and a rule: keywords, a regular expression on the first "
+        "prompt, a minimum length, a language); each becomes a board in the Leaderboard's Category menu "
+        "(docs/leaderboard.md). A malformed file stops the start with its line and the reason",
+    )
+    add(
+        "--category-prior-sd",
+        dest="category_prior_sd",
+        type=float,
+        help="a declared category's board is shrunk toward the overall board by a normal prior of this standard "
+        "deviation in Elo points, so that a small category does not swing wildly; default 50 (0: not shrunk)",
+    )
+    add(
+        "--visitor-tags",
+        dest="visitor_tags",
+        action="store_true",
+        default=None,
+        help="let visitors tag a battle with one of the declared categories before voting (needs --categories-file); "
+        "the tag is kept in the vote record and counts for the category alongside its rule",
     )
     add(
         "--database",

@@ -15,6 +15,8 @@ from webui.access.ratelimit import Limiter, build_rate_limiter
 from webui.access.routes import RouteKeys
 from webui.config import Settings
 from webui.engine.registry import Registry, build_registry
+from webui.leaderboard.votes.declared import Declared
+from webui.leaderboard.votes.declared import load as load_declared
 from webui.records.events import Recorder
 
 
@@ -68,10 +70,15 @@ class Services:
     # What a request to a remote model says about its conversation and user (keyed hashes), so that a
     # router in front of the upstream keeps a conversation on one replica (webui/access/routes.py).
     routes: RouteKeys = field(default=None)  # type: ignore[assignment]
+    # The categories the operator declared (--categories-file): the leaderboard's boards, the visitors' tags.
+    # Read from settings below, so that a malformed file stops the start with its line and the reason.
+    categories: Declared = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.routes is None:
             self.routes = RouteKeys.from_settings(self.settings)
+        if self.categories is None:
+            self.categories = load_declared(self.settings.categories_file)
         if self.operator is None:
             self.operator = OperatorGate.from_settings(self.settings)
         if self.rate_limiter is None:
@@ -91,9 +98,10 @@ def build_limiter(settings: Settings) -> Limiter:
 
 
 def build_services(settings: Settings, registry: Registry | None = None, recorder: Recorder | None = None) -> Services:
+    categories = load_declared(settings.categories_file)  # first: a malformed file stops the start at once
     registry = registry or build_registry(settings)
     if recorder is None:
         from webui.records.storage import JsonlRecorder
 
         recorder = JsonlRecorder.from_settings(settings, registry.names())
-    return Services(settings, registry, recorder)
+    return Services(settings, registry, recorder, categories=categories)

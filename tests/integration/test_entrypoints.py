@@ -126,3 +126,37 @@ def test_a_broken_models_file_is_a_one_line_error_and_exit_status_2(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and says in errors[0], done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+
+
+def test_a_malformed_categories_file_stops_the_start_with_its_line_and_reason(tmp_path: Path) -> None:
+    """--categories-file is read before anything is served or loaded: the operator sees the file, the
+    line and what is wrong on it, and the server does not start."""
+    categories = tmp_path / "categories.yaml"
+    categories.write_text("categories:\n  - name: maths\n    regex: '(unclosed'\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webui",
+            "--port",
+            str(free_port()),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--categories-file",
+            str(categories),
+            "--no-preload",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        f"error: categories file {categories}, line 3: `regex:` does not compile: "
+        "missing ), unterminated subpattern at position 0"
+    ], done.stderr[-3000:]
+    assert "Traceback" not in done.stderr

@@ -18,6 +18,10 @@ SPEED_COLUMNS = tuple(f"{f}_{side}" for side in ("a", "b") for f in SPEED_FIELDS
 # What served each side (webui.models.fingerprint), None in older logs: the board keeps a name's
 # fingerprints apart (webui.leaderboard.stats.fingerprints).
 FINGERPRINT_COLUMNS = ("fingerprint_a", "fingerprint_b")
+# The columns of a battles table that say whether a battle is in a category the operator declared
+# (webui.leaderboard.votes.declared writes them at board time, webui.leaderboard.stats.categories
+# reads them): this prefix and the category's name. Never stored in the index.
+DECLARED_PREFIX = "declared: "
 ROW_COLUMNS = (
     "tstamp",
     "model_a",

@@ -19,6 +19,7 @@ import pandas as pd
 
 from webui.config import SERVER_NAME
 from webui.db.store import StoreError, check_target
+from webui.errors import ConfigError
 from webui.leaderboard.board.build import (
     Board,
     BoardOptions,
@@ -26,6 +27,7 @@ from webui.leaderboard.board.build import (
     board_from_logs,
     category_board,
     merge_names,
+    shrunk_text,
 )
 from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_table
 from webui.leaderboard.board.favours import FAVOUR_SHARE, add_favour
@@ -35,6 +37,9 @@ from webui.leaderboard.stats.confidence import next_comparison
 from webui.leaderboard.stats.families import family_notes, family_prefixes
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.stats.position import position_line, position_term
+from webui.leaderboard.stats.shrink import PRIOR_SD
+from webui.leaderboard.votes.declared import Declared, Membership
+from webui.leaderboard.votes.declared import load as load_declared
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.progress import Progress, size
 
@@ -42,7 +47,7 @@ PRINT = {"display.width": 250, "display.max_columns": 30, "display.max_colwidth"
 STDOUT = "-"
 FILE_OPTIONS = ("csv", "over_time", "battles", "pairs", "diff_json")  # the options that write a file, or STDOUT
 # Probabilities, small gains and sub-second times need more than the table's one decimal.
-ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s": 2}
+ROUNDING = {"p_above_next": 3, "gain_next": 5, "style_p_above_next": 3, "ttft_s": 2, "weight (own)": 2}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--category", help="print the board of one category (see --categories), e.g. coding or 'language: English'")
     add("--categories", action="store_true", help="list the categories with their battle counts")
+    add(
+        "--categories-file",
+        metavar="FILE",
+        default="",
+        help="categories you declare (YAML: a name and a rule each; docs/leaderboard.md): each is a category too, "
+        "its board shrunk toward the overall board (as the arena's --categories-file)",
+    )
+    add(
+        "--category-prior-sd",
+        type=float,
+        default=PRIOR_SD,
+        metavar="SD",
+        help=f"the normal prior (Elo points) a declared category's board is shrunk with; default {PRIOR_SD:g} "
+        "(0: not shrunk)",
+    )
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
     add("--over-time", metavar="FILE", help="write ratings over time to this CSV file")
     add("--over-time-points", type=int, default=20, help="cut points for --over-time; default 20")
@@ -129,6 +149,10 @@ def _check(args: argparse.Namespace) -> str | None:
     for name in ("rounds", "min_battles", "votes_per_day", "over_time_points"):
         if getattr(args, name) < 0:
             return f"--{name.replace('_', '-')} must be 0 or more"
+    if args.categories_file and args.no_index:
+        return "--categories-file needs the vote index (its rows say where each vote's prompt is): drop --no-index"
+    if not 0 <= args.category_prior_sd <= 1000:
+        return "--category-prior-sd must be 0 (not shrunk) to 1000"
     if args.favour and (args.favour_battles < 1 or args.favour[0] == args.favour[1]):
         return "--favour needs two different models and --favour-battles of 1 or more"
     problem = _check_database(args)
@@ -166,6 +190,7 @@ def options_from(args: argparse.Namespace) -> BoardOptions:
         style=not args.no_style,
         history_points=args.over_time_points if args.over_time else 0,
         merge_fingerprints=merge_names(args.merge_fingerprints),
+        category_prior_sd=args.category_prior_sd,
     )
 
 
@@ -178,7 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log_dir is None:  # --diff A B: two snapshots, no board to build
         return snapshot_options.compare_snapshots(args)
     try:
-        board = _board(args, options_from(args))
+        declared = load_declared(args.categories_file)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        board = _board(args, options_from(args), declared)
     except StoreError as exc:  # the database cannot be reached or used: nothing was changed
         print(f"error: the vote index cannot be used: {exc}", file=sys.stderr)
         return 2
@@ -232,18 +262,19 @@ def _index_path(args: argparse.Namespace) -> Path:
     return args.index or args.log_dir / INDEX_NAME
 
 
-def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
-    """The board from the vote index (brought up to date first), or from every log line."""
+def _board(args: argparse.Namespace, options: BoardOptions, declared: Declared) -> Board:
+    """The board from the vote index (brought up to date first), or from every log line; its rows
+    marked with the `declared` categories they are in."""
     if args.no_index:
         return board_from_logs(args.log_dir, options)
     index = VoteIndex(args.log_dir, _index_path(args), database=args.database, server=args.server_name)
     try:
         try:
-            board = _indexed_board(args, index, options)
+            board = _indexed_board(args, index, options, declared)
         except sqlite3.DatabaseError as exc:  # damaged where opening it did not look: once more, anew
             if index.set_aside(exc) is None:
                 raise
-            board = _indexed_board(args, index, options)
+            board = _indexed_board(args, index, options, declared)
         if args.battles or args.pairs:  # exports carry the conversations: read back from their own lines
             text = index.details(board.battles)
             board.battles = pd.concat([board.battles, text], axis=1)
@@ -252,7 +283,7 @@ def _board(args: argparse.Namespace, options: BoardOptions) -> Board:
         index.close()
 
 
-def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOptions) -> Board:
+def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOptions, declared: Declared) -> Board:
     started = time.perf_counter()
     catch = index.reindex if args.reindex else index.catch_up
     with Progress("indexing votes", fmt=size) as progress:  # a bar on a terminal; nothing in a pipe
@@ -262,7 +293,8 @@ def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOpt
         f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",
         file=sys.stderr,
     )
-    return board_from_index(index, options, catch_up=False)
+    membership = Membership(declared) if declared else None
+    return board_from_index(index, options, catch_up=False, membership=membership)
 
 
 def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
@@ -274,6 +306,9 @@ def _print_board(args: argparse.Namespace, board: Board, out: TextIO) -> None:
     if args.category:
         rated, n = category_board(board, args.category)
         say(f"\nCategory {args.category!r}: {n} battles")
+        shrunk = shrunk_text(rated, board.options)
+        if shrunk:
+            say(shrunk)
         table = rated.table
     if not table.empty:
         finer = {column: table[column].round(digits) for column, digits in ROUNDING.items() if column in table}

@@ -23,6 +23,11 @@ OUTDIR/truth.json (what the board should find). Known effects, so that each view
   the last quarter of the log: a second fingerprint under the same name, which the board rates apart.
   Fingerprints are not drawn: the random draws, and so every number of the board without
   `--requantise-late`, stay those of logs simulated before there were fingerprints.
+
+`category_battles` (no log: a battles table) simulates categories with true ratings of their own:
+each model's rating in a category is its overall one plus a normal difference (`CATEGORY_SPREAD`),
+for the check that a declared category's board shrunk toward the overall one is nearer the truth
+than the category's own fit (tests/unit/test_declared_categories.py, bench/categories.py).
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from webui.db.columns import DECLARED_PREFIX
 from webui.progress import Progress
 from webui.records.storage import day_file_name
 
@@ -316,6 +323,42 @@ def simulate(
     }
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     return truth
+
+
+CATEGORY_SPREAD = 40.0  # Elo points: the sd of a model's rating in a category around its overall one
+
+
+def category_battles(
+    seed: int, per_category: Sequence[int], overall: int = 4000, spread: float = CATEGORY_SPREAD
+) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
+    """A battles table (model_a, model_b, winner, tstamp, and a `DECLARED_PREFIX + name` column per
+    category) and each category's true ratings (name -> model -> rating, the models' mean 1000).
+    `overall` battles fall outside every category, played at the overall ratings (`TRUE`); category
+    i holds `per_category[i]` battles, played at its own ratings. Its own random draws: the log that
+    `simulate` writes is not changed by it."""
+    rng = np.random.default_rng(seed)
+    models = list(TRUE)
+    base = np.array([TRUE[m] for m in models])
+    truths = {"": base}
+    for i in range(len(per_category)):
+        truths[f"cat{i}"] = base + rng.normal(0.0, spread, size=len(models))
+    rows = []
+    for name, count in [("", overall), *((f"cat{i}", n) for i, n in enumerate(per_category))]:
+        truth = truths[name]
+        for _ in range(count):
+            a, b = rng.choice(len(models), size=2, replace=False)
+            p = 1 / (1 + 10 ** ((truth[b] - truth[a]) / 400))
+            roll = rng.random()
+            winner = "tie" if roll < TIE_SHARE else "model_a" if rng.random() < p else "model_b"
+            rows.append((models[a], models[b], winner, name))
+    battles = pd.DataFrame(rows, columns=["model_a", "model_b", "winner", "category"])
+    battles["tstamp"] = START + np.arange(len(battles), dtype=float)
+    for i in range(len(per_category)):
+        battles[f"{DECLARED_PREFIX}cat{i}"] = battles["category"] == f"cat{i}"
+    truth_out = {
+        name: dict(zip(models, (t - t.mean() + 1000.0).tolist(), strict=True)) for name, t in truths.items() if name
+    }
+    return battles.drop(columns="category"), truth_out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -61,6 +61,7 @@ def leaderboard_view(services: Services) -> LeaderboardView:
         lease_s=settings.board_lease_s,
         families=family_prefixes(settings.leaderboard_families),
         declared_families=_declared_families(services),
+        declared=services.categories,
     )
     registry = services.registry
     view.serving = lambda: {s.name: s.fingerprint for s in registry.statuses() if s.fingerprint}

@@ -18,12 +18,14 @@ import pandas as pd
 from webui.config import Settings
 from webui.db.columns import SPEED_FIELDS
 from webui.leaderboard.stats import ratings
-from webui.leaderboard.stats.categories import category_counts, category_masks
+from webui.leaderboard.stats.categories import category_counts, category_masks, declared_names
 from webui.leaderboard.stats.fingerprints import fingerprints_of, split_by_fingerprint
 from webui.leaderboard.stats.history import ratings_over_time
+from webui.leaderboard.stats.shrink import PRIOR_SD, SHRINK_COLUMNS, shrink, shrink_line
 from webui.leaderboard.stats.speed import model_speeds
 from webui.leaderboard.stats.style import style_table
 from webui.leaderboard.stats.voters import AGREEMENT_READS, over_daily_cap, voter_agreement
+from webui.leaderboard.votes.declared import Membership
 from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.rows import Hygiene, battles_frame, drop_reasons, names_in
 from webui.records.identity import identity_words
@@ -57,6 +59,7 @@ class BoardOptions:
     style: bool = True  # compute the style-controlled ratings
     history_points: int = 20  # cut points of the ratings-over-time plot (0: none)
     merge_fingerprints: tuple[str, ...] = ()  # names rated as one row whatever served them ("*": every name)
+    category_prior_sd: float = PRIOR_SD  # a declared category's board is shrunk toward the overall one (stats.shrink)
 
     @classmethod
     def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> BoardOptions:
@@ -70,6 +73,7 @@ class BoardOptions:
             votes_per_day=settings.leaderboard_votes_per_day,
             exclude_flagged=settings.leaderboard_exclude_flagged,
             merge_fingerprints=merge_names(settings.leaderboard_merge_fingerprints),
+            category_prior_sd=settings.category_prior_sd,
         )
 
 
@@ -270,13 +274,22 @@ def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, cod
 
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:
-    """The board's tables over one category's battles, and how many battles that is."""
+    """The board's tables over one category's battles, and how many battles that is. A declared
+    category's (`--categories-file`) is shrunk toward the overall board (stats.shrink)."""
     counted = board.all_counted()
     masks = category_masks(counted)
     if category not in masks:
         raise ValueError(f"unknown category {category!r}; known: {', '.join(masks)}")
     used = counted[masks[category]]
-    return rate(used.reset_index(drop=True), board.options), len(used)
+    rated = rate(used.reset_index(drop=True), board.options)
+    if category in declared_names(counted):
+        rated.table = shrink(rated.table, board.table, board.options.category_prior_sd)
+    return rated, len(used)
+
+
+def shrunk_text(rated: Rated, options: BoardOptions) -> str:
+    """The sentence saying a category board is shrunk and by how much ("" for a board that is not)."""
+    return shrink_line(rated.table, options.category_prior_sd) if SHRINK_COLUMNS[0] in rated.table else ""
 
 
 def my_votes(board: Board, session_key: str) -> pd.DataFrame:
@@ -305,11 +318,16 @@ def board_from_logs(log_dir: Path, options: BoardOptions) -> Board:
     return build_board(report.records, options, report.torn_last_lines + report.bad_lines)
 
 
-def board_from_index(index: VoteIndex, options: BoardOptions, *, catch_up: bool = True) -> Board:
-    """The board of a vote index (brought up to date with the logs first, unless told not to)."""
+def board_from_index(
+    index: VoteIndex, options: BoardOptions, *, catch_up: bool = True, membership: Membership | None = None
+) -> Board:
+    """The board of a vote index (brought up to date with the logs first, unless told not to);
+    with `membership`, its rows say which declared categories they are in."""
     if catch_up:
         index.catch_up(options.model_names, options.extra_identity_words)
     generation, rows = index.state()[0], index.rows()
+    if membership is not None:
+        rows = membership.columns(rows, index.records)
     board = board_from_rows(rows, options, index.skipped_lines())
     board.index_state = (generation, int(rows["id"].max()) if len(rows) else 0)
     return board

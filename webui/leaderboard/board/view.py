@@ -27,7 +27,15 @@ import pandas as pd
 
 from webui.db.store import StoreError, open_store
 from webui.errors import ConfigError
-from webui.leaderboard.board.build import Board, BoardOptions, Rated, board_from_rows, category_board, session_board
+from webui.leaderboard.board.build import (
+    Board,
+    BoardOptions,
+    Rated,
+    board_from_rows,
+    category_board,
+    session_board,
+    shrunk_text,
+)
 from webui.leaderboard.board.export import preference_pairs, write_table
 from webui.leaderboard.board.lease import LEASE_S, Published, SharedBoard
 from webui.leaderboard.board.live import POLL_S, LiveBoard
@@ -41,6 +49,7 @@ from webui.leaderboard.stats.families import family_notes
 from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.stats.position import position_line, position_term
+from webui.leaderboard.votes.declared import Declared, Membership
 from webui.leaderboard.votes.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.votes.rows import drop_reasons
 
@@ -105,6 +114,7 @@ class LeaderboardView:
         lease_s: float = LEASE_S,
         families: tuple[str, ...] = (),
         declared_families: Mapping[str, Collection[str]] | None = None,
+        declared: Declared | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.options = options
@@ -113,7 +123,17 @@ class LeaderboardView:
         index = open_index(self.log_dir, index_path, database=database, server=server)
         # Several servers share the database: one builds the board, the others show it.
         shared = SharedBoard(open_store(database), server, lease_s=lease_s) if database else None
-        self.live = LiveBoard(index, options, poll_s=poll_s, shared=shared).start()
+        # categories the operator declared: each full build marks which rows are in them (votes.declared)
+        self.declared = declared or Declared()
+        build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows
+        if self.declared:
+            membership = Membership(self.declared)
+
+            def build_marked(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
+                return board_from_rows(membership.columns(rows, index.records), options, skipped)
+
+            build = build_marked
+        self.live = LiveBoard(index, options, poll_s=poll_s, shared=shared, build=build).start()
         self._lock = threading.Lock()
         self._categories: dict[tuple[int, str], tuple[Rated, int]] = {}
         self._empty: Board | None = None
@@ -157,6 +177,8 @@ class LeaderboardView:
                 self._categories[key] = category_board(board, category)
             rated, n = self._categories[key]
         summary = f"Category **{category}**: {n} of the {board.counted_battles} battles. " + summary
+        shrunk = shrunk_text(rated, board.options)
+        summary = f"{summary}\n\n{shrunk}" if shrunk else summary
         return board, rated, _with_next(summary, rated, self.families, self.declared_families) + since, version
 
     def _since_snapshot(self, board: Board, version: int) -> str:

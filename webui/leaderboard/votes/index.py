@@ -675,18 +675,24 @@ class VoteIndex:
         stored = pd.DataFrame([found.get(i, missing) for i in ids], columns=list(DETAIL_COLUMNS), index=rows.index)
         return pd.concat([stored, self._conversations(rows)], axis=1)
 
-    def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
-        found: dict[tuple[str, int], dict[str, Any]] = {}
+    def records(self, rows: pd.DataFrame) -> Iterator[tuple[Any, dict[str, Any] | None]]:
+        """(row label, the vote record its log line holds) for each of `rows` whose line this log
+        folder has (another server's file in a shared store, or one deleted since: left out; a line
+        that no longer parses: None)."""
         for name, group in rows.groupby("file", sort=False):
             try:
                 handle = (self.log_dir / str(name)).open("rb")
             except FileNotFoundError:
-                continue  # another server's file (a shared store), or deleted since: its rows go without text
+                continue
             with handle:
-                for offset, length in zip(group["offset"], group["length"], strict=True):
-                    record = parse(os.pread(handle.fileno(), int(length), int(offset)))
-                    if record is not None:
-                        found[(str(name), int(offset))] = conversation_columns(record)
+                for label, offset, length in zip(group.index, group["offset"], group["length"], strict=True):
+                    yield label, parse(os.pread(handle.fileno(), int(length), int(offset)))
+
+    def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
+        found: dict[tuple[str, int], dict[str, Any]] = {}
+        for label, record in self.records(rows):  # rows without a line here go without text
+            if record is not None:
+                found[(str(rows.at[label, "file"]), int(rows.at[label, "offset"]))] = conversation_columns(record)
         keys = zip(rows["file"], rows["offset"], strict=True)
         return pd.DataFrame(
             [found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index, columns=list(CONVERSATION_COLUMNS)
