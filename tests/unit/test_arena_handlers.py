@@ -464,3 +464,24 @@ def test_without_preload_the_ui_loads_a_model_on_first_use(settings) -> None:
         assert {s.state.value for s in registry.statuses()} == {"ready"}
     finally:
         registry.close()
+
+
+def test_a_visitor_tag_is_checked_before_the_vote_is_recorded(tmp_path: Path) -> None:
+    """Only a declared category, only with --visitor-tags: anything else is refused and records nothing."""
+    categories = tmp_path / "c.yaml"
+    categories.write_text("categories:\n  - name: maths\n    keywords: [sum]\n")
+    for tags_on, tag, refused in (
+        (False, "maths", "does not take category tags"),
+        (True, "cooking", "Unknown category 'cooking'"),
+        (True, "maths", None),
+    ):
+        services = fake_services({"alpha": {}, "beta": {}}, categories_file=str(categories), visitor_tags=tags_on)
+        handlers = Handlers(services, rng=random.Random(0))
+        session = drain(handlers.send(None, "battle", "hello", OWN, ME, CLIENT))[-1]
+        if refused:
+            with pytest.raises(Refused, match=refused):
+                handlers.vote(session, "leftvote", ME, CLIENT, tag=tag)
+            assert services.recorder.votes == []
+        else:
+            handlers.vote(session, "leftvote", ME, CLIENT, tag=tag)
+            assert services.recorder.votes[-1].extra["category_tag"] == "maths"

@@ -234,6 +234,9 @@ def test_an_open_interval_leans_on_the_overall_rating_alone():
     )
     table = shrink(own, overall).set_index("model")
     assert table.loc["a", "weight (own)"] == 0.0 and table.loc["a", "rating"] == pytest.approx(1040.0)
+    every_open = shrink(own.assign(lower=[1000.0, -np.inf]), overall).set_index("model")
+    assert every_open["weight (own)"].tolist() == [0.0, 0.0]
+    assert every_open["rating"].tolist() == [pytest.approx(1040.0), pytest.approx(960.0)]
 
 
 def _errors(seed: int, n: int) -> tuple[float, float]:

@@ -23,6 +23,7 @@ from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams, stored_re
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.leaderboard.board.favours import Favour
+from webui.leaderboard.votes.declared import TAG_FIELD
 from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.records.prepared import PREPARED_KEY, SOURCE_KEY, PreparedPairs
 from webui.types import Finished, FinishReason, Message, Route, SamplingParams, TextDelta
@@ -395,12 +396,15 @@ class Handlers:
         return session
 
     # ---- votes and records ------------------------------------------------------------------
-    def vote(self, session: Session | None, kind: str, owner: Owner, client: ClientInfo) -> Session:
+    def vote(self, session: Session | None, kind: str, owner: Owner, client: ClientInfo, *, tag: str = "") -> Session:
         """Record a vote if the rules allow it. It counts only once the recorder has it: on a
-        RecordError the user is told, and may vote again."""
+        RecordError the user is told, and may vote again. `tag`: the declared category the visitor
+        tagged the battle with ("" none; only with --visitor-tags, only in a battle), kept in the
+        vote record's `extra` (FastChat's readers ignore the key)."""
         session = arena.check_owner(session, owner)
         with session.lock:
             arena.check_vote(session, kind, owner)
+            self._check_tag(session, tag)
             self._check_rate("vote", client)
             event = VoteEvent(
                 kind=kind,
@@ -417,6 +421,7 @@ class Handlers:
                         if session.prepared is not None
                         else {}
                     ),
+                    **({TAG_FIELD: tag} if tag else {}),
                 },
             )
             try:
@@ -428,6 +433,14 @@ class Handlers:
             if session.prepared is not None and self.prepared is not None and kind != "flag":
                 self.prepared.voted(session.prepared.pair_id)
         return session
+
+    def _check_tag(self, session: Session, tag: str) -> None:
+        if not tag:
+            return
+        if not self.services.settings.visitor_tags or session.mode != "battle":
+            raise Refused("This arena does not take category tags with votes.")
+        if tag not in self.services.categories.names:
+            raise Refused(f"Unknown category {tag!r}: choose one of {', '.join(self.services.categories.names)}.")
 
     def conversation(self, session: Session, index: int) -> Conversation:
         pane = session.panes[index]

@@ -9,6 +9,7 @@ Every component is a named field of `ChatLayout`, so wiring code names what it c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import gradio as gr
@@ -19,6 +20,7 @@ from webui.types import PAIR_VOTES, SINGLE_VOTES, Vote
 from webui.ui.common import Controls, chat_pane, param_controls
 
 PANE_LETTERS = "abcd"
+TAG_NONE = "No tag"  # the tag menu's first choice (the value "": the battle is not tagged)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class ChatLayout:
     prepared: gr.Button | None  # a battle on a prepared pair (battle only; shown while one waits)
     keys: gr.Markdown  # the keyboard shortcuts, the vote keys only while there are votes
     same: gr.Checkbox | None  # "Model A's parameters for every pane" (several panes only)
+    tag: gr.Dropdown | None = None  # the visitor's category tag (a battle with --visitor-tags only)
 
     @property
     def dropdowns(self) -> list[gr.Dropdown]:
@@ -124,8 +127,9 @@ class ChatLayout:
         return [p.regen for p in self.panes if p.regen is not None]
 
 
-def lay_out(kind: Kind) -> ChatLayout:
-    """Build one chat tab's components inside the current Blocks context."""
+def lay_out(kind: Kind, tags: Sequence[str] = ()) -> ChatLayout:
+    """Build one chat tab's components inside the current Blocks context; `tags`: the declared
+    categories a visitor may tag a battle with before voting (none: no tag menu)."""
     p = kind.prefix
     gr.Markdown(kind.intro, elem_classes=["arena-intro"])
     status = gr.Markdown(elem_id=f"{p}-status")
@@ -143,6 +147,14 @@ def lay_out(kind: Kind) -> ChatLayout:
         tops = [_pane_column(kind, i) for i in range(kind.max_panes)]
     reveal = gr.Markdown(elem_id=f"{p}-reveal") if kind.anonymous else None
     notice = gr.Markdown(elem_id=f"{p}-notice", elem_classes=["arena-notice"])
+    tag = None
+    if kind.anonymous and tags:  # the menu holds the operator's names alone: nothing about the models
+        tag = gr.Dropdown(
+            [(TAG_NONE, ""), *((name, name) for name in tags)],
+            value="",
+            label="What is this battle about? (optional; kept with your vote)",
+            elem_id=f"{p}-tag",
+        )
     with gr.Row(elem_id=f"{p}-votes", elem_classes=["arena-votes"]) as vote_row:
         votes = tuple(
             gr.Button(vote.button, interactive=False, elem_id=f"{p}-vote-{vote.api_name}", size="md")
@@ -191,6 +203,7 @@ def lay_out(kind: Kind) -> ChatLayout:
         prepared=prepared,
         keys=keys,
         same=same,
+        tag=tag,
     )
 
 

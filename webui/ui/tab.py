@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 def build_tab(services: Services, handlers: Handlers, mode: Mode) -> ChatTab:
     """Lay out and wire one tab; the app's timer keeps `.layout.status` (and the dropdowns)
     current, its load event fills `.layout.state`."""
-    return ChatTab(services, handlers, lay_out(KINDS[mode]))
+    tags = services.categories.names if services.settings.visitor_tags else ()
+    return ChatTab(services, handlers, lay_out(KINDS[mode], tags))
 
 
 class ChatTab:
@@ -304,12 +305,20 @@ class ChatTab:
             def on_vote(session: Session | None, request: gr.Request) -> list[Any]:
                 return self.view(handlers.vote(session, kind, owner_of(request), client_of(request, settings)))
 
-            return on_vote
+            @guarded
+            def on_tagged_vote(session: Session | None, tag: str | None, request: gr.Request) -> list[Any]:
+                client = client_of(request, settings)
+                return self.view(handlers.vote(session, kind, owner_of(request), client, tag=tag or ""))
 
+            return on_vote if self.ui.tag is None else on_tagged_vote
+
+        # With --visitor-tags the battle's votes take the tag menu too (the API's vote endpoints then
+        # have a `tag` argument, "" for none); without, they stay as they were.
+        vote_inputs = [self.ui.state, *([self.ui.tag] if self.ui.tag is not None else [])]
         for button, vote in zip(self.ui.votes, self.kind.votes, strict=True):
             button.click(
                 voter(vote.kind),
-                [self.ui.state],
+                vote_inputs,
                 self.outputs,
                 api_name=f"{self.prefix}_vote_{vote.api_name}",
                 concurrency_limit=None,
@@ -332,6 +341,15 @@ class ChatTab:
             concurrency_limit=None,
             **self._events(),
         )
+        if self.ui.tag is not None:  # a new battle starts untagged: the last one's tag is about another prompt
+            gr.on(
+                [self.ui.restart.click, *(chat.clear for chat in self.ui.chats)],
+                lambda: "",
+                None,
+                [self.ui.tag],
+                queue=False,
+                api_visibility="private",
+            )
 
     def _wire_dropdowns(self) -> None:
         for i, dropdown in enumerate(self.ui.dropdowns):

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from webui.db.columns import DECLARED_PREFIX
 from webui.db.store import StoreError, open_store
 from webui.errors import ConfigError
 from webui.leaderboard.board.build import (
@@ -154,7 +155,9 @@ class LeaderboardView:
         if published is not None:
             return published.board, published.version
         if self._empty is None:
-            self._empty = board_from_rows(pd.DataFrame(columns=list(LOADED_COLUMNS)), self.options)
+            # with the declared categories' columns: the Category menu lists them from the first page on
+            empty = pd.DataFrame(columns=[*LOADED_COLUMNS, *(DECLARED_PREFIX + n for n in self.declared.names)])
+            self._empty = board_from_rows(empty, self.options)
         return self._empty, 0
 
     def rated(self, category: str = ALL) -> tuple[Board, Rated, str, int]:

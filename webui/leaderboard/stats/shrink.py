@@ -56,11 +56,15 @@ def shrink(category: pd.DataFrame, overall: pd.DataFrame, prior_sd: float = PRIO
     by_model = overall.set_index("model")
     r_o = table["model"].map(by_model["rating"]).astype(float)
     se_o = table["model"].map(standard_errors(overall).set_axis(overall["model"])).astype(float).fillna(0.0)
-    known = r_o.notna() & np.isfinite(se_c) & (se_c > 0)
-    if prior_sd <= 0 or not known.any():
+    if prior_sd <= 0:
         return table.assign(**{SHRINK_COLUMNS[0]: own, SHRINK_COLUMNS[1]: 1.0})
-    inverse = 1.0 / se_c[known] ** 2
-    offset = float(((r_o[known] - own[known]) * inverse).sum() / inverse.sum())
+    common = r_o.notna()
+    known = common & np.isfinite(se_c) & (se_c > 0)
+    if known.any():
+        inverse = 1.0 / se_c[known] ** 2
+        offset = float(((r_o[known] - own[known]) * inverse).sum() / inverse.sum())
+    else:  # every interval open (a handful of battles): their plain mean
+        offset = float((r_o[common] - own[common]).mean()) if common.any() else 0.0
     # an open interval (se inf) gives w = 0; a model the overall board lacks keeps its own figure
     w = (prior_sd**2 / (prior_sd**2 + se_c**2)).where(r_o.notna(), 1.0)
     aligned = own + offset
