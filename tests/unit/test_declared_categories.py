@@ -4,6 +4,7 @@ shrinkage's goal on simulated categories (webui.leaderboard.votes.declared, stat
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -158,6 +159,7 @@ def test_the_cli_prints_a_declared_categorys_board_and_says_it_is_shrunk(tmp_pat
     logs = _logs(tmp_path, prompts)
     categories = tmp_path / "c.yaml"
     categories.write_text(GOOD)
+    exported = tmp_path / "battles.jsonl"
     code = main(
         [
             str(logs),
@@ -170,10 +172,14 @@ def test_the_cli_prints_a_declared_categorys_board_and_says_it_is_shrunk(tmp_pat
             "--category",
             "gardening",
             "--categories",
+            "--battles",
+            str(exported),
         ]
     )
     out = capsys.readouterr().out
     assert code == 0
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]  # the export says which rows are in it
+    assert [r["declared: gardening"] for r in rows] == [True] * 12 + [False] * 12
     assert "Category 'gardening': 12 battles" in out
     assert "Shrunk toward the overall board (a normal prior of sd 50 Elo" in out
     assert "rating (own)" in out
@@ -269,3 +275,42 @@ def test_shrunk_category_boards_are_nearer_the_truth(n: int):
 
 def test_declared_names_and_no_declared():
     assert Declared().of(_record("tomato")) == ()
+
+
+def test_snapshots_and_diffs_carry_the_declared_categories(tmp_path: Path, capsys):
+    """A snapshot keeps each declared category's (shrunk) board as a view of its own, and --diff
+    reports it beside the raw and style views; without declared categories nothing changes."""
+    prompts = [("grow a tomato", "leftvote" if i % 4 else "rightvote", None) for i in range(8)]
+    logs = _logs(tmp_path, prompts)
+    categories = tmp_path / "c.yaml"
+    categories.write_text(GOOD)
+    snapshots = tmp_path / "snapshots"
+    common = ["--rounds", "10", "--min-battles", "0", "--categories-file", str(categories)]
+    assert main([str(logs), *common, "--snapshot", str(snapshots)]) == 0
+    document = json.loads(next(snapshots.glob("*.json")).read_text())
+    assert document["settings"]["declared_categories"] == ["gardening", "arithmetic", "french-or-long", "tagged-only"]
+    assert document["settings"]["category_prior_sd"] == 50.0
+    garden = {e["model"]: e for e in document["views"]["category: gardening"]}
+    index = VoteIndex(logs)
+    board = board_from_index(index, BoardOptions(rounds=10, min_battles=0), membership=Membership(parse(GOOD)))
+    index.close()
+    expected = category_board(board, "gardening")[0].table.set_index("model")
+    assert {m: e["rating"] for m, e in garden.items()} == pytest.approx(expected["rating"].to_dict())
+    assert document["views"]["category: tagged-only"] == []
+
+    rec = JsonlRecorder(logs, IdentityPolicy("none"))
+    for i in range(6):  # weak now wins every gardening battle
+        rec.vote(vote("rightvote", battle("strong", "weak", (f"a {i}", f"b {i}"), prompt="tomato again")))
+    rec.close()
+    capsys.readouterr()
+    diff_json = tmp_path / "diff.json"
+    assert main([str(logs), *common, "--diff", str(snapshots), "--diff-json", str(diff_json)]) == 0
+    out = capsys.readouterr().out
+    assert "Category 'gardening' (declared; shrunk toward the overall board):" in out
+    moved = json.loads(diff_json.read_text())["views"]
+    assert {c["model"] for c in moved["category: gardening"]} == {"strong", "weak"}
+
+    plain = tmp_path / "plain"
+    assert main([str(logs), "--rounds", "0", "--snapshot", str(plain)]) == 0
+    settings = json.loads(next(plain.glob("*.json")).read_text())["settings"]
+    assert "category_prior_sd" not in settings and "declared_categories" not in settings

@@ -22,13 +22,14 @@ from typing import Any
 
 from webui.leaderboard.board.build import Board
 from webui.leaderboard.snapshots.snapshot import (
-    VIEWS,
     Entry,
     Snapshot,
     SnapshotError,
     build_snapshot,
     json_number,
     load_snapshot,
+    view_label,
+    view_names,
 )
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def _apart(upper: Entry | None, lower: Entry | None) -> bool:
 
 def compared_views(before: Snapshot, after: Snapshot) -> list[str]:
     """The views both snapshots have (one without: their settings differ, and the warning says so)."""
-    return [v for v in VIEWS if v in before.views and v in after.views]
+    return [v for v in view_names(after.views) if v in before.views]
 
 
 def _other_settings(before: Snapshot, after: Snapshot) -> dict[str, tuple[Any, Any]]:
@@ -205,7 +206,7 @@ def changes_lines(found: Changes) -> list[str]:
     lines += _warnings(found)
     for view in compared_views(found.before, found.after):
         mine = [change_text(c) for c in found.moved if c.view == view] or [NOTHING_MOVED]
-        lines += [f"\n{VIEWS[view].label}:", *(f"  {line}" for line in mine)]
+        lines += [f"\n{view_label(view)}:", *(f"  {line}" for line in mine)]
     lines.append(
         f"\nBattles added: {found.battles_added:+,} counted "
         f"({found.after.votes_read - found.before.votes_read:+,} battle votes read)"

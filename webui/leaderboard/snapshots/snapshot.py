@@ -38,7 +38,8 @@ from typing import Any
 import pandas as pd
 
 import webui
-from webui.leaderboard.board.build import Board, BoardOptions
+from webui.leaderboard.board.build import Board, BoardOptions, category_board
+from webui.leaderboard.stats.categories import declared_names
 
 FORMAT = "pairwise-arena/board-snapshot"
 FORMAT_VERSION = 1
@@ -58,10 +59,26 @@ class View:
     worst: str | None = None  # the worst rank the interval allows, where the view has one
 
 
-VIEWS = {  # the views a snapshot keeps, in the order texts show them
-    "raw": View("Ratings", ("rating", "lower", "upper", "rank"), "rank_worst"),
+RAW = View("Ratings", ("rating", "lower", "upper", "rank"), "rank_worst")
+VIEWS = {  # the views a snapshot keeps, in the order texts show them (and CATEGORY_VIEW's)
+    "raw": RAW,
     "style": View("Style-controlled ratings", ("style_rating", "style_lower", "style_upper", "style_rank")),
 }
+
+
+CATEGORY_VIEW = "category: "  # + a declared category's name: its board (shrunk) as a view of its own
+
+
+def view_label(view: str) -> str:
+    """How texts name a view: VIEWS' label, or the declared category's."""
+    if view in VIEWS:
+        return VIEWS[view].label
+    return f"Category {view.removeprefix(CATEGORY_VIEW)!r} (declared; shrunk toward the overall board)"
+
+
+def view_names(views: Mapping[str, Any]) -> list[str]:
+    """The views of a snapshot in the order texts show them: VIEWS', then the declared categories'."""
+    return [v for v in VIEWS if v in views] + [v for v in views if v.startswith(CATEGORY_VIEW)]
 
 
 class SnapshotError(ValueError):
@@ -111,6 +128,12 @@ def build_snapshot(
         for name, view in VIEWS.items()
         if name != "style" or board.options.style
     }
+    declared = declared_names(counted)
+    for name in declared:  # each declared category's board, as the tab and --category show it
+        views[CATEGORY_VIEW + name] = _entries(category_board(board, name)[0].table, RAW.columns, RAW.worst)
+    settings = shaping_settings(board.options)
+    if declared:  # kept only with declared categories, so that other snapshots compare with older ones alike
+        settings.update(declared_categories=list(declared), category_prior_sd=board.options.category_prior_sd)
     pairs: dict[tuple[str, str], int] = {}
     for (a, b), n in counted.groupby(["model_a", "model_b"]).size().items():  # a few rows per pair, then folded
         key = (str(a), str(b)) if str(a) <= str(b) else (str(b), str(a))
@@ -120,7 +143,7 @@ def build_snapshot(
     return Snapshot(
         created=created.astimezone(dt.timezone.utc).strftime(CREATED),
         code_version=code_version,
-        settings=shaping_settings(board.options),
+        settings=settings,
         votes_read=int(board.votes_read),
         battles=len(counted),
         battles_sha256=battles_hash(counted),
@@ -155,6 +178,7 @@ def _entries(table: pd.DataFrame, columns: tuple[str, str, str, str], worst: str
 
 def shaping_settings(options: BoardOptions) -> dict[str, Any]:
     settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in UNSHAPING}
+    settings.pop("category_prior_sd")  # shapes only the declared categories' views (build_snapshot)
     settings["model_names"] = sorted(settings["model_names"])
     # Kept only when set, so that snapshots from before fingerprints compare with today's alike.
     merged = sorted(settings.pop("merge_fingerprints"))
