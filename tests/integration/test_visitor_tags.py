@@ -83,6 +83,7 @@ def test_a_visitor_tag_is_recorded_and_counts_for_its_category(app):
         client.predict("good morning", api_name="/battle_send")
         client.predict("", api_name="/battle_vote_tie")  # in neither
         maths = category_summary(client, "maths", "Category **maths**: 2 of the 3 battles")
+        table = client.predict("maths", api_name="/leaderboard_category")[1]
         greetings = client.predict("greetings", api_name="/leaderboard_category")[0]
         choices = [c[1] for c in client.predict(api_name="/leaderboard_refresh")[9]["choices"]]
     finally:
@@ -90,6 +91,8 @@ def test_a_visitor_tag_is_recorded_and_counts_for_its_category(app):
     assert "Category **maths**: 2 of the 3 battles" in maths, maths
     assert "Shrunk toward the overall board (a normal prior of sd 50 Elo" in maths
     assert "Category **greetings**: 1 of the 3 battles" in greetings, greetings
+    notes = [row[table["headers"].index("Note")] for row in table["data"]]
+    assert all("own " in n and "weight " in n for n in notes), notes
     assert {"maths", "greetings"} <= set(choices)
 
     logs = services.settings.log_dir

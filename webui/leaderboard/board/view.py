@@ -50,6 +50,7 @@ from webui.leaderboard.stats.families import family_notes
 from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.stats.position import position_line, position_term
+from webui.leaderboard.stats.shrink import SHRINK_COLUMNS
 from webui.leaderboard.votes.declared import Declared, Membership
 from webui.leaderboard.votes.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
 from webui.leaderboard.votes.rows import drop_reasons
@@ -420,9 +421,21 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
             "More battles (next)": [_battles(n) for n in table["more_battles_next"]],
             "First token (s)": [_fixed(v, 2) for v in table["ttft_s"]] if "ttft_s" in table else blank,
             "Tokens/s": [_fixed(v, 1) for v in table["tokens_per_s"]] if "tokens_per_s" in table else blank,
-            "Note": ["preliminary" if p else "" for p in table["preliminary"]],
+            "Note": _notes(table),
         }
     )[DISPLAY_COLUMNS]
+
+
+def _notes(table: pd.DataFrame) -> list[str]:
+    """Preliminary, and on a shrunk category board the category's own rating and its weight."""
+    notes = ["preliminary" if p else "" for p in table["preliminary"]]
+    if SHRINK_COLUMNS[1] not in table:
+        return notes
+    own = [
+        f"own {_whole(r)}, weight {w:.0%}"
+        for r, w in zip(table[SHRINK_COLUMNS[0]], table[SHRINK_COLUMNS[1]].astype(float), strict=True)
+    ]
+    return [f"{n}; {o}" if n else o for n, o in zip(notes, own, strict=True)]
 
 
 def style_note(rated: Rated) -> str:

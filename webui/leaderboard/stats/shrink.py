@@ -105,7 +105,7 @@ def shrink_line(table: pd.DataFrame, prior_sd: float = PRIOR_SD) -> str:
         f"Shrunk toward the overall board (a normal prior of sd {prior_sd:g} Elo around each model's overall "
         f"rating): the category's own figures weigh {_share(w.min())}–{_share(w.max())} of each rating "
         f"(median {_share(float(w.median()))}); the largest move is {most:.0f} points. "
-        "'rating (own)' is the category's figure alone."
+        "Each row keeps the category's own figure and its weight beside it."
     )
 
 
