@@ -24,7 +24,9 @@ OUTDIR/truth.json (what the board should find). Known effects, so that each view
   Fingerprints are not drawn: the random draws, and so every number of the board without
   `--requantise-late`, stay those of logs simulated before there were fingerprints.
 
-`category_battles` (no log: a battles table) simulates categories with true ratings of their own:
+`--category-votes 40,100,200` adds votes in declared categories (prompts that name a topic, won at
+the topic's own true ratings: truth.json's `categories`) and writes OUTDIR/categories.yaml for
+`--categories-file`. `category_battles` (no log: a battles table) simulates categories with true ratings of their own:
 each model's rating in a category is its overall one plus a normal difference (`CATEGORY_SPREAD`),
 for the check that a declared category's board shrunk toward the overall one is nearer the truth
 than the category's own fit (tests/unit/test_declared_categories.py, bench/categories.py).
@@ -290,10 +292,12 @@ def simulate(
     server: str = "",
     requantise_late: bool = False,
     progress: Progress | None = None,
+    category_votes: Sequence[int] = (),
 ) -> dict:
     """Write the log files (named for `server`, if given) and truth.json; return the truth. With
     `requantise_late`, late-7b has a second fingerprint in the last quarter of the log. `progress`
-    counts the battles made (a command line's bar)."""
+    counts the battles made (a command line's bar). With `category_votes`, as many more votes per
+    category (`_topic_votes`), and OUTDIR/categories.yaml."""
     rng = np.random.default_rng(seed)
     records = []
     for i in range(battles):
@@ -301,6 +305,14 @@ def simulate(
         if progress is not None:
             progress.add()
     records += _rare(battles)
+    topics: dict[str, dict[str, float]] = {}
+    if category_votes:
+        topic_records, topics = _topic_votes(seed, category_votes, days)
+        records += topic_records
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "categories.yaml").write_text(
+            "categories:\n" + "".join(f"  - name: {t}\n    keywords: [{t}]\n" for t in topics), encoding="utf-8"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     by_day: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["tstamp"]):
@@ -320,12 +332,58 @@ def simulate(
         "files": len(by_day),
         "fingerprints": {m: fingerprint_of(m) for m in [*TRUE, RARE]},
         "requantised": {LATE: fingerprint_of(LATE, True)} if requantise_late else {},
+        "categories": topics,  # declared category -> model -> its true rating there (mean 1000)
     }
     (out_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
     return truth
 
 
 CATEGORY_SPREAD = 40.0  # Elo points: the sd of a model's rating in a category around its overall one
+TOPICS = ("astronomy", "cooking", "contracts", "chemistry", "poetry", "networking")
+
+
+def _topic_votes(seed: int, per_topic: Sequence[int], days: int) -> tuple[list[dict], dict[str, dict[str, float]]]:
+    """Anonymous battle votes whose prompts name a topic (the keyword of a declared category), won
+    at the topic's own true ratings (the overall ones plus a normal difference of CATEGORY_SPREAD);
+    short equal replies, no leaks, errors or ties of style. Their own random draws (seed + 1): the
+    rest of the log is unchanged by them. Returns the records and each topic's true ratings."""
+    if len(per_topic) > len(TOPICS):
+        raise ValueError(f"at most {len(TOPICS)} simulated categories")
+    rng = np.random.default_rng(seed + 1)
+    models = [m for m in TRUE if m != LATE]
+    base = np.array([TRUE[m] for m in models])
+    records, truths = [], {}
+    for topic, count in zip(TOPICS, per_topic, strict=False):
+        truth = base + rng.normal(0.0, CATEGORY_SPREAD, size=len(models))
+        truths[topic] = dict(zip(models, (truth - truth.mean() + 1000.0).tolist(), strict=True))
+        for k in range(count):
+            a, b = rng.choice(len(models), size=2, replace=False)
+            p = 1 / (1 + 10 ** ((truth[b] - truth[a]) / 400))
+            kind = "tievote" if rng.random() < TIE_SHARE else "leftvote" if rng.random() < p else "rightvote"
+            prompt = f"A question about {topic}: {PROMPTS['English'][k % len(PROMPTS['English'])]}"
+            conv = f"{topic}{k}"
+            states = [
+                _state(models[i], prompt, ["an answer of a few words"], f"{conv}{side}", False, ["stop"], "")
+                for side, i in (("a", a), ("b", b))
+            ]
+            voter = f"voter{int(rng.integers(1, 200))}"
+            tstamp = START + float(rng.random()) * days * 86_400
+            records.append(
+                {
+                    "tstamp": round(tstamp, 4),
+                    "type": kind,
+                    "models": ["", ""],
+                    "states": states,
+                    "ip": _hash(voter),
+                    "schema_version": 1,
+                    "mode": "battle",
+                    "battle_id": conv,
+                    "anonymous": True,
+                    "user": "",
+                    "extra": {"session": _hash(f"{voter}/topic")},
+                }
+            )
+    return records, truths
 
 
 def category_battles(
@@ -373,7 +431,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="serve late-7b from other weights (a second fingerprint) for the last quarter of the log",
     )
+    parser.add_argument(
+        "--category-votes",
+        default="",
+        metavar="N,N,...",
+        help="also simulate categories: this many votes in each (prompts naming a topic, won at the topic's own "
+        "true ratings), and write OUTDIR/categories.yaml to pass as --categories-file",
+    )
     args = parser.parse_args(argv)
+    try:
+        per_category = [int(n) for n in args.category_votes.split(",") if n.strip()]
+    except ValueError:
+        per_category = [-1]
+    if not all(n > 0 for n in per_category) or len(per_category) > len(TOPICS):
+        print(f"error: --category-votes takes up to {len(TOPICS)} counts of 1 or more", file=sys.stderr)
+        return 2
     if args.battles < 1 or args.days < 1:
         print("error: --battles and --days must be at least 1", file=sys.stderr)
         return 2
@@ -386,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             server=args.server_name,
             requantise_late=args.requantise_late,
             progress=progress,
+            category_votes=per_category,
         )
     print(f"wrote {truth['votes']} votes in {truth['files']} day files to {args.out_dir}")
     return 0
