@@ -336,3 +336,8 @@ def test_through_the_logs_a_small_category_is_nearer_the_truth_shrunk(tmp_path: 
             gap = (table[column] - table[column].mean()) - (target - target.mean())
             errors[column] = float(np.sqrt((gap**2).mean()))
         assert errors["rating"] < errors[SHRINK_COLUMNS[0]], (seed, errors)
+
+
+def test_the_example_file_is_a_good_categories_file():
+    example = Path(__file__).resolve().parents[2] / "assets" / "categories.example.yaml"
+    assert load(example).names == ("maths", "writing", "long-german", "our-product")
