@@ -260,10 +260,11 @@ class Membership:
         self._known: dict[tuple[str, int, float], tuple[str, ...]] = {}
 
     def columns(
-        self, rows: pd.DataFrame, read: Callable[[pd.DataFrame], Iterable[tuple[Any, Mapping[str, Any] | None]]]
+        self, rows: pd.DataFrame, read: Callable[[pd.DataFrame], Iterable[tuple[int, Mapping[str, Any] | None]]]
     ) -> pd.DataFrame:
-        """`rows` with a boolean column `PREFIX + name` per declared category. `read(rows)` yields
-        (row label, record or None) for the rows given: their log lines."""
+        """`rows` with a boolean column `PREFIX + name` per declared category. `read(some)` yields
+        (position in `some`, record or None) for the rows given whose log line it has (the
+        vote index's `records`)."""
         if not self.declared or rows.empty:
             return rows.assign(
                 **{PREFIX + n: pd.Series(False, index=rows.index, dtype=bool) for n in self.declared.names}
@@ -271,11 +272,10 @@ class Membership:
         keys = list(
             zip(rows["file"].astype(str), rows["offset"].astype(int), rows["tstamp"].astype(float), strict=True)
         )
-        unknown = [label for label, key in zip(rows.index, keys, strict=True) if key not in self._known]
+        unknown = [i for i, key in enumerate(keys) if key not in self._known]
         if unknown:
-            by_label = dict(zip(rows.index, keys, strict=True))
-            for label, record in read(rows.loc[unknown]):
-                self._known[by_label[label]] = self.declared.of(record) if record is not None else ()
+            for position, record in read(rows.iloc[unknown]):
+                self._known[keys[unknown[position]]] = self.declared.of(record) if record is not None else ()
         found = [self._known.get(key, ()) for key in keys]
         return rows.assign(
             **{

@@ -675,24 +675,27 @@ class VoteIndex:
         stored = pd.DataFrame([found.get(i, missing) for i in ids], columns=list(DETAIL_COLUMNS), index=rows.index)
         return pd.concat([stored, self._conversations(rows)], axis=1)
 
-    def records(self, rows: pd.DataFrame) -> Iterator[tuple[Any, dict[str, Any] | None]]:
-        """(row label, the vote record its log line holds) for each of `rows` whose line this log
-        folder has (another server's file in a shared store, or one deleted since: left out; a line
-        that no longer parses: None)."""
-        for name, group in rows.groupby("file", sort=False):
+    def records(self, rows: pd.DataFrame) -> Iterator[tuple[int, dict[str, Any] | None]]:
+        """(position in `rows`, the vote record its log line holds) for each of `rows` whose line
+        this log folder has (another server's file in a shared store, or one deleted since: left
+        out; a line that no longer parses: None)."""
+        places = pd.DataFrame({"file": rows["file"].to_numpy(), "offset": rows["offset"].to_numpy()})
+        places["length"] = rows["length"].to_numpy()
+        for name, group in places.groupby("file", sort=False):
             try:
                 handle = (self.log_dir / str(name)).open("rb")
             except FileNotFoundError:
                 continue
             with handle:
-                for label, offset, length in zip(group.index, group["offset"], group["length"], strict=True):
-                    yield label, parse(os.pread(handle.fileno(), int(length), int(offset)))
+                for position, offset, length in zip(group.index, group["offset"], group["length"], strict=True):
+                    yield int(position), parse(os.pread(handle.fileno(), int(length), int(offset)))
 
     def _conversations(self, rows: pd.DataFrame) -> pd.DataFrame:
         found: dict[tuple[str, int], dict[str, Any]] = {}
-        for label, record in self.records(rows):  # rows without a line here go without text
+        files, offsets = rows["file"].to_numpy(), rows["offset"].to_numpy()
+        for position, record in self.records(rows):  # rows without a line here go without text
             if record is not None:
-                found[(str(rows.at[label, "file"]), int(rows.at[label, "offset"]))] = conversation_columns(record)
+                found[(str(files[position]), int(offsets[position]))] = conversation_columns(record)
         keys = zip(rows["file"], rows["offset"], strict=True)
         return pd.DataFrame(
             [found.get((str(f), int(o)), {}) for f, o in keys], index=rows.index, columns=list(CONVERSATION_COLUMNS)
