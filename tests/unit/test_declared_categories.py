@@ -341,3 +341,13 @@ def test_through_the_logs_a_small_category_is_nearer_the_truth_shrunk(tmp_path: 
 def test_the_example_file_is_a_good_categories_file():
     example = Path(__file__).resolve().parents[2] / "assets" / "categories.example.yaml"
     assert load(example).names == ("maths", "writing", "long-german", "our-product")
+
+
+def test_settings_refuse_visitor_tags_without_categories_and_a_prior_out_of_range():
+    from webui.config import Settings
+
+    with pytest.raises(ConfigError, match="visitor_tags: needs --categories-file"):
+        Settings(visitor_tags=True)
+    with pytest.raises(ConfigError, match="category_prior_sd: must be 0"):
+        Settings(category_prior_sd=-1.0)
+    assert Settings(categories_file="c.yaml", visitor_tags=True).visitor_tags
