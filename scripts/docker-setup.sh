@@ -27,6 +27,13 @@ mkdir -p "$DATA_DIR/logs" "$DATA_DIR/cache"
 if [ -n "$APP_USER" ]; then
   chown -R "$APP_USER:$APP_USER" "$DATA_DIR"
 fi
+# A llama-server that cannot run here (a library the image lacks, a CPU it was not built for) would
+# leave the GGUF demo to transformers without a word at build time.
+if [ -e .llama.cpp/bin/llama-server ] && ! .llama.cpp/bin/llama-server --version >/dev/null 2>&1; then
+  echo "docker setup: .llama.cpp/bin/llama-server does not run here:" >&2
+  .llama.cpp/bin/llama-server --version >&2 || true
+  exit 1
+fi
 # Fail the build now rather than at the first visitor; as the app user, so that packaged models
 # are assembled into the cache that user reads at run time.
 as_app_user env HF_HUB_OFFLINE=1 "$PY" scripts/check_install.py

@@ -31,24 +31,108 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def dockerfile_stages(text: str) -> list[list[tuple[str, str]]]:
+    """The instructions of each stage, each list starting with its FROM."""
+    stages: list[list[tuple[str, str]]] = []
+    for word, args in dockerfile_instructions(text):
+        if word == "FROM":
+            stages.append([])
+        stages[-1].append((word, args))
+    return stages
+
+
 @pytest.fixture(scope="module")
-def dockerfile() -> list[tuple[str, str]]:
-    return dockerfile_instructions((ROOT / "Dockerfile").read_text())
+def stages() -> list[list[tuple[str, str]]]:
+    return dockerfile_stages((ROOT / "Dockerfile").read_text())
 
 
-def test_dockerfile_uses_a_slim_python_base(dockerfile) -> None:
-    assert dockerfile[0][0] == "FROM" and re.fullmatch(r"python:3\.1[0-9]-slim(-\w+)?", dockerfile[0][1])
+@pytest.fixture(scope="module")
+def dockerfile(stages) -> list[tuple[str, str]]:
+    """The final stage: the image that runs."""
+    return stages[-1]
 
 
-def test_dockerfile_installs_with_the_same_scripts_ci_runs(dockerfile) -> None:
-    runs = [args for word, args in dockerfile if word == "RUN"]
+def _run_commands(stage: list[tuple[str, str]]) -> list[list[str]]:
+    runs = [args for word, args in stage if word == "RUN"]
     assert len(runs) == 1, "keep every build step in the scripts, so that CI runs what Docker runs"
-    commands = [shlex.split(part) for part in runs[0].split("&&")]
-    scripts = [c[c.index("bash") + 1] for c in commands if "bash" in c]
-    assert scripts == ["scripts/install.sh", "scripts/docker-setup.sh"]
+    return [shlex.split(part) for part in runs[0].split("&&")]
+
+
+def _scripts(commands: list[list[str]]) -> list[str]:
+    return [c[c.index("bash") + 1] for c in commands if "bash" in c]
+
+
+def test_dockerfile_uses_one_slim_python_base_for_both_stages(stages) -> None:
+    """One base for building and running: the C modules are built for its Python and llama-server
+    links against its C library."""
+    bases = [stage[0][1].split()[0] for stage in stages]
+    assert len(stages) == 2 and bases[0] == bases[1]
+    assert re.fullmatch(r"python:3\.1[0-9]-slim(-\w+)?", bases[-1])
+
+
+def test_dockerfile_installs_with_the_same_scripts_ci_runs(stages, dockerfile) -> None:
+    build_stage = stages[0]
+    stage_name = build_stage[0][1].split()[-1]
+    build_commands = _run_commands(build_stage)
+    assert _scripts(build_commands) == ["scripts/docker-build-native.sh"]
+    out_dir = build_commands[0][-1]
+    copies = [args for word, args in dockerfile if word == "COPY" and args.startswith(f"--from={stage_name} ")]
+    assert copies == [f"--from={stage_name} {out_dir}/ /app/"], "the compiled parts land where the app looks"
+
+    commands = _run_commands(dockerfile)
+    assert _scripts(commands) == ["scripts/install.sh", "scripts/docker-setup.sh"]
     assert any("APP_USER=arena" in c for c in commands), "docker-setup.sh must create the non-root user"
+    words = [w for w, _ in dockerfile]
+    assert words.index("RUN") > len(words) - 1 - words[::-1].index("COPY"), "install after the prebuilt parts"
     makefile = (ROOT / "Makefile").read_text()
     assert "bash scripts/install.sh" in makefile, "the README's `make` path installs with the same script"
+
+
+def test_docker_build_stage_script_builds_every_c_module(tmp_path: Path) -> None:
+    """The build stage's script (llama.cpp's minutes-long build left out): every module setup.py
+    names is built into OUT at its package path, and nothing in the checkout changes."""
+    link = ROOT / ".llama.cpp" / "bin" / "llama-server"
+    link_before = os.readlink(link) if link.is_symlink() else None
+    env = {**os.environ, "PYTHON": sys.executable, "LLAMACPP": "0"}
+    result = subprocess.run(
+        ["bash", "scripts/docker-build-native.sh", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    modules = re.findall(r'Extension\("([\w.]+)"', (ROOT / "setup.py").read_text())
+    assert modules
+    for module in modules:
+        folder = tmp_path / "out" / Path(*module.split(".")[:-1])
+        assert list(folder.glob(module.split(".")[-1] + ".*.so")), f"{module} not built"
+    assert (os.readlink(link) if link.is_symlink() else None) == link_before
+
+
+def test_install_llamacpp_keeps_a_prebuilt_server_and_drops_a_stale_link(tmp_path: Path) -> None:
+    """The image's install step (LLAMACPP=0) keeps the binary the build stage put there; a link,
+    which points into some build cache, is dropped as before."""
+    prebuilt = tmp_path / "prebuilt" / "llama-server"
+    prebuilt.parent.mkdir()
+    prebuilt.write_text("#!/bin/sh\necho version: prebuilt\n")
+    prebuilt.chmod(0o755)
+    stale = tmp_path / "stale" / "llama-server"
+    stale.parent.mkdir()
+    stale.symlink_to(prebuilt)
+    for link in (prebuilt, stale):
+        result = subprocess.run(
+            ["bash", "scripts/install-llamacpp.sh"],
+            cwd=ROOT,
+            env={**os.environ, "LLAMACPP": "0", "LLAMACPP_LINK": str(link)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert prebuilt.read_text().endswith("prebuilt\n")
+    assert not stale.is_symlink()
 
 
 def test_dockerfile_runs_as_non_root_with_health_port_and_volume(dockerfile) -> None:
