@@ -112,7 +112,8 @@ def test_a_prepared_battle_is_blind_one_turn_and_its_vote_names_the_pair(tmp_pat
 
 
 def test_prepared_pairs_go_on_both_sides(tmp_path: Path) -> None:
-    _, handlers, _ = handlers_with_pairs(tmp_path, pair(1))
+    short = PreparedPair("pair-s", "replay-test", "p", ("new", "old"), ("n", "o"))  # streams in one piece
+    _, handlers, _ = handlers_with_pairs(tmp_path, short)
     lefts = {drain(handlers.prepared_battle(None, ME, CLIENT))[-1].panes[0].model for _ in range(20)}
     assert lefts == {"new", "old"}
 
