@@ -38,6 +38,10 @@ def test_a_note_per_family_with_two_ranked_rows() -> None:
     assert note.optimism == pytest.approx(10 * 0.846, abs=0.3)  # sigma 10 each, best of three
     assert note.text().startswith("v2 leads the v family as the best of 3 variants")
     assert "runner-up (v3)" in note.text()
+    resolved = table.assign(lower=[1060.4, 1020.4, 980.4, 970.0, -math.inf], rating=[1080.0, 1040, 1000, 990, 900])
+    assert family_notes(resolved, ("v",)) == [], "a lead the intervals resolve is no luck: no warning"
+    touching = resolved.assign(lower=[1059.0, 1020.4, 980.4, 970.0, -math.inf])
+    assert [n.members[0] for n in family_notes(touching, ("v",))] == ["v2"]
 
 
 def test_the_command_line_warns_for_a_declared_family(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

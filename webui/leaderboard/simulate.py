@@ -386,6 +386,22 @@ def _topic_votes(seed: int, per_topic: Sequence[int], days: int) -> tuple[list[d
     return records, truths
 
 
+def bt_battles(
+    rng: np.random.Generator, models: Sequence[str], truth: np.ndarray, count: int, tie_share: float = TIE_SHARE
+) -> list[tuple[str, str, str]]:
+    """`count` battles (model_a, model_b, winner) between uniformly drawn pairs of `models`, won by
+    the Bradley-Terry probabilities of the true ratings `truth` (Elo scale), a tie with
+    probability `tie_share` whatever the pair."""
+    rows = []
+    for _ in range(count):
+        a, b = rng.choice(len(models), size=2, replace=False)
+        p = 1 / (1 + 10 ** ((truth[b] - truth[a]) / 400))
+        roll = rng.random()
+        winner = "tie" if roll < tie_share else "model_a" if rng.random() < p else "model_b"
+        rows.append((models[a], models[b], winner))
+    return rows
+
+
 def category_battles(
     seed: int, per_category: Sequence[int], overall: int = 4000, spread: float = CATEGORY_SPREAD
 ) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
@@ -402,13 +418,7 @@ def category_battles(
         truths[f"cat{i}"] = base + rng.normal(0.0, spread, size=len(models))
     rows = []
     for name, count in [("", overall), *((f"cat{i}", n) for i, n in enumerate(per_category))]:
-        truth = truths[name]
-        for _ in range(count):
-            a, b = rng.choice(len(models), size=2, replace=False)
-            p = 1 / (1 + 10 ** ((truth[b] - truth[a]) / 400))
-            roll = rng.random()
-            winner = "tie" if roll < TIE_SHARE else "model_a" if rng.random() < p else "model_b"
-            rows.append((models[a], models[b], winner, name))
+        rows += [(*row, name) for row in bt_battles(rng, models, truths[name], count)]
     battles = pd.DataFrame(rows, columns=["model_a", "model_b", "winner", "category"])
     battles["tstamp"] = START + np.arange(len(battles), dtype=float)
     for i in range(len(per_category)):

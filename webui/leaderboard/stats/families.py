@@ -7,7 +7,12 @@ E[max_i sigma_i Z_i], Z_i independent standard normals, sigma_i each row's stand
 95% interval's half-width / 1.96). That is the **expected optimism** at the board's current
 interval widths (about 1.03 sigma for four variants of equal sigma): a lead smaller than it is
 no evidence that the winner is better (two identical checkpoints once scored 17 points apart
-with four models between them: Singh et al., "The Leaderboard Illusion", 2025). Pure numpy.
+with four models between them: Singh et al., "The Leaderboard Illusion", 2025).
+
+A family is told of only while its leader is not resolved from the runner-up: their 95% intervals
+overlap. A variant truly better by a margin the intervals resolve goes without the warning; the
+test is strict on purpose (apart intervals mean a difference well past 95%), as the warning is the
+cheap side to err on. Pure numpy.
 """
 
 from __future__ import annotations
@@ -52,9 +57,10 @@ def expected_optimism(sigmas: Sequence[float], draws: int = DRAWS, seed: int = 0
 def family_notes(
     table: pd.DataFrame, prefixes: Sequence[str] = (), declared: Mapping[str, Collection[str]] | None = None
 ) -> list[FamilyNote]:
-    """A note per family with two or more ranked rows on `table`: each of `prefixes` (a name
-    prefix), and each of `declared` (family -> its models' names, the models file's `family:`; a
-    row rated per fingerprint, "name @ 1a2b3c", belongs to its name's family)."""
+    """A note per family with two or more ranked rows on `table` whose leader's interval overlaps
+    the runner-up's: each of `prefixes` (a name prefix), and each of `declared`
+    (family -> its models' names, the models file's `family:`; a row rated per fingerprint,
+    "name @ 1a2b3c", belongs to its name's family)."""
     ranked = table[~table["preliminary"].astype(bool)] if "preliminary" in table else table
     names = ranked["model"].astype(str)
     bases = names.str.split(SEPARATOR).str[0]
@@ -66,6 +72,9 @@ def family_notes(
         if len(members) < 2:
             continue
         half = (members["upper"] - members["lower"]).to_numpy(float) / 2
+        best, runner_up = members.iloc[0], members.iloc[1]
+        if float(best["lower"]) > float(runner_up["upper"]):  # resolved: its lead is not luck
+            continue
         sigmas = [h / Z for h in half if math.isfinite(h)]
         notes.append(FamilyNote(family, tuple(str(m) for m in members["model"]), expected_optimism(sigmas)))
     return notes
