@@ -207,6 +207,11 @@ class LeaderboardView:
                 " (the vote index was damaged and is being rebuilt from the vote logs, which hold every vote; "
                 "until then this is the last board built, without the newest votes)"
             )
+        elif self.live.away:  # (nor the database's address and error: the log has them)
+            trouble = (
+                " (the leaderboard's database cannot be reached right now: votes are still recorded and "
+                "appear here once it is back; until then this is the last board built)"
+            )
         elif self.live.error:
             trouble = f" (the latest update failed: {self.live.error}; showing the last good board)"
         else:
