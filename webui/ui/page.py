@@ -10,7 +10,7 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 * no 🗑 (clear) icon in a battle's chat panes;
 * leaderboard tables whose columns share the screen (a phone's too), their headers wrapping
   between words, never inside one;
-* on a phone narrower page margins;
+* on a phone narrower page margins, and the reveal's settings table broken between words only;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
   when the focus is not in a text field;
 * on a desktop the message box gets the focus without scrolling; a phone keeps the top of the page.
@@ -56,6 +56,11 @@ CSS = """
 .arena-board .sizing-body td { white-space: normal !important; }
 .arena-board .sizing-body td:nth-child(2), .arena-board .body-cell:nth-child(2) .wrap { overflow-wrap: anywhere; }
 .arena-board .sizing-body td:nth-child(2) > .cell-wrap { min-width: 6em; }
+/* Gradio's Markdown tables break words anywhere, so on a phone the reveal's narrow first column read
+   "max_new_toke/ns" and "setti/ng": its cells break between words, and a table wider than the
+   screen scrolls sideways in its own box. */
+.arena-reveal table { display: block; max-width: 100%; overflow-x: auto; border: none !important; padding: 0 !important; }
+.arena-reveal th, .arena-reveal td { word-break: normal; overflow-wrap: normal; }
 @media NARROW {
   /* a phone's 390 px: Gradio's 32 px margins each side were a sixth of the board's width */
   .gradio-container > .main { padding-inline: var(--size-2) !important; }
