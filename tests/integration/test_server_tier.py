@@ -25,7 +25,7 @@ from gradio_client.exceptions import AppError
 
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.proxy import Proxy, start_proxy
-from tests.servers import free_port, wait_models_ready
+from tests.servers import free_port, wait_for, wait_models_ready
 from tests.tiny import tiny_models_yaml
 from webui.leaderboard.stats.categories import ALL
 from webui.leaderboard.votes.index import VoteIndex
@@ -260,10 +260,15 @@ def test_votes_while_the_database_is_down_reach_the_board_once_it_is_back(
     assert all(f"({sum(logged.values())} battle votes read)" in text for text in summaries.values()), summaries
     assert indexed_votes(tier) == logged
     for name, server in tier.servers.items():
-        said = server.output.read_text(errors="replace")[output_at[name] :]
-        assert said.count("the leaderboard's database cannot be reached") == 1, said[-3000:]
-        assert said.count("the leaderboard's database is back") == 1, said[-3000:]
-        assert "the leaderboard could not be rebuilt" not in said, said[-3000:]
+
+        def said(name: str = name, server: Server = server) -> str:
+            return server.output.read_text(errors="replace")[output_at[name] :]
+
+        # (the line that it is back follows the turn that published the board just read)
+        wait_for(lambda: "the leaderboard's database is back" in said(), 10, f"{name} never said so: {said()[-3000:]}")
+        assert said().count("the leaderboard's database cannot be reached") == 1, said()[-3000:]
+        assert said().count("the leaderboard's database is back") == 1, said()[-3000:]
+        assert "the leaderboard could not be rebuilt" not in said(), said()[-3000:]
 
 
 def test_a_server_killed_mid_battle_loses_no_acknowledged_vote(tier: Tier):
