@@ -269,6 +269,7 @@ def test_votes_while_the_database_is_down_reach_the_board_once_it_is_back(
         assert said().count("the leaderboard's database cannot be reached") == 1, said()[-3000:]
         assert said().count("the leaderboard's database is back") == 1, said()[-3000:]
         assert "the leaderboard could not be rebuilt" not in said(), said()[-3000:]
+        assert said().count("counting in this process only") == 1, said()[-3000:]  # the rate limits, per server
 
 
 def test_a_server_killed_mid_battle_loses_no_acknowledged_vote(tier: Tier):
