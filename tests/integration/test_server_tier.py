@@ -1,6 +1,7 @@
 """Two arena servers behind a real nginx (deploy/nginx.conf.template), sharing one real PostgreSQL
 (tests/postgres.py) and one secret: visitors who land on different servers vote into one board,
-a client's rate limit holds across the servers, and a server killed with SIGKILL mid-battle leaves
+a client's rate limit holds across the servers, votes cast on both while PostgreSQL is stopped hard
+reach the board once when it is back, and a server killed with SIGKILL mid-battle leaves
 the other's visitors unaffected, loses no acknowledged vote, and its visitors carry on on the other
 server with the cookie the dead one issued. Servers start once per module."""
 
