@@ -51,11 +51,14 @@ CSS = """
    word a column's narrowest width (a table too wide for the screen scrolls sideways instead). */
 .arena-board th .header { word-break: normal; overflow-wrap: normal; hyphens: none; }
 /* Gradio sizes a table's columns from one hidden row of its longest values, kept on one line, so a
-   table never narrowed below them. Wrapping there lets the columns share the screen as a table's do;
-   a model's name breaks anywhere (at a hyphen first), the other cells only between words. */
-.arena-board .sizing-body td { white-space: normal !important; }
-.arena-board .sizing-body td:nth-child(2), .arena-board .body-cell:nth-child(2) .wrap { overflow-wrap: anywhere; }
-.arena-board .sizing-body td:nth-child(2) > .cell-wrap { min-width: 6em; }
+   table never narrowed below them. Wrapping there lets the board's columns share the screen as a
+   table's do; a model's name breaks anywhere (at a hyphen first), the other cells only between
+   words. (Only the board's table: the others' cells do not wrap, and would be cut short.) */
+#leaderboard-table .sizing-body td { white-space: normal !important; }
+#leaderboard-table .sizing-body td:nth-child(2), #leaderboard-table .body-cell:nth-child(2) .wrap {
+  overflow-wrap: anywhere;
+}
+#leaderboard-table .sizing-body td:nth-child(2) > .cell-wrap { min-width: 6em; }
 /* Gradio's Markdown tables break words anywhere, so on a phone the reveal's narrow first column read
    "max_new_toke/ns" and "setti/ng": its cells break between words, and a table wider than the
    screen scrolls sideways in its own box. */
