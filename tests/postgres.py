@@ -63,8 +63,10 @@ class PostgresServer:
             "pg_ctl", "-D", str(self.folder / "data"), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
         )
 
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+    def stop(self, mode: str = "fast") -> None:
+        """`mode` is pg_ctl's: "fast" rolls back and closes cleanly, "immediate" ends every process
+        at once, as a crash would (the next start recovers from the write-ahead log)."""
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", mode, "-w", "stop")
 
     def _run(self, program: str, *args: str) -> None:
         command = [str(self.bin / program), *args]

@@ -347,6 +347,66 @@ def test_phone_keeps_the_replies_and_the_vote_in_view(ui: RunningUI, phone: Page
     shot(phone, "phone-battle-b", full_page=False)
 
 
+# The words inside the elements `selector` finds that were broken across lines (a break after a
+# hyphen is a line break between words, as in a model's name).
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const cell of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[^\\s-]+/g)) {
+        const tops = new Set();
+        for (let i = word.index; i < word.index + word[0].length; i++) {
+          const range = document.createRange();
+          range.setStart(node, i);
+          range.setEnd(node, i + 1);
+          const box = range.getBoundingClientRect();
+          if (box.width > 0) tops.add(Math.round(box.top));
+        }
+        if (tops.size > 1) broken.push(word[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+def test_phone_reaches_every_tab_and_reads_the_reveal_whole(ui: RunningUI, phone: Page) -> None:
+    """At 390 px every tab's name is on the screen and opens its tab (Gradio put Leaderboard and
+    About under "⋯"), and after a vote the settings table breaks between words, never inside one
+    (it read "max_new_toke/ns"), in a box that scrolls sideways if it is wider than the screen."""
+    phone.goto(ui.url)
+    expect(phone.locator("#battle-status")).to_contain_text("ready", timeout=20_000)
+    phone.wait_for_function("window.__arenaPage === true")  # the page's stylesheet is in
+    expect(phone.get_by_role("button", name="More tabs")).to_have_count(0)
+    names = {"battle": "Battle", "side_by_side": "Side by side", "direct": "Direct chat"}
+    names |= {"leaderboard": "Leaderboard", "about": "About"}
+    for tab, name in names.items():
+        button = phone.get_by_role("tab", name=re.compile(name))
+        expect(button).to_be_visible()
+        box = button.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], f"{name}: off the screen: {box}"
+        button.click()
+        expect(button).to_have_attribute("aria-selected", "true")
+        if tab == "about":
+            expect(phone.locator("#about-text")).to_be_visible()
+        elif tab == "leaderboard":
+            expect(phone.locator("#leaderboard-table")).to_be_visible()
+    shot(phone, "phone-tabs", full_page=False)
+
+    phone.get_by_role("tab", name=re.compile("Battle")).click()
+    send(phone, "battle", "hello what is the capital of france")
+    expect(phone.locator("#battle-vote-a")).to_be_enabled(timeout=30_000)
+    phone.click("#battle-vote-a")
+    table = phone.locator("#battle-reveal table")
+    expect(table).to_contain_text("repetition_penalty", timeout=10_000)
+    table.scroll_into_view_if_needed()
+    shot(phone, "phone-battle-revealed", full_page=False)
+    assert phone.evaluate(BROKEN_WORDS, "#battle-reveal th, #battle-reveal td") == []
+    frame = table.bounding_box()
+    assert frame["x"] >= 0 and frame["x"] + frame["width"] <= PHONE["width"] + 1, f"the table runs off: {frame}"
+
+
 def test_phone_side_by_side(ui: RunningUI, phone: Page) -> None:
     phone.goto(ui.url + "?tab=side_by_side")
     expect(phone.locator("#sbs-chat-a")).to_contain_text("Model A: tiny-a", timeout=20_000)

@@ -1,6 +1,7 @@
 """The Leaderboard tab in headless Chromium, on a simulated log, at a desktop window (1400x900)
-and on a phone (390x844): the table's column headers wrap between words, never inside one
-(Gradio's own header style let a narrow column split "Rating" into "Ratin/g").
+and on a phone (390x844): the default table's few columns all on the screen, "More columns" for
+the rest, and the column headers wrapping between words, never inside one (Gradio's own header
+style let a narrow column split "Rating" into "Ratin/g").
 
 Screenshots go to test-artifacts/ (gitignored) for a person to look at.
 """
@@ -16,6 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.test_browser import PHONE, shot
 from tests.uiapp import RunningUI, start_ui, ui_settings
+from webui.leaderboard.board.view import COMPACT_COLUMNS, DISPLAY_COLUMNS
 from webui.leaderboard.simulate import simulate
 
 pytestmark = pytest.mark.browser
@@ -53,42 +55,71 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runnin
     running.stop()
 
 
-@pytest.mark.parametrize("device", ["desktop", "phone"])
-def test_leaderboard_headers_break_only_between_words(ui: RunningUI, browser: Browser, device: str) -> None:
+# Each header cell of the table, and each cell of its preliminary rows: its text and where its box
+# lies across the screen.
+CELLS = """() => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return {text: el.innerText.trim(), left: r.left, right: r.right}; };
+  const table = document.querySelector('#leaderboard-table');
+  return {
+    headers: [...table.querySelectorAll('th .header')].map(box),
+    notes: [...table.querySelectorAll('td')].filter((td) => td.textContent.trim() === 'preliminary').map(box),
+  };
+}"""
+
+
+def _device(browser: Browser, device: str) -> Page:
     options = (
         {"viewport": DESKTOP}
         if device == "desktop"
         else {"viewport": PHONE, "is_mobile": True, "has_touch": True, "device_scale_factor": 2}
     )
-    context = browser.new_context(**options)
-    page: Page = context.new_page()
+    return browser.new_context(**options).new_page()
+
+
+def _headers_sized(page: Page, count: int) -> None:
+    """Gradio sizes the columns after a render (a ResizeObserver): wait until the table has `count`
+    headers, each with its width; then until no word is broken (asserted by the caller)."""
+    page.wait_for_function(
+        f"""() => {{ const ths = [...document.querySelectorAll('#leaderboard-table th.header-cell')];
+                  return ths.length === {count} && ths.every((th) => th.style.width !== ''); }}"""
+    )
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(f"() => ({BROKEN_WORDS})('leaderboard-table').length === 0", timeout=10_000)
+
+
+@pytest.mark.parametrize("device", ["desktop", "phone"])
+def test_the_compact_board_fits_the_screen_and_more_columns_show_the_rest(
+    ui: RunningUI, browser: Browser, device: str
+) -> None:
+    """The default table is COMPACT_COLUMNS, every one of them on the screen at 1400 px and at 390 px
+    (with 19 columns the note, Elo and battles were off-screen on a desktop, and a phone showed
+    only rank, model and fingerprint); "More columns" brings the rest. Headers wrap between words,
+    never inside one (Gradio's own header style split "Rating" into "Ratin/g")."""
+    page = _device(browser, device)
+    width = (DESKTOP if device == "desktop" else PHONE)["width"]
     try:
         page.goto(ui.url + "?tab=leaderboard")
         table = page.locator("#leaderboard-table")
         expect(table).to_contain_text("granite-3-8b", timeout=60_000)  # the board was built and shown
-        expect(table.locator("th .header").first).to_have_text("Rank")
-        # Gradio sizes the columns after a render (a ResizeObserver): wait until every header has its width.
-        page.wait_for_function("""() => [...document.querySelectorAll('#leaderboard-table th.header-cell')]
-                                   .every((th) => th.style.width !== '')""")
-        # then the layout settles: poll until no word is broken, and fail below if one stays broken
-        with contextlib.suppress(PlaywrightTimeout):
-            page.wait_for_function(f"() => ({BROKEN_WORDS})('leaderboard-table').length === 0", timeout=10_000)
+        _headers_sized(page, len(COMPACT_COLUMNS))
         shot(page, f"leaderboard-{device}")
-        headers = table.locator("th .header").all_inner_texts()
-        assert {
-            "Rating",
-            "Battles",
-            "Losses",
-            "95% CI (style)",
-            "P(above next)",
-            "More battles (next)",
-            "First token (s)",
-            "Tokens/s",
-        } <= set(headers)
-        expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
+        cells = page.evaluate(CELLS)
+        assert [h["text"] for h in cells["headers"]] == COMPACT_COLUMNS
+        off = [c for c in cells["headers"] + cells["notes"] if c["left"] < 0 or c["right"] > width + 1]
+        assert cells["notes"] and not off, f"off the screen at {width} px: {off}"
+        assert page.evaluate(BOARD_SCROLL) is None, "the compact board scrolls sideways"
         assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
+        expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
+
+        page.locator("#leaderboard-more input").check()
+        _headers_sized(page, len(DISPLAY_COLUMNS))
+        shot(page, f"leaderboard-{device}-more")
+        assert table.locator("th .header").all_inner_texts() == DISPLAY_COLUMNS
+        assert page.evaluate(BROKEN_WORDS, "leaderboard-table") == []
+        page.locator("#leaderboard-more input").uncheck()
+        _headers_sized(page, len(COMPACT_COLUMNS))
     finally:
-        context.close()
+        page.context.close()
 
 
 # The element inside the board's frame that scrolls sideways: how wide its content is, how wide it
@@ -148,6 +179,8 @@ def test_every_tab_fits_a_phone(ui: RunningUI, browser: Browser) -> None:
         page.goto(f"{ui.url}?tab=leaderboard")
         expect(page.locator("#leaderboard-table")).to_contain_text("granite-3-8b", timeout=60_000)
         expect(page.get_by_text("Most useful next comparison:")).to_be_visible()
+        page.locator("#leaderboard-more input").check()  # every column: wider than a phone
+        expect(page.locator("#leaderboard-table th .header")).to_have_count(len(DISPLAY_COLUMNS))
         board = page.evaluate(BOARD_SCROLL)
         assert board is not None, "the board's table does not scroll sideways inside its frame"
         assert board["right"] <= PHONE["width"], f"the board's frame runs off the screen: {board}"

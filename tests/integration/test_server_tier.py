@@ -1,6 +1,7 @@
 """Two arena servers behind a real nginx (deploy/nginx.conf.template), sharing one real PostgreSQL
 (tests/postgres.py) and one secret: visitors who land on different servers vote into one board,
-a client's rate limit holds across the servers, and a server killed with SIGKILL mid-battle leaves
+a client's rate limit holds across the servers, votes cast on both while PostgreSQL is stopped hard
+reach the board once when it is back, and a server killed with SIGKILL mid-battle leaves
 the other's visitors unaffected, loses no acknowledged vote, and its visitors carry on on the other
 server with the cookie the dead one issued. Servers start once per module."""
 
@@ -25,7 +26,7 @@ from gradio_client.exceptions import AppError
 
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.proxy import Proxy, start_proxy
-from tests.servers import free_port, wait_models_ready
+from tests.servers import free_port, wait_for, wait_models_ready
 from tests.tiny import tiny_models_yaml
 from webui.leaderboard.stats.categories import ALL
 from webui.leaderboard.votes.index import VoteIndex
@@ -34,6 +35,7 @@ from webui.records.storage import log_files
 NAMES = ("web1", "web2")
 MESSAGES_PER_MINUTE = 8  # the battles of every test come from 127.0.0.1: fewer than this
 BOARD_LEASE_S = 3  # short, so that the board's builder killed below is replaced within the test
+DATABASE_AWAY = "the leaderboard's database cannot be reached right now"  # the tab's words during an outage
 HELLO = {"model": "tiny-a", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
 
 
@@ -168,12 +170,14 @@ def indexed_votes(tier: Tier) -> dict[str, int]:
     return {server: int(count) for server, count in rows}
 
 
-def board_summary(client: Client, votes: int, timeout_s: float = 60.0) -> str:
-    """The Leaderboard tab's sentence on this client's server, once its board has read `votes`."""
+def board_summary(client: Client, votes: int, timeout_s: float = 60.0, says: str = "") -> str:
+    """The Leaderboard tab's sentence on this client's server, once its board has read `votes`
+    (or, given `says`, once the sentence says that)."""
     deadline = time.monotonic() + timeout_s
     while True:
         summary = str(client.predict(ALL, api_name="/leaderboard_refresh")[0])
-        if f"({votes} battle votes read)" in summary or time.monotonic() > deadline:
+        done = says in summary if says else f"({votes} battle votes read)" in summary
+        if done or time.monotonic() > deadline:
             return summary
         time.sleep(0.5)
 
@@ -224,6 +228,49 @@ def test_a_client_over_its_limit_on_one_server_is_refused_on_the_other(tier: Tie
     # Each server admitted some and refused one: alone, each would have admitted all six it saw.
     assert sum(admitted.values()) == MESSAGES_PER_MINUTE and all(admitted.values()), admitted
     assert refused == {"web1": 1, "web2": 1}
+
+
+def test_votes_while_the_database_is_down_reach_the_board_once_it_is_back(
+    tier: Tier,
+    postgres_server: PostgresServer,  # noqa: F811
+):
+    """PostgreSQL stopped hard (as a crash would) while a visitor on each server battles and votes:
+    each vote is acknowledged all the same (the JSON Lines log is the truth, the database only its
+    index and the shared limits), the tab says in plain words that the board waits for its database
+    (no address, no exception), the log says so once, and once the database is back each vote is
+    on the shared board once."""
+    clients = clients_on_each_server(tier)
+    before = {name: len(logged_votes(s)) for name, s in tier.servers.items()}
+    output_at = {name: len(s.output.read_text(errors="replace")) for name, s in tier.servers.items()}
+    try:
+        postgres_server.stop(mode="immediate")
+        try:
+            for name, client in clients.items():
+                battle_and_vote(client, f"a vote while the database is away, on {name}")  # acknowledged
+            away = {name: board_summary(client, votes=-1, says=DATABASE_AWAY) for name, client in clients.items()}
+        finally:
+            postgres_server.start()
+        logged = {name: len(logged_votes(s)) for name, s in tier.servers.items()}
+        assert logged == {name: before[name] + 1 for name in NAMES}
+        # Each server's own board catches up with its log once the database answers again.
+        summaries = {name: board_summary(client, votes=sum(logged.values())) for name, client in clients.items()}
+    finally:
+        for client in clients.values():
+            client.close()
+    assert all(DATABASE_AWAY in text and "postgresql" not in text for text in away.values()), away
+    assert all(f"({sum(logged.values())} battle votes read)" in text for text in summaries.values()), summaries
+    assert indexed_votes(tier) == logged
+    for name, server in tier.servers.items():
+
+        def said(name: str = name, server: Server = server) -> str:
+            return server.output.read_text(errors="replace")[output_at[name] :]
+
+        # (the line that it is back follows the turn that published the board just read)
+        wait_for(lambda: "the leaderboard's database is back" in said(), 10, f"{name} never said so: {said()[-3000:]}")
+        assert said().count("the leaderboard's database cannot be reached") == 1, said()[-3000:]
+        assert said().count("the leaderboard's database is back") == 1, said()[-3000:]
+        assert "the leaderboard could not be rebuilt" not in said(), said()[-3000:]
+        assert said().count("counting in this process only") == 1, said()[-3000:]  # the rate limits, per server
 
 
 def test_a_server_killed_mid_battle_loses_no_acknowledged_vote(tier: Tier):

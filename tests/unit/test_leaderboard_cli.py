@@ -16,7 +16,7 @@ from tests.records import battle, chat_event, conversation, vote
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board.build import BoardOptions, board_from_logs
 from webui.leaderboard.board.export import preference_pairs, write_table
-from webui.leaderboard.board.view import LeaderboardView, display_table
+from webui.leaderboard.board.view import DISPLAY_COLUMNS, LeaderboardView, display_table
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 from webui.types import Finished, FinishReason
@@ -243,9 +243,19 @@ def test_view_shows_a_new_vote_after_the_background_build(log_dir: Path):
     rec.vote(vote("rightvote", battle("strong", "weak")))
     view.live.sync()
     assert view.changed_since(version)
-    summary, table, *_ = view.outputs()
+    summary, compact, *_ = view.outputs()
     assert summary.startswith("Updated 0 s ago.") and "14 battles" in summary
-    assert list(table.columns)[:5] == ["Rank", "Model", "Fingerprint", "Rating", "95% CI"]
+    # the tab's default: a few columns a phone can show, the note among them; the rest on request
+    assert list(compact.columns) == ["Rank", "Model", "Rating (95% CI)", "Battles", "Note"]
+    assert list(compact["Note"]) == ["preliminary", "preliminary"]
+    table = view.outputs(more_columns=True)[1]
+    assert list(table.columns) == DISPLAY_COLUMNS
+    joined = "\u2060\u2013\u2060"  # the dash held to its numbers: a narrow column wraps after the rating
+    assert list(compact["Rating (95% CI)"]) == [
+        f"{rating} ({interval.replace(' to ', joined)})"
+        for rating, interval in zip(table["Rating"], table["95% CI"], strict=True)
+    ]
+    assert compact.drop(columns="Rating (95% CI)").equals(table[["Rank", "Model", "Battles", "Note"]])
     shown = table.set_index("Model")  # both preliminary (under 50 battles): no order to be sure of, speeds still
     assert list(shown["P(above next)"]) == ["", ""] and "next comparison" not in summary
     assert (shown.loc["strong", "First token (s)"], shown.loc["strong", "Tokens/s"]) == ("1.56", "13.5")
@@ -259,7 +269,7 @@ def test_view_shows_a_new_vote_after_the_background_build(log_dir: Path):
 def test_view_shows_rank_confidence_and_the_next_comparison(log_dir: Path):
     view = LeaderboardView(log_dir, BoardOptions(rounds=50, min_battles=5))
     view.live.sync()
-    summary, table, *_ = view.outputs()
+    summary, table, *_ = view.outputs(more_columns=True)
     board, _ = view.board()
     sure = board.table.set_index("model")
     shown = table.set_index("Model")

@@ -68,7 +68,9 @@ def build_ui(services: Services, handlers: Handlers | None = None, board: Leader
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped
         tab_blocks: dict[str, gr.Tab] = {}
         chats: dict[Mode, ChatTab] = {}
-        with gr.Tabs(selected="battle") as tabs:
+        # Gradio's default hides the tabs that do not fit behind "⋯": on a phone that was Leaderboard
+        # and About. Wrapped, every tab's name shows (two rows at 390 px, one on a desktop).
+        with gr.Tabs(selected="battle", overflow_behavior="wrap") as tabs:
             for mode, title in zip(CHAT_TABS, ("⚔️ Battle", "👥 Side by side", "💬 Direct chat"), strict=True):
                 with gr.Tab(title, id=mode) as tab_blocks[mode]:
                     chats[mode] = build_tab(services, handlers, mode)

@@ -145,7 +145,7 @@ def lay_out(kind: Kind, tags: Sequence[str] = ()) -> ChatLayout:
         )
     with gr.Row(elem_id=f"{p}-panes", elem_classes=["arena-panes"]):
         tops = [_pane_column(kind, i) for i in range(kind.max_panes)]
-    reveal = gr.Markdown(elem_id=f"{p}-reveal") if kind.anonymous else None
+    reveal = gr.Markdown(elem_id=f"{p}-reveal", elem_classes=["arena-reveal"]) if kind.anonymous else None
     notice = gr.Markdown(elem_id=f"{p}-notice", elem_classes=["arena-notice"])
     tag = None
     if kind.anonymous and tags:  # the menu holds the operator's names alone: nothing about the models

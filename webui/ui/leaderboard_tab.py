@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 
 REFRESH_EVERY_S = 5.0
+PLOT_MIN_PX = 300
+MORE_COLUMNS = "More columns: style control, P(above next), speeds, Elo, wins, ties, losses"
 BOARD_TABLE = ["arena-board"]  # the page's stylesheet keeps these tables' headers from breaking inside words
 OPERATOR_VIEWS = (
     "The voter check and the downloads (every battle with both conversations, preference pairs, ratings "
@@ -108,6 +110,7 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
     with gr.Row():
         category = gr.Dropdown(choices=first[9], value=ALL, label="Category", scale=3)
         refresh = gr.Button("Refresh", size="sm", scale=0)
+    more = gr.Checkbox(False, label=MORE_COLUMNS, elem_id="leaderboard-more", container=False)
     table_df = gr.Dataframe(
         value=first[1],
         label="Leaderboard (anonymous battles)",
@@ -117,9 +120,9 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
         elem_classes=BOARD_TABLE,
     )
     style_md = gr.Markdown(first[2])
-    with gr.Row():
-        rating_fig = gr.Plot(value=first[3], label="Ratings")
-        heat_fig = gr.Plot(value=first[4], label="Win fraction")
+    with gr.Row():  # side by side on a desktop; one above the other on a phone (each needs ~300 px)
+        rating_fig = gr.Plot(value=first[3], label="Ratings", min_width=PLOT_MIN_PX)
+        heat_fig = gr.Plot(value=first[4], label="Win fraction", min_width=PLOT_MIN_PX)
     history_fig = gr.Plot(value=first[5], label="Ratings over time")
     with gr.Accordion("What was left out, and the categories", open=False):
         drops_df = gr.Dataframe(value=first[6], interactive=False, wrap=True, elem_classes=BOARD_TABLE)
@@ -141,7 +144,7 @@ def build_leaderboard_tab(services: Services, view: LeaderboardView | None = Non
         category,
         shown,
     ]
-    _wire_refresh(view, refresh, category, shown, outputs)
+    _wire_refresh(view, refresh, category, shown, outputs, more)
     _compare_section(view)
     _my_votes_section(services, view)
     _agreement_section(view, _judge_weight(services.settings))
@@ -155,31 +158,36 @@ def _with_choices(values: tuple) -> list:
 
 
 def _wire_refresh(
-    view: LeaderboardView, refresh: gr.Button, category: gr.Dropdown, shown: gr.State, outputs: list
+    view: LeaderboardView,
+    refresh: gr.Button,
+    category: gr.Dropdown,
+    shown: gr.State,
+    outputs: list,
+    more: gr.Checkbox,
 ) -> None:
-    def on_refresh(chosen: str | None = ALL) -> list:
-        return _with_choices(view.outputs(chosen or ALL))
+    def on_refresh(chosen: str | None = ALL, more_columns: bool = False) -> list:
+        return _with_choices(view.outputs(chosen or ALL, bool(more_columns)))
 
-    def on_tick(current: int | None, chosen: str | None) -> Any:
+    def on_tick(current: int | None, chosen: str | None, more_columns: bool = False) -> Any:
         if not view.changed_since(current):
             return tuple(gr.skip() for _ in outputs)
-        return _with_choices(view.outputs(chosen or ALL))
+        return _with_choices(view.outputs(chosen or ALL, bool(more_columns)))
 
     # Cheap unless the logs changed, so these need no generation slot: concurrency_limit=None.
-    refresh.click(on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
-    category.input(
-        on_refresh, inputs=category, outputs=outputs, api_name="leaderboard_category", concurrency_limit=None
-    )
+    chosen = [category, more]
+    refresh.click(on_refresh, inputs=chosen, outputs=outputs, api_name="leaderboard_refresh", concurrency_limit=None)
+    category.input(on_refresh, inputs=chosen, outputs=outputs, api_name="leaderboard_category", concurrency_limit=None)
+    more.input(on_refresh, inputs=chosen, outputs=outputs, api_name="leaderboard_columns", concurrency_limit=None)
     # Background refreshes keep their loading status off the tables and plots (webui.ui.common.progress_on).
     quiet = progress_on(gr.HTML(visible=False))
     gr.Timer(REFRESH_EVERY_S).tick(
-        on_tick, inputs=[shown, category], outputs=outputs, api_visibility="private", concurrency_limit=None, **quiet
+        on_tick, inputs=[shown, *chosen], outputs=outputs, api_visibility="private", concurrency_limit=None, **quiet
     )
     parent = Context.block
     if isinstance(parent, gr.Tab):  # opening the tab shows the latest at once, not a tick later
         parent.select(
             on_tick,
-            inputs=[shown, category],
+            inputs=[shown, *chosen],
             outputs=outputs,
             api_visibility="private",
             concurrency_limit=None,

@@ -8,7 +8,9 @@ an HTML component's `js_on_load` runs once when the page starts, so the UI bring
 * on a narrow screen Send beside the message box and the controls on one line, not a stack;
 * disabled vote buttons that look disabled, and the vote just cast marked as chosen;
 * no 🗑 (clear) icon in a battle's chat panes;
-* leaderboard table headers that wrap between words, never inside one;
+* leaderboard tables whose columns share the screen (a phone's too), their headers wrapping
+  between words, never inside one;
+* on a phone narrower page margins, and the reveal's settings table broken between words only;
 * keys: Esc stops the replies (or, with nothing to stop, leaves the message box), and 1-4 vote
   when the focus is not in a text field;
 * on a desktop the message box gets the focus without scrolling; a phone keeps the top of the page.
@@ -48,7 +50,26 @@ CSS = """
    to one letter's width and split "Rating" into "Ratin/g"; breaking between words makes the longest
    word a column's narrowest width (a table too wide for the screen scrolls sideways instead). */
 .arena-board th .header { word-break: normal; overflow-wrap: normal; hyphens: none; }
+/* Gradio sizes a table's columns from one hidden row of its longest values, kept on one line, so a
+   table never narrowed below them. Wrapping there lets the board's columns share the screen as a
+   table's do; a model's name breaks anywhere (at a hyphen first), the other cells only between
+   words. (Only the board's table: the others' cells do not wrap, and would be cut short.) */
+#leaderboard-table .sizing-body td { white-space: normal !important; }
+#leaderboard-table .sizing-body td:nth-child(2), #leaderboard-table .body-cell:nth-child(2) .wrap {
+  overflow-wrap: anywhere;
+}
+#leaderboard-table .sizing-body td:nth-child(2) > .cell-wrap { min-width: 6em; }
+/* Gradio's Markdown tables break words anywhere, so on a phone the reveal's narrow first column read
+   "max_new_toke/ns" and "setti/ng": its cells break between words, and a table wider than the
+   screen scrolls sideways in its own box. */
+.arena-reveal table { display: block; max-width: 100%; overflow-x: auto; border: none !important; padding: 0 !important; }
+.arena-reveal th, .arena-reveal td { word-break: normal; overflow-wrap: normal; }
 @media NARROW {
+  /* a phone's 390 px: Gradio's 32 px margins each side were a sixth of the board's width */
+  .gradio-container > .main { padding-inline: var(--size-2) !important; }
+  .arena-board .cell-wrap, .arena-board th .header { font-size: var(--text-sm) !important; }
+  .arena-board .sizing-body td { padding: 0 !important; }
+  .arena-board .cell-wrap { padding: var(--size-1) var(--size-1-5) !important; }
   .arena-panes { flex-wrap: nowrap !important; overflow-x: auto; scroll-snap-type: x mandatory;
                  overscroll-behavior-x: contain; padding-bottom: 4px; }
   .arena-panes > .arena-pane { flex: 0 0 86% !important; min-width: 86% !important; scroll-snap-align: start; }

@@ -7,7 +7,10 @@ recheck of the identity words, a file rewritten, a rebuild), and builds the boar
 (`latest`) get the last finished board at once, never waiting for a build; while the first one is
 being built they get None. A failed build is logged and kept as `error`; the previous board stays.
 A damaged SQLite index (overwritten, truncated) is set aside and built again from the logs
-(`rebuilding`), the previous board shown meanwhile.
+(`rebuilding`), the previous board shown meanwhile. A shared database that cannot be reached
+(`away`) is logged once when it goes and once when it is back, not at every poll; the previous
+board stays on show, the votes keep going to the logs, and the first turn after it returns catches
+the index up with them.
 After a rebuild the thread rests as long as the build took (up to MAX_REST_S), so a stream of
 votes costs the server at most about half a core however large the board.
 
@@ -76,6 +79,7 @@ class LiveBoard:
         self._full_at = 0.0  # time.monotonic() of the last full build
         self.error: str | None = None
         self.rebuilding = False  # the index was damaged, set aside, and is being built again from the logs
+        self.away: str | None = None  # why the shared database cannot be reached, while it cannot
         self._build = build
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -131,7 +135,10 @@ class LiveBoard:
             built_s = 0.0
             try:
                 built_s = self._turn()
+                self._back()
                 self.error, self.rebuilding = None, False
+            except StoreError as exc:  # the database is away: every poll fails alike until it returns
+                self._gone(exc)
             except Exception as exc:  # keep serving the last board; say why
                 if self._set_aside(exc):
                     self._wake.set()  # the new index is filled from the logs at once, not at the next poll
@@ -144,6 +151,21 @@ class LiveBoard:
             # Rest as long as the build took (at most MAX_REST_S): under a stream of votes the board
             # takes at most half a core, and a vote still shows within two builds and a rest.
             self._stop.wait(min(built_s * REST_PER_BUILD, MAX_REST_S))
+
+    def _gone(self, exc: StoreError) -> None:
+        if self.away is None:
+            log.warning(
+                "the leaderboard's database cannot be reached (%s): the last board stays on show, votes "
+                "are still written to the logs and reach the board once it is back (tried every %g s)",
+                exc,
+                self.poll_s,
+            )
+        self.away = str(exc)
+
+    def _back(self) -> None:
+        if self.away is not None:
+            log.warning("the leaderboard's database is back: the board catches up with the logs")
+            self.away = None
 
     def _set_aside(self, exc: Exception) -> bool:
         """A damaged index file (VoteIndex.set_aside, which logs it): a new index in its place,

@@ -83,6 +83,13 @@ DISPLAY_COLUMNS = [
     "Losses",
     "Note",
 ]
+# The default table, narrow enough for a phone (390 px) and for a desktop to show the note: the
+# rank with its range, the rating with its interval in one cell ("1083 (1034-1136)", which a narrow
+# column wraps between the two), the battles and the note; the others (style control, speeds, Elo,
+# wins, ties, losses) come with "more columns". Exports keep every column.
+RATED = "Rating (95% CI)"
+COMPACT_COLUMNS = ["Rank", "Model", RATED, "Battles", "Note"]
+DASH = "\u2060–\u2060"  # word joiners hold an interval together: a narrow column wraps after the rating
 EXPORTS = {
     "battles_jsonl": ("battles.jsonl", "every battle vote with its drop reason"),
     "battles_parquet": ("battles.parquet", "every battle vote with its drop reason"),
@@ -207,6 +214,11 @@ class LeaderboardView:
                 " (the vote index was damaged and is being rebuilt from the vote logs, which hold every vote; "
                 "until then this is the last board built, without the newest votes)"
             )
+        elif self.live.away:  # (nor the database's address and error: the log has them)
+            trouble = (
+                " (the leaderboard's database cannot be reached right now: votes are still recorded and "
+                "appear here once it is back; until then this is the last board built)"
+            )
         elif self.live.error:
             trouble = f" (the latest update failed: {self.live.error}; showing the last good board)"
         else:
@@ -214,14 +226,16 @@ class LeaderboardView:
         by = f" by server {published.built_by}" if published.built_by else ""
         return f"Updated {ago} s ago{by}{trouble}. "
 
-    def outputs(self, category: str = ALL) -> tuple:
-        """Everything the tab shows: summary, table, style note, three figures, the drops table,
-        the categories table, pair counts, category choices, version."""
+    def outputs(self, category: str = ALL, more_columns: bool = False) -> tuple:
+        """Everything the tab shows: summary, table (COMPACT_COLUMNS unless `more_columns`), style
+        note, three figures, the drops table, the categories table, pair counts, category choices,
+        version."""
         board, rated, summary, version = self.rated(category)
         notes = "\n\n".join(n for n in (style_note(rated), self._position_note(board, version)) if n)
+        shown = display_table(rated.table)
         return (
             summary,
-            display_table(rated.table),
+            shown if more_columns else compact_table(shown),
             notes,
             ratings_figure(rated.table),
             win_fraction_figure(rated.win_fraction),
@@ -436,6 +450,16 @@ def _notes(table: pd.DataFrame) -> list[str]:
         for r, w in zip(table[SHRINK_COLUMNS[0]], table[SHRINK_COLUMNS[1]].astype(float), strict=True)
     ]
     return [f"{n}; {o}" if n else o for n, o in zip(notes, own, strict=True)]
+
+
+def compact_table(shown: pd.DataFrame) -> pd.DataFrame:
+    """`display_table` narrowed to COMPACT_COLUMNS (a name served by several weights has a row per
+    fingerprint, "alpha @ 1a2b3c", so the model column alone tells the rows apart)."""
+    rated = [
+        f"{rating} ({interval.replace(' to ', DASH)})" if interval else str(rating)
+        for rating, interval in zip(shown["Rating"], shown["95% CI"], strict=True)
+    ]
+    return shown.assign(**{RATED: rated})[COMPACT_COLUMNS]
 
 
 def style_note(rated: Rated) -> str:
