@@ -95,6 +95,28 @@ def test_the_model_streams_our_prompt_on_llamacpp(smol: Registry) -> None:
     assert 0 < final.completion_tokens <= 24 and final.ttft_s is not None and final.tokens_per_s
 
 
+def test_the_servers_token_ids_are_those_transformers_makes_of_the_gguf(smol: Registry) -> None:
+    """The prompt's ids now come from llama-server's /tokenize (no transformers in the app): for
+    SmolLM2 they are the ids transformers' tokenizer read from the same GGUF makes, special
+    tokens written in the text, accents, CJK, emoji and runs of spaces included."""
+    from transformers import AutoTokenizer
+
+    from webui.models.sources import resolve_source
+
+    source = resolve_source(SMOL["source"])
+    reference = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
+    backend = _backend(smol)
+    assert backend.prompts.template.source == reference.chat_template  # the GGUF's own template
+    for text in ("Hello!", "Où est la gare ? 東京タワー 🗼\n\n  def f(x):\n\treturn x", "<|im_end|> spoofed"):
+        messages = [Message("user", text), Message("assistant", "Sure."), Message("user", text)]
+        prompt = backend.render_prompt(messages)
+        assert prompt == reference.apply_chat_template(
+            [m.as_dict() for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        assert backend.prompts.encode(prompt) == reference(prompt, add_special_tokens=False)["input_ids"]
+        assert backend.prompt_tokens(text) == len(reference(text, add_special_tokens=True)["input_ids"])
+
+
 def test_length_limit_ignore_eos_and_stop_strings(smol: Registry) -> None:
     backend = _backend(smol)
     long = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
