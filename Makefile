@@ -6,8 +6,11 @@ ARGS ?=
 
 .PHONY: run test install bench lint clean
 
+# Ctrl-C is how a person stops the server: whatever status it then ends with (130, or death by the
+# signal while it is still starting), the recipe's shell waits for it (the trap keeps the shell alive
+# without passing an ignored SIGINT on to the server) and ends quietly; any other failure stays one.
 run: $(VENV)/.installed
-	$(PY) app.py $(ARGS)
+	trap : INT; $(PY) app.py $(ARGS) || { status=$$?; [ $$status -eq 130 ] || exit $$status; }
 
 # arena-rank's own venv (mostly downloads), PostgreSQL's binaries and nginx install while lint and
 # the browser install run; a failed install fails the command.

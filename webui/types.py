@@ -137,6 +137,10 @@ class Range:
         return f"in {'(' if self.low_open else '['}{self.low}, {high}]"
 
 
+# The longest model name: the models file refuses a longer one, and a vote whose log names one
+# (a damaged or hostile log) is unreadable ("invalid") on the board, never a row that long.
+MODEL_NAME_MAX_CHARS = 200
+
 # The one table of sampling ranges: the models file, the UI and the HTTP API are all checked
 # against it (SamplingParams.validate); docs/api.md quotes it.
 GREEDY_BELOW = 1e-5  # a temperature below this samples greedily, as in vLLM

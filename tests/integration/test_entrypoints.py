@@ -87,6 +87,40 @@ def test_each_entry_point_serves_and_stops_cleanly(
     assert "Application shutdown complete" in text
 
 
+@pytest.mark.parametrize("ends", ["killed by the signal", "exit 130", "exit 3"])
+def test_make_run_is_quiet_however_the_server_ends_on_ctrl_c(ends: str, tmp_path: Path) -> None:
+    """A Ctrl-C that reaches the server before it handles signals (while it imports) kills it with
+    SIGINT; one that it handles may end it with 130: either way `make run` says nothing ("make:
+    *** ... Interrupt" or "Error 130" before), while any other failure is still reported."""
+    started = tmp_path / "started"
+    server = tmp_path / "server.py"  # stands in for `python app.py`: one that Ctrl-C ends as `ends` says
+    handling = {"killed by the signal": "pass", "exit 130": "sys.exit(130)", "exit 3": "sys.exit(3)"}[ends]
+    server.write_text(
+        "import pathlib, sys, time\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "try:\n    time.sleep(60)\n"
+        f"except KeyboardInterrupt:\n    {handling}\n"
+        "    raise\n"
+    )
+    command = [*MAKE_RUN, f"PY={sys.executable} {server}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the stand-in server did not start"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=30)[0].decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    if ends == "exit 3":
+        assert "make: *** [Makefile" in output and "Error 3" in output, output
+    else:
+        assert "make: ***" not in output, output
+
+
 @pytest.mark.parametrize(
     ("models_yaml", "says"),
     [

@@ -5,6 +5,7 @@ server left when the app exits, and `auto` saying why when the binary is missing
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,7 @@ SMOL = {
     "llamacpp": {"cpu_cores": "0"},
 }
 QUESTION = [Message("user", "What is the capital of France? Answer briefly.")]
-START_S = 120  # a GGUF loads in about a second; the tokenizer is read once per machine
+START_S = 120  # a GGUF loads in about a second; this is for a loaded CI machine
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,28 @@ def test_the_model_streams_our_prompt_on_llamacpp(smol: Registry) -> None:
     assert final.prompt == backend.render_prompt(QUESTION)  # "Show prompt" shows what the server got
     assert final.prompt_tokens == backend.prompt_tokens(QUESTION)
     assert 0 < final.completion_tokens <= 24 and final.ttft_s is not None and final.tokens_per_s
+
+
+def test_the_servers_token_ids_are_those_transformers_makes_of_the_gguf(smol: Registry) -> None:
+    """The prompt's ids now come from llama-server's /tokenize (no transformers in the app): for
+    SmolLM2 they are the ids transformers' tokenizer read from the same GGUF makes, special
+    tokens written in the text, accents, CJK, emoji and runs of spaces included."""
+    from transformers import AutoTokenizer
+
+    from webui.models.sources import resolve_source
+
+    source = resolve_source(SMOL["source"])
+    reference = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
+    backend = _backend(smol)
+    assert backend.prompts.template.source == reference.chat_template  # the GGUF's own template
+    for text in ("Hello!", "Où est la gare ? 東京タワー 🗼\n\n  def f(x):\n\treturn x", "<|im_end|> spoofed"):
+        messages = [Message("user", text), Message("assistant", "Sure."), Message("user", text)]
+        prompt = backend.render_prompt(messages)
+        assert prompt == reference.apply_chat_template(
+            [m.as_dict() for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        assert backend.prompts.encode(prompt) == reference(prompt, add_special_tokens=False)["input_ids"]
+        assert backend.prompt_tokens(text) == len(reference(text, add_special_tokens=True)["input_ids"])
 
 
 def test_length_limit_ignore_eos_and_stop_strings(smol: Registry) -> None:
@@ -186,16 +209,33 @@ def test_auto_without_the_binary_falls_back_and_says_why(tmp_path: Path) -> None
         registry.close()
 
 
+# `python -m webui`, which writes at its exit which modules of torch and transformers it imported
+_WATCHED_APP = """
+import atexit, json, os, runpy, sys
+
+def _report():
+    with open(os.environ["ARENA_TEST_IMPORTED"], "w") as out:
+        json.dump(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers")), out)
+
+atexit.register(_report)
+runpy.run_module("webui", run_name="__main__", alter_sys=True)
+"""
+
+
 def test_the_demo_models_run_on_llamacpp_in_the_app_and_leave_with_it(llama_server: str, tmp_path: Path) -> None:
     """The bundled models file as `make run` serves it on a machine without a GPU: both demo models on
-    llama.cpp, a battle's two replies through the API, then SIGTERM while a long API stream runs: the
-    stream ends, the app is gone within its grace and a margin (before, it waited for the reply to
-    end, and for each engine in turn), and no llama-server outlives it."""
+    llama.cpp, without torch or transformers in the app's process (they took seconds and 600 MB
+    only to read a tokenizer: llama-server's own tokenizes now), a battle's two replies through the
+    API, then SIGTERM while a long API stream runs: the stream ends, the app is gone within its grace
+    and a margin (before, it waited for the reply to end, and for each engine in turn), and no
+    llama-server outlives it."""
     port = free_port()
     log = tmp_path / "app.log"
+    imported = tmp_path / "imported.json"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ARENA_LLAMA_SERVER": llama_server, "ARENA_VLLM_PYTHON": "none"}
     env["PYTHONPATH"] = str(ROOT)  # this checkout's package, whichever one the environment installed
-    command = [sys.executable, "-m", "webui", "--port", str(port), "--log-dir", str(tmp_path / "logs")]
+    env["ARENA_TEST_IMPORTED"] = str(imported)
+    command = [sys.executable, "-c", _WATCHED_APP, "--port", str(port), "--log-dir", str(tmp_path / "logs")]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*command, "--models", str(ROOT / "assets" / "models.yaml")],
@@ -211,6 +251,7 @@ def test_the_demo_models_run_on_llamacpp_in_the_app_and_leave_with_it(llama_serv
         assert all(models[n]["engine"].startswith("llama.cpp ") for n in names), models
         servers = _servers_of(proc.pid)
         assert len(servers) == 2, "one llama-server per model"
+        assert "libtorch" not in Path(f"/proc/{proc.pid}/maps").read_text(), "torch is loaded in the app"
         for name in names:
             reply = httpx.post(
                 f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -231,6 +272,7 @@ def test_the_demo_models_run_on_llamacpp_in_the_app_and_leave_with_it(llama_serv
             pytest.fail(f"the app still runs 15 s after SIGTERM: {log.read_text()[-2000:]}")
         reader.join(10)
         assert chunks[-1] == "data: [DONE]" and len(chunks) < 2000, chunks[-3:]  # ended early, not cut off
+        assert json.loads(imported.read_text()) == [], "the app imported torch or transformers"
         wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in servers), 30, "llama-server outlived the app")
     finally:
         if proc.poll() is None:

@@ -179,7 +179,7 @@ def test_writers_at_once_count_every_vote_once(tmp_path: Path, database: str):
         for thread in threads:
             thread.join(120)
         rows = indexes[0].rows()
-        assert not errors and len(rows) == indexes[0].count() == 1502 + 602
+        assert not errors and len(rows) == indexes[0].count() == 1500 + 600
         assert not rows[["file", "offset"]].duplicated().any()
     finally:
         for index in indexes:

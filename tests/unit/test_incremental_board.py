@@ -62,9 +62,12 @@ def test_what_cannot_be_added_exactly_is_declined_and_changes_nothing(rows: pd.D
     tally = Tally.of(board_from_rows(rows.iloc[:start], OPTIONS))
     before = tally.board()
     older = rows.iloc[[start - 5]].assign(id=10**9)  # already counted, and older than the newest
-    stranger = rows.iloc[[start]].assign(model_a="never-seen-7b", base_reason=None)
+    # a vote a full build counts (not one over its voter's daily cap, which no model would enter by)
+    counted = set(board_from_rows(rows, OPTIONS).counted["id"])
+    at = next(i for i in range(start, len(rows)) if rows.iloc[i]["id"] in counted)
+    stranger = rows.iloc[[at]].assign(model_a="never-seen-7b", base_reason=None)
     # the same name served by other weights: a full build gives it a row of its own
-    requantised = rows.iloc[[start]].assign(fingerprint_a="0123456789ab", base_reason=None)
+    requantised = rows.iloc[[at]].assign(fingerprint_a="0123456789ab", base_reason=None)
     assert rows["fingerprint_a"].notna().any(), "the simulated log carries fingerprints"
     assert tally.add(older) is None and tally.add(stranger) is None and tally.add(requantised) is None
     assert tally.added == 0

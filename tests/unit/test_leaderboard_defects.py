@@ -193,3 +193,41 @@ def test_pairs_record_each_sides_system_prompt():
     assert first["prompt"] == [{"role": "user", "content": "hello"}]  # different prompts: none shared
     assert (second["system_chosen"], second["system_rejected"]) == ("Be kind.", "Be kind.")
     assert second["prompt"][0] == {"role": "system", "content": "Be kind."}
+
+
+SELF_NAMED = [*MODELS, "glacier-1b", "atlas-70b-instruct", "orbit-v2", "late-7b"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "found"),
+    [
+        ("This is Glacier speaking. How can I help?", "Glacier"),
+        ("I'm Atlas, a helpful assistant.", "Atlas"),
+        ("Hello! I am Atlas.", "Atlas"),
+        ("As Orbit, I cannot browse the web.", "Orbit"),
+        ("My name is Glacier.", "Glacier"),
+        ("I\u2019m Ember, nice to meet you.", "Ember"),
+        ("THIS IS Glacier", "Glacier"),
+    ],
+)
+def test_a_reply_introducing_itself_by_its_stem_is_a_leak(reply: str, found: str):
+    """A name less its size, version and tuning ("Glacier" of glacier-1b), as a reply introduces
+    itself (in the fault battery of issue 37, 19 of 100 such replies passed the check)."""
+    assert find_identity([reply], identity_words(SELF_NAMED)) == found
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The Atlas mountains cross Morocco.",
+        "Atlas holds up the sky in the myth.",
+        "As Atlas grew older, the maps changed.",
+        "Sorry, I'm late today.",
+        "This is late for a reply.",
+        "A glacier moves slowly.",
+        "We took the Orbit line home.",
+        "i am glacier",  # a lower-case introduction is missed: the price of not flagging prose
+    ],
+)
+def test_the_same_word_in_ordinary_prose_is_no_leak(reply: str):
+    assert find_identity([reply], identity_words(SELF_NAMED)) is None

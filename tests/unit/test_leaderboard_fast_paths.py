@@ -1170,3 +1170,41 @@ def test_vote_index_chunks_are_unchanged(odd_records: list[dict], compiled: str)
             seen += len(chunk.rows) if known else 0
         start += max(piece.rfind(b"\n") + 1, 1)
     assert seen > len(odd_records) // 2
+
+
+@pytest.mark.parametrize("where", ["hidden name", "public name"])
+def test_an_overlong_model_name_makes_an_unreadable_vote_on_either_path(where: str, compiled: str, tmp_path):
+    """A name longer than the models file allows (a damaged or hostile log: 10 MB of it) is no board
+    row: the vote is invalid, the name kept nowhere (not in the row, not among the identity words),
+    and the compiled path leaves the vote to Python, which says so, rather than answering apart."""
+    from webui.leaderboard.board.build import BoardOptions, board_from_index
+    from webui.leaderboard.votes.index import VoteIndex
+    from webui.types import MODEL_NAME_MAX_CHARS
+
+    longest = "m" * MODEL_NAME_MAX_CHARS
+    huge = "x" * (MODEL_NAME_MAX_CHARS + 1) if where == "hidden name" else "y" * 10_000_000
+    records = simulated_votes()[:40]
+    record = copy.deepcopy(next(r for r in records if r["models"] == ["", ""]))
+    if where == "hidden name":
+        record["states"][0]["model_name"] = huge
+    else:  # a named vote (side by side) names its models in public too
+        record["models"] = [huge, record["states"][1]["model_name"]]
+        record["states"][0]["model_name"] = huge
+    row = vote_rows.vote_row(record, WORDS)
+    assert row is not None and row["base_reason"] == "invalid" and huge not in (row["model_a"], row["model_b"])
+    assert huge not in vote_rows.names_in(record)
+    if compiled == "compiled":
+        assert ingest._compiled_vote_values(copy.deepcopy(record)) is None  # Python's to decide
+    at_cap = copy.deepcopy(record)
+    at_cap["states"][0]["model_name"] = longest
+    if where == "public name":
+        at_cap["models"][0] = longest
+    assert vote_rows.vote_row(at_cap, WORDS)["base_reason"] is None  # the longest allowed name counts
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [json.dumps(r) for r in [*records, record]]
+    (logs / "2026-01-01-conv.json").write_text("\n".join(lines) + "\n")
+    assert huge not in ingest.logged_names(logs / "2026-01-01-conv.json", 0, 1)
+    board = board_from_index(VoteIndex(logs, tmp_path / "index.sqlite3"), BoardOptions(rounds=0, min_battles=0))
+    assert board.dropped.get("invalid") == 1 and board.votes_read == len(records) + 1
+    assert max(len(name) for name in board.table["model"]) < MODEL_NAME_MAX_CHARS

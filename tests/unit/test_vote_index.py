@@ -64,7 +64,7 @@ def test_the_board_from_the_index_is_the_board_from_the_logs(simulated: Path, tm
         BoardOptions(rounds=0, include_named=True, drop_stopped=False, votes_per_day=30, exclude_flagged=True),
     ):
         same_board(index, simulated, options)
-    assert index.count() == 3002 and not index.catch_up().votes  # read once, not again
+    assert index.count() == 3000 and not index.catch_up().votes  # read once, not again
 
 
 def test_an_index_without_the_speeds_is_rebuilt_with_them(tmp_path: Path):
@@ -185,11 +185,11 @@ def test_copied_in_logs_are_picked_up_and_a_rewritten_file_is_read_again(simulat
     for path in log_files(simulated):
         shutil.copy(path, logs / path.name)  # another server's folder (other days)
     report = index.catch_up()
-    assert report.votes == 3002 and index.count() == 3008
+    assert report.votes == 3000 and index.count() == 3006
     own = next(p for p in log_files(logs) if not (simulated / p.name).exists())
     own.write_bytes(own.read_bytes().split(b"\n", 1)[1])  # rewritten under the same name, first vote gone
     report = index.catch_up()
-    assert report.reread_files == 1 and index.count() == 3007
+    assert report.reread_files == 1 and index.count() == 3005
     same_board(index, logs, BoardOptions(rounds=0))
 
 
@@ -352,7 +352,7 @@ def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path:
     monkeypatch.setattr(index_module, "RECHECK_BATCH", 97)  # rows checked again in many batches
     pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
     by_workers = pooled.catch_up()
-    assert by_workers.votes == 3002 and by_workers.rechecked == by_one.rechecked > 0  # late-7b joins halfway
+    assert by_workers.votes == 3000 and by_workers.rechecked == by_one.rechecked > 0  # late-7b joins halfway
     pd.testing.assert_frame_equal(pooled.rows(), rows_by_one)
     # A recheck alone gets workers of its own.
     assert pooled.catch_up(extra_words="terminal").rechecked == again_by_one.rechecked > 0
@@ -379,7 +379,7 @@ def test_a_long_catch_up_foresees_the_names_to_come(
         patch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
         surprised = VoteIndex(simulated, tmp_path / "surprised.sqlite3")
         assert surprised.catch_up().rechecked > 0
-    assert report.votes == 3002 and report.rechecked == 0
+    assert report.votes == 3000 and report.rechecked == 0
     pd.testing.assert_frame_equal(foreseeing.rows(), surprised.rows())
 
 
@@ -404,7 +404,7 @@ def test_a_name_foreseen_wrongly_costs_a_check_of_the_leaks_only(
     leaks_with_terminal = int(surprised.rows()["leak"].sum())
     surprised.catch_up(extra_words="terminal")
     leaks_with_terminal = int(surprised.rows()["leak"].sum()) - leaks_with_terminal
-    assert 0 < leaks_with_terminal <= rechecked < 3002 // 5
+    assert 0 < leaks_with_terminal <= rechecked < 3000 // 5
     surprised.catch_up()  # "terminal" taken away again
     pd.testing.assert_frame_equal(foreseeing.rows(), surprised.rows())
 
@@ -496,7 +496,7 @@ def test_reindex_gives_the_same_rows(simulated: Path, tmp_path: Path):
     index = VoteIndex(simulated, tmp_path / "index.sqlite3")
     index.catch_up()
     before = index.rows()
-    assert index.reindex().votes == 3002
+    assert index.reindex().votes == 3000
     pd.testing.assert_frame_equal(index.rows(), before)
 
 
@@ -516,7 +516,7 @@ def test_two_writers_never_count_a_vote_twice(simulated: Path, tmp_path: Path):
         t.start()
     for t in threads:
         t.join(120)
-    assert not errors and indexes[0].count() == 3002
+    assert not errors and indexes[0].count() == 3000
     assert not indexes[0].rows()[["file", "offset"]].duplicated().any()
 
 

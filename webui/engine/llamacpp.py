@@ -5,9 +5,11 @@ by the app, batching the generations of every visitor (continuous batching over 
 when the source is a GGUF file (webui.engine.auto). The server reads the GGUF as it is: no
 dequantised copy, ready in about a second. `scripts/install-llamacpp.sh` builds the binary.
 
-The engine contract is vLLM's (webui.engine.own_server): our template and our token ids (the
-tokenizer read from the same GGUF), every sampling setting with each request, and Stop aborts the
-request inside the server. llama.cpp's own sampler defaults differ from the other engines' (min_p
+The engine contract is vLLM's (webui.engine.own_server): our template and our token ids, every
+sampling setting with each request, and Stop aborts the request inside the server. The token ids
+come from the server's own tokenizer and the template from the GGUF's header, rendered with jinja2
+(webui.engine.server_tokenizer): nothing of transformers or torch is imported for a model here, and
+the model is ready as soon as its server answers. llama.cpp's own sampler defaults differ from the other engines' (min_p
 0.05, top_k 40, a repetition window of 64 tokens); each request sets them to what Hugging Face's
 settings mean, so the same slider values mean the same thing on every engine.
 """
@@ -31,7 +33,9 @@ from webui.config import PACKAGE_DIR, Settings
 from webui.engine.base import EngineUnavailable, Weights
 from webui.engine.own_server import Dialect, file_name, server_weights
 from webui.engine.process import EngineServer
-from webui.models.fingerprint import source_components
+from webui.engine.server_tokenizer import ServerTokenizer, special_tokens
+from webui.models.fingerprint import local_components
+from webui.models.gguf_meta import GGUFError, read_metadata
 from webui.models.sources import ResolvedSource, resolve_source
 from webui.models.specs import ModelSpec
 from webui.types import SamplingParams
@@ -224,49 +228,47 @@ def serve(spec: ModelSpec, settings: Settings, binary: str, source: ResolvedSour
     )
     server = EngineServer(config)
     server.launch()
-    try:  # our tokenizer while the server loads the weights
-        tokenizer = gguf_tokenizer(source, Path(settings.cache_dir))
+    try:  # the GGUF's own chat template (a fraction of a second) while the server loads the weights
+        chat_template = _chat_template(source)
         server.wait_ready(START_TIMEOUT_S)
-        context = min(config.context, _trained_context(server.base_url) or config.context)
+        client = httpx.Client(base_url=server.base_url, timeout=httpx.Timeout(30.0, connect=5.0))
+        trained, props = _served(client)
     except BaseException:
         server.stop()
         raise
+    context = min(config.context, trained or config.context)
+    tokenizer = ServerTokenizer(spec.name, client, chat_template, special_tokens(props))
     version = server_version(binary)
     weights = server_weights(
         spec.name, server, tokenizer, context, settings, LLAMACPP, engine=f"llama.cpp {version}", device="cpu"
     )
-    weights.identity = source_components(spec.source, "gguf", f"llama.cpp {version}")
+    weights.identity = local_components(source.folder, source.gguf_file, "gguf", f"llama.cpp {version}")
     return weights
 
 
-def gguf_tokenizer(source: ResolvedSource, cache_dir: Path) -> Any:
-    """The Hugging Face tokenizer (and chat template) stored in the GGUF. Reading it from the GGUF
-    takes seconds, so it is kept in the cache, keyed by the file."""
-    from webui.models.loading import import_transformers
-
-    import_transformers()
-    from transformers import AutoTokenizer
-
-    assert source.gguf_file is not None
-    kept = cache_dir / "llamacpp" / "tokenizers" / f"{Path(source.gguf_file).stem}-{source.fingerprint()}"
-    if (kept / "tokenizer_config.json").is_file():
-        return AutoTokenizer.from_pretrained(kept)
-    tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
-    staging = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
+def _chat_template(source: ResolvedSource) -> str | None:
+    """The chat template stored in the GGUF, or None (a base model)."""
     try:
-        tokenizer.save_pretrained(staging)
-        staging.rename(kept)
-    except OSError as exc:  # another process kept it first, or the cache is read-only: both fine
-        log.debug("tokenizer of %s not kept: %s", source.gguf_file, exc)
-        shutil.rmtree(staging, ignore_errors=True)
-    return tokenizer
-
-
-def _trained_context(base_url: str) -> int | None:
-    """The context the model was trained for, as the server read it from the GGUF."""
-    try:
-        listed = httpx.get(f"{base_url}/v1/models", timeout=10).json()["data"][0]
-        value = listed["meta"]["n_ctx_train"]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        found = read_metadata(source.path).get("tokenizer.chat_template")
+    except (OSError, GGUFError) as exc:  # llama-server says what is wrong with the file, if anything is
+        log.warning("the chat template of %s could not be read: %s", source.path, exc)
         return None
-    return value if isinstance(value, int) and value >= 16 else None
+    return found if isinstance(found, str) and found.strip() else None
+
+
+def _served(client: httpx.Client) -> tuple[int | None, dict[str, Any]]:
+    """What the server read from the GGUF: the context the model was trained for (or None), and its
+    /props (the special tokens' text)."""
+    trained: int | None = None
+    props: dict[str, Any] = {}
+    try:
+        value = client.get("/v1/models").json()["data"][0]["meta"]["n_ctx_train"]
+        trained = value if isinstance(value, int) and value >= 16 else None
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        pass
+    try:
+        answer = client.get("/props").json()
+        props = answer if isinstance(answer, dict) else {}
+    except (httpx.HTTPError, ValueError):
+        pass
+    return trained, props

@@ -195,6 +195,9 @@ def server_weights(
 
     def close() -> None:
         client.close()
+        closing = getattr(tokenizer, "close", None)  # one that asks the server (llama.cpp's) has a client
+        if callable(closing):
+            closing()
         server.stop()
 
     return Weights(

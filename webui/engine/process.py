@@ -93,6 +93,7 @@ class EngineServer:
         self._exit_code: int | None = None
         self._on_exit: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+        self._launched = 0.0  # time.monotonic() of the launch
 
     @property
     def base_url(self) -> str:
@@ -115,6 +116,7 @@ class EngineServer:
             self.port,
             self.config.log_file,
         )
+        self._launched = time.monotonic()
         with self._lock:
             self.process = subprocess.Popen(
                 supervised(self.config, self.port),
@@ -154,8 +156,11 @@ class EngineServer:
                         f"{self.config.label} was not ready after {timeout_s:.0f} s: {self.last_words()}"
                     )
                 if _answers(client, f"{self.base_url}/health"):
+                    # what the engine itself took: the rest of a model's load time is ours
+                    waited = time.monotonic() - self._launched
+                    log.info("%s for %s answers after %.1f s", self.config.label, self.config.served_name, waited)
                     return
-                time.sleep(0.5)
+                time.sleep(0.05)  # llama.cpp is up in about a second: a coarser poll would add to every start
 
     def _read_log(self) -> None:
         """Copy the server's output to its log file, keeping the last lines for failure reasons.

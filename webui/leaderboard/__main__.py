@@ -95,9 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(0: not shrunk)",
     )
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
-    add("--over-time", metavar="FILE", help="write ratings over time to this CSV file")
+    add("--over-time", metavar="FILE", help="write ratings over time to this CSV file ('-': standard output)")
     add("--over-time-points", type=int, default=20, help="cut points for --over-time; default 20")
-    add("--csv", metavar="FILE", help="write the table to this CSV file")
+    add("--csv", metavar="FILE", help="write the table to this CSV file ('-': standard output)")
     add("--index", type=Path, help=f"the vote index file; default LOG_DIR/{INDEX_NAME} (made or brought up to date)")
     add("--reindex", action="store_true", help="rebuild the vote index from the logs before printing")
     add("--no-index", action="store_true", help="read every log line instead of using (and writing) the vote index")

@@ -1,9 +1,10 @@
 """A simulated arena log in FastChat's format, with known answers, for tests and for trying the board.
 
-    python -m webui.leaderboard.simulate OUTDIR --battles 20000 [--seed 0] [--days 10]
+    python -m webui.leaderboard.simulate OUTDIR --battles N [--seed 0] [--days 10]
 
-writes OUTDIR/YYYY-MM-DD-conv.json (vote lines as FastChat and Pairwise Arena log them) and
-OUTDIR/truth.json (what the board should find). Known effects, so that each view can be checked:
+writes exactly N votes (rare-1b's two among them; default 20000) to OUTDIR/YYYY-MM-DD-conv.json
+(vote lines as FastChat and Pairwise Arena log them) and OUTDIR/truth.json (what the board should
+find). Known effects, so that each view can be checked:
 
 * models with true Bradley-Terry ratings, named to trip substring matching (command-r, ember-7b,
   nous-hermes-2, solar-10.7b, granite-3-8b, falcon-7b) beside replies that say "Remember to
@@ -294,17 +295,22 @@ def simulate(
     progress: Progress | None = None,
     category_votes: Sequence[int] = (),
 ) -> dict:
-    """Write the log files (named for `server`, if given) and truth.json; return the truth. With
-    `requantise_late`, late-7b has a second fingerprint in the last quarter of the log. `progress`
-    counts the battles made (a command line's bar). With `category_votes`, as many more votes per
-    category (`_topic_votes`), and OUTDIR/categories.yaml."""
+    """Write `battles` votes (rare-1b's two among them) to the log files (named for `server`, if
+    given) and truth.json; return the truth. With `requantise_late`, late-7b has a second
+    fingerprint in the last quarter of the log. `progress` counts the battles made (a command
+    line's bar). With `category_votes`, as many more votes per category (`_topic_votes`), and
+    OUTDIR/categories.yaml."""
     rng = np.random.default_rng(seed)
-    records = []
-    for i in range(battles):
-        records.append(_vote(rng, i, battles, days, voters, requantise_late))
+    rare = _rare(battles)[:battles]
+    # drawn as the first of `battles` votes: the same draws, and times, whatever the rare ones take
+    drawn = []
+    for i in range(battles - len(rare)):
+        drawn.append(_vote(rng, i, battles, days, voters, requantise_late))
         if progress is not None:
             progress.add()
-    records += _rare(battles)
+    records = drawn + rare
+    if progress is not None:
+        progress.add(len(rare))
     topics: dict[str, dict[str, float]] = {}
     if category_votes:
         topic_records, topics = _topic_votes(seed, category_votes, days)

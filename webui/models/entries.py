@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator
 
+from webui.types import MODEL_NAME_MAX_CHARS
+
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?|mps)$"
 MEMORY_PATTERN = r"^\d+(\.\d+)?\s*(GiB|MiB|GB|MB)$"
@@ -82,7 +84,7 @@ class MaxMemory(_Strict):
 class Entry(_Strict):
     """Keys every backend shares."""
 
-    name: StrictStr = Field(min_length=1, description="display name, unique")
+    name: StrictStr = Field(min_length=1, max_length=MODEL_NAME_MAX_CHARS, description="display name, unique")
     description: StrictStr = ""
     system_prompt: StrictStr | None = Field(None, description="used unless the conversation brings its own")
     sampling: Sampling = Sampling()

@@ -17,6 +17,13 @@ models in the arena, which biases the ratings. Rules, in order:
 * inside a multi-part name, "-", "_", spaces or nothing separate the parts ("command-r",
   "Command R" and "CommandR" all match the name command-r; so do "SmolLM2 135M Instruct" and
   "SmolLM2-135M-Instruct").
+
+A model also gives itself away by its name's stem, the name less its size, version and tuning
+("Glacier" of glacier-1b, "Atlas" of atlas-70b-instruct), but a stem is often an ordinary word
+("the Atlas mountains", "This is rare"). So a stem counts only where a reply introduces itself by
+it: written as a name (a capital first letter), right after "I am", "I'm", "This is", "My name
+is" or "Call me", or as "As Glacier," (`self_words`). "I'm late" and "Atlas holds up the sky" stay
+ordinary text; a lower-case "i'm glacier" is missed, the price of the first.
 """
 
 from __future__ import annotations
@@ -86,9 +93,38 @@ def family_of(name: str) -> str | None:
     return first.lower() if coined else None
 
 
+# A name's parts that say its size, version or tuning rather than which model it is: "1b", "70B",
+# "8x7b", "v2", "3.1", "instruct", "(base)" (compared without brackets, in lower case)
+_SUFFIX = re.compile(
+    r"(?:\d+(?:\.\d+)?[kmbt]|\d+x\d+(?:\.\d+)?[kmbt]|v?\d+(?:\.\d+)*[a-z]?|a\d+(?:\.\d+)?b|instruct|chat|base|it"
+    r"|sft|dpo|rlhf|preview|latest|hf|gguf|awq|gptq|fp\d+|bf16|int\d|q\d\w*)"
+)
+SELF = "self:"  # a word that counts only as a self-introduction (see the module docstring)
+_INTRODUCTIONS = ("i am", "i'm", "i\u2019m", "this is", "my name is", "call me")
+
+
+def name_stem(name: str) -> str | None:
+    """The part of a model name that says which model it is, lower case ("glacier" of glacier-1b,
+    "nous hermes" of nous-hermes-2); None when nothing is left or it is the whole name (the name
+    itself is an identity word already)."""
+    parts = [p for p in _SEPARATORS.split(name.strip().lower()) if p]
+    whole = " ".join(parts)
+    while parts and _SUFFIX.fullmatch(parts[-1].strip("()[]")):
+        parts.pop()
+    stem = " ".join(parts)
+    return stem if len(stem) >= 3 and stem != whole and any(ch.isalpha() for ch in stem) else None
+
+
+def self_words(name: str) -> tuple[str, ...]:
+    """The self-introduction word of a model name (`SELF` + its stem), or none."""
+    stem = name_stem(name)
+    return (SELF + stem,) if stem else ()
+
+
 def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] = "") -> tuple[str, ...]:
     """The default words, every model name, each name's family when it looks coined (see
-    `family_of`), and any extra comma-separated words."""
+    `family_of`), its stem as a self-introduction (`self_words`), and any extra comma-separated
+    words."""
     words = list(DEFAULT_IDENTITY_WORDS)
     for name in model_names:
         lowered = name.strip().lower()
@@ -98,6 +134,7 @@ def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] =
         family = family_of(name)
         if family:
             words.append(family)
+        words.extend(self_words(name))
     extras = extra.split(",") if isinstance(extra, str) else list(extra)
     words.extend(w.strip().lower() for w in extras if w.strip())
     return tuple(dict.fromkeys(words))
@@ -105,6 +142,8 @@ def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] =
 
 def word_pattern(word: str) -> str:
     """The regular expression for one word or name (see the module docstring for the rules)."""
+    if word.startswith(SELF):
+        return _self_pattern(word[len(SELF) :])
     parts = [re.escape(p) for p in _SEPARATORS.split(word.strip().lower()) if p]
     if not parts:
         return ""
@@ -115,11 +154,28 @@ def word_pattern(word: str) -> str:
     return before + body + after
 
 
+def _self_pattern(stem: str) -> str:
+    """A stem introduced as a name: "I am Glacier", "This is Glacier", "As Glacier," (matched case-
+    blind but for the stem's first letter, which must be a capital). Each introduction is a
+    lookbehind of its own (those must be of fixed width), so a match starts at the stem."""
+    parts = [re.escape(p) for p in _SEPARATORS.split(stem.strip().lower()) if p]
+    if not parts or not parts[0][0].isalpha():
+        return ""
+    first, rest = parts[0][0], parts[0][1:]
+    body = rf"(?-i:{first.upper()}){rest}" + "".join(rf"[\s\-_]*{p}" for p in parts[1:])
+    after = r"(?![0-9])" if parts[-1][-1].isdigit() else rf"(?![{_LETTER}])"
+    said = (r"\s".join(re.escape(word) for word in i.split()) for i in _INTRODUCTIONS)
+    introduced = "|".join(rf"(?<=\b{words}\s)" for words in said)
+    return rf"(?:(?:{introduced}){body}{after}|(?<=\bas\s){body}(?=,))"
+
+
 _TOKEN = re.compile(rf"[{_LETTER}]+|[0-9]+")
 
 
 def first_token(word: str) -> str:
     """The run of letters (or digits) that every match of `word` starts with ("" if none)."""
+    if word.startswith(SELF):
+        word = word[len(SELF) :]  # a match starts at the stem
     tokens = _TOKEN.findall(word.strip().lower())
     return tokens[0] if tokens else ""
 

@@ -4,8 +4,9 @@
  * largest part of that (docs/performance.md). And the names a log's bytes hold, found without
  * parsing them (webui.leaderboard.votes.ingest.logged_names).
  *
- * configure(winners, anonymous, text_style, detect_language, has_code, is_long): once, with the
- * tables and the text functions the Python version uses (the counts and the language stay theirs).
+ * configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max): once, with
+ * the tables, the text functions the Python version uses (the counts and the language stay theirs)
+ * and the longest model name a vote may give (a longer one: Python says the vote is invalid).
  *
  * vote_values(record) -> (values, replies, names) | None:
  *   values: the row as sql_values gives it (a list in ROW_COLUMNS order, flags as 0/1);
@@ -37,6 +38,7 @@ static const int TEXT_COLUMNS[] = {MODEL_A, MODEL_B, MODE, BATTLE_ID, QUESTION_I
                                    VOTER, SESSION, FINGERPRINT_A, FINGERPRINT_B};
 
 static PyObject *winners, *anonymous, *text_style, *detect_language, *has_code, *is_long;
+static Py_ssize_t name_max = PY_SSIZE_T_MAX;
 
 /* Interned keys and constant texts. */
 static PyObject *k_type, *k_states, *k_models, *k_roles, *k_messages, *k_offset, *k_model_name,
@@ -456,9 +458,9 @@ fill(PyObject *record, PyObject *values, PyObject **replies_out, PyObject **name
         PyObject *name = candidates[i];
         if (name == NULL || !PyUnicode_Check(name))
             continue;
-        if (!PyUnicode_CheckExact(name)) {
+        if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) > name_max) {
             Py_DECREF(names);
-            status = UNUSUAL;
+            status = UNUSUAL; /* (a name over the cap: rows.unchecked_vote_row makes the vote invalid) */
             goto done;
         }
         if (!is_anonymous(name) && PySet_Add(names, name) < 0) {
@@ -524,8 +526,9 @@ static PyObject *
 configure(PyObject *module, PyObject *args)
 {
     PyObject *new_winners, *new_anonymous, *style, *language, *code, *long_text;
-    if (!PyArg_ParseTuple(args, "O!O!OOOO:configure", &PyDict_Type, &new_winners, &PyTuple_Type, &new_anonymous,
-                          &style, &language, &code, &long_text))
+    Py_ssize_t new_name_max;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOn:configure", &PyDict_Type, &new_winners, &PyTuple_Type, &new_anonymous,
+                          &style, &language, &code, &long_text, &new_name_max))
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(new_anonymous); i++)
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(new_anonymous, i))) {
@@ -540,6 +543,7 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(detect_language, Py_NewRef(language));
     Py_XSETREF(has_code, Py_NewRef(code));
     Py_XSETREF(is_long, Py_NewRef(long_text));
+    name_max = new_name_max;
     Py_RETURN_NONE;
 }
 
@@ -596,8 +600,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(winners, anonymous, text_style, detect_language, has_code, is_long) -> None: the tables and "
-     "text functions of webui.leaderboard.votes.rows."},
+     "configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max) -> None: the "
+     "tables, text functions and longest model name of webui.leaderboard.votes.rows."},
     {"vote_values", vote_values, METH_O,
      "vote_values(record) -> (values, replies, names) | None: a battle vote's index row as "
      "ingest.sql_values gives it, the replies to check and names_in(record); None where Python must read it."},

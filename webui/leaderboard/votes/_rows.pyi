@@ -8,6 +8,7 @@ def configure(
     detect_language: Callable[[str], str],
     has_code: Callable[[str], bool],
     is_long: Callable[[str], bool],
+    name_max: int,
     /,
 ) -> None: ...
 def vote_values(record: object, /) -> tuple[list[Any], tuple[str, ...] | None, set[str]] | None: ...

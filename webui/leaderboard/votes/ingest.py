@@ -36,6 +36,7 @@ from webui.leaderboard.votes.rows import (
     unchecked_vote_row,
 )
 from webui.records.identity import identity_words, json_first_tokens, leaked_identity
+from webui.types import MODEL_NAME_MAX_CHARS
 
 # A vote's values, replies to check and names in one pass (webui/leaderboard/votes/_rows.c), where the
 # install built it: None for any record it leaves to the Python path (not a vote, an odd shape).
@@ -46,7 +47,7 @@ try:
 except ImportError:
     _compiled_vote_values = _compiled_model_names_in = None
 else:
-    _rows.configure(WINNERS, ANONYMOUS_NAMES, text_style, detect_language, has_code, is_long)
+    _rows.configure(WINNERS, ANONYMOUS_NAMES, text_style, detect_language, has_code, is_long, MODEL_NAME_MAX_CHARS)
     _compiled_vote_values, _compiled_model_names_in = _rows.vote_values, _rows.model_names_in
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
@@ -170,7 +171,7 @@ def logged_names(path: Path, start: int, end: int) -> set[str]:
             name = json.loads(b'"' + text + b'"')
         except ValueError:
             continue
-        if name not in ANONYMOUS_NAMES:
+        if name not in ANONYMOUS_NAMES and len(name) <= MODEL_NAME_MAX_CHARS:  # as names_in
             names.add(name)
     return names
 

@@ -3,6 +3,10 @@
 Pure: records (dicts, as `webui.records.storage.read_logs` returns them) in, a pandas DataFrame out. One
 row per battle vote, kept or not; `drop_reason` says why a row does not count (None: it counts),
 so that the leaderboard can say what it is based on and what it left out.
+
+A model name longer than `MODEL_NAME_MAX_CHARS` (which the models file refuses: only a damaged or
+hostile log holds one) makes its vote unreadable, "invalid", with the name left out of the row
+and of the identity words: a 10 MB name would otherwise be a 10 MB row on every board.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from webui.db.columns import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, ST
 from webui.leaderboard.votes.features import has_code, is_long, text_style
 from webui.leaderboard.votes.language import detect_language
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
-from webui.types import PAIR_VOTES
+from webui.types import MODEL_NAME_MAX_CHARS, PAIR_VOTES
 
 WINNERS = {vote.kind: vote.winner for vote in PAIR_VOTES}
 
@@ -129,6 +133,8 @@ def unchecked_vote_row(record: dict[str, Any]) -> tuple[dict[str, Any], tuple[st
     state_a, state_b = states
     if not (isinstance(state_a, dict) and isinstance(state_b, dict)):
         return None
+    if any(_overlong(name) for name in (state_a.get("model_name"), state_b.get("model_name"), *models)):
+        return _invalid_row(record), None
     try:
         row, replies_a, replies_b = _row(record, WINNERS[kind], state_a, state_b, models)
     except MALFORMED:
@@ -147,7 +153,7 @@ def _invalid_row(record: dict[str, Any]) -> dict[str, Any]:
         **dict.fromkeys(FINGERPRINT_COLUMNS),
     }
     tstamp = record.get("tstamp")
-    models = [public_name(m) for m in record["models"]]
+    models = [None if _overlong(m) else public_name(m) for m in record["models"]]
     row.update(
         {
             "tstamp": float(tstamp) if isinstance(tstamp, (int, float)) and not isinstance(tstamp, bool) else 0.0,
@@ -282,11 +288,11 @@ def names_in(record: dict[str, Any]) -> set[str]:
     if isinstance(states, list):
         for state in states:
             # only text: a name of another type (a list, in a damaged log) is no name, and no error
-            if isinstance(state, dict) and isinstance(name := state.get("model_name"), str):
+            if isinstance(state, dict) and isinstance(name := state.get("model_name"), str) and not _overlong(name):
                 found.add(name)
     if isinstance(models, list):
         for model in models:
-            if isinstance(model, str):
+            if isinstance(model, str) and not _overlong(model):
                 found.add(public_name(model))
     found.difference_update(ANONYMOUS_NAMES)
     return found
@@ -295,6 +301,11 @@ def names_in(record: dict[str, Any]) -> set[str]:
 def identity_leak(record: dict[str, Any], words: Sequence[str]) -> bool:
     """Does a reply of this battle vote name a model or maker from `words`?"""
     return leaked_identity([reply for s in record["states"] for reply in _texts(s)[1]], words)
+
+
+def _overlong(name: Any) -> bool:
+    """A model name (as logged, before `public_name`) longer than any the models file allows."""
+    return isinstance(name, str) and len(public_name(name)) > MODEL_NAME_MAX_CHARS
 
 
 def public_name(name: Any) -> Any:
