@@ -23,7 +23,13 @@ from webui.config import Settings
 
 KEY = "operator-key-for-tests-0123456789"
 MARKER = "zebra marker"  # in every logged conversation; no refusal may carry it
-OPERATOR_APIS = ("leaderboard_voters", "export_battles_jsonl", "export_pairs_jsonl", "export_history_csv")
+OPERATOR_APIS = (
+    "leaderboard_voters",
+    "export_battles_jsonl",
+    "export_pairs_jsonl",
+    "export_history_csv",
+    "leaderboard_favour",
+)
 FROM_OUTSIDE = {"X-Forwarded-For": "203.0.113.9"}  # the operator, somewhere on the internet, through the proxy
 DIRECT: dict[str, str] = {}  # a request straight to the port (or a proxy that adds no header)
 
@@ -112,8 +118,9 @@ def test_page_calls_without_the_key_are_refused(
     client = Client(arena.url + "/", verbose=False, download_files=False, headers=headers)
     try:
         for api in OPERATOR_APIS:
+            more = ("tiny-a", "tiny-b", 5) if api == "leaderboard_favour" else ()
             with pytest.raises(AppError) as caught:
-                client.predict(key, api_name=f"/{api}")
+                client.predict(key, *more, api_name=f"/{api}")
             assert str(caught.value) == message
         mine = client.predict(api_name="/leaderboard_my_votes")[0]  # a visitor keeps their own votes
     finally:
@@ -157,3 +164,26 @@ def test_wrong_keys_are_refused_and_then_limited(arena: Running) -> None:
     assert outcome == "error" and "Too many wrong operator keys" in payload
     # Another address (the operator's) is not locked out by someone else's guesses.
     assert rest_call(arena.url, "leaderboard_voters", [KEY], FROM_OUTSIDE)[0] == "complete"
+
+
+@pytest.mark.timeout(300)
+def test_the_operator_favours_a_pair_for_the_pairing(arena: Running) -> None:
+    """The tab's favour button writes what `--favour` writes, counted from the board's battles
+    between the two; a row that is not on the board, or no whole number, is told, not written."""
+    from webui.leaderboard.board.favours import read_favours
+
+    log_dir = arena.services.settings.log_dir
+    outcome, payload = rest_call(arena.url, "leaderboard_favour", [KEY, "tiny-a", "tiny-b", 5], FROM_OUTSIDE)
+    assert outcome == "complete", payload
+    assert "Favoured tiny-a vs tiny-b for 5 more counted battles (until 6 between them)" in payload
+    (favour,) = read_favours(log_dir)
+    assert favour.pair() == {"tiny-a", "tiny-b"} and favour.until == 6  # one battle counted between them
+    for data, told in (
+        ([KEY, "tiny-a", "ghost", 5], "ghost is not on the board now."),
+        ([KEY, "tiny-a", "tiny-a", 5], "Pick two different models."),
+    ):
+        outcome, payload = rest_call(arena.url, "leaderboard_favour", data, DIRECT)
+        assert outcome == "complete" and told in payload, payload
+    outcome, payload = rest_call(arena.url, "leaderboard_favour", [KEY, "tiny-a", "tiny-b", 0], DIRECT)
+    assert outcome == "error" and "less than minimum value 1" in payload, payload
+    assert read_favours(log_dir) == [favour]

@@ -30,7 +30,7 @@ from webui.leaderboard.board.build import (
     shrunk_text,
 )
 from webui.leaderboard.board.export import preference_pairs, write_jsonl, write_table
-from webui.leaderboard.board.favours import FAVOUR_SHARE, add_favour
+from webui.leaderboard.board.favours import FAVOUR_SHARE, favour_pair
 from webui.leaderboard.snapshots import cli as snapshot_options
 from webui.leaderboard.stats.compare import compare
 from webui.leaderboard.stats.confidence import next_comparison
@@ -238,9 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _favour(args: argparse.Namespace, board: Board) -> None:
     a, b = args.favour
-    pairs = board.pair_counts
-    now = int(pairs.loc[a, b]) if a in pairs.index and b in pairs.columns else 0
-    favour = add_favour(args.log_dir, a, b, now, args.favour_battles)
+    favour = favour_pair(args.log_dir, board.pair_counts, a, b, args.favour_battles)
     print(
         f"favoured {a} vs {b} for {args.favour_battles} more counted battles (until {favour.until} between them): "
         f"the arena serving {args.log_dir} draws the pair in about {FAVOUR_SHARE:.0%} of its battles meanwhile",

@@ -284,7 +284,7 @@ def _operator_section(services: Services, view: LeaderboardView) -> None:
     everyone, but each of its events answers only a request that carries the operator key
     (webui.access.operator); with no key configured the events are not wired at all, so there is
     no API name to call, and the accordion says how to turn them on."""
-    with gr.Accordion("Operator: voters and downloads", open=False):
+    with gr.Accordion("Operator: voters, downloads and favoured pairs", open=False):
         if not services.operator.enabled:
             gr.Markdown(operator_off_note(services.settings))
             return
@@ -314,6 +314,18 @@ def _operator_section(services: Services, view: LeaderboardView) -> None:
             }
             history = gr.Button("ratings_over_time.csv", size="sm")
         download = gr.File(label="Download", interactive=False)
+        gr.Markdown(
+            "Favour a pair: a share of the next battles draws these two (still blind, among others) until "
+            "this many more battles between them are counted, e.g. to settle *Is B better than A?* or to "
+            "confirm a family's best against its runner-up."
+        )
+        models = [str(m) for m in view.board()[0].table["model"]]
+        with gr.Row():
+            favour_a = gr.Dropdown(choices=models, label="A", allow_custom_value=True, scale=2)
+            favour_b = gr.Dropdown(choices=models, label="B", allow_custom_value=True, scale=2)
+            favour_n = gr.Number(100, label="battles", precision=0, minimum=1, scale=1)
+            favour = gr.Button("Favour", size="sm", scale=0)
+        favoured = gr.Markdown()
     check.click(
         _operator_only(services, view.voters),
         inputs=key,
@@ -331,6 +343,16 @@ def _operator_section(services: Services, view: LeaderboardView) -> None:
     history.click(
         _operator_only(services, view.history_csv), inputs=key, outputs=download, api_name="export_history_csv"
     )
+    for dropdown in (favour_a, favour_b):  # the rows change as votes come in
+        dropdown.focus(
+            lambda: gr.update(choices=list(view.board()[0].table["model"])), outputs=dropdown, api_visibility="private"
+        )
+
+    def on_favour(key: str | None, a: str | None, b: str | None, battles: float | None, request: gr.Request) -> str:
+        _admit(services, key, request)
+        return view.favour(a, b, battles)
+
+    favour.click(on_favour, inputs=[key, favour_a, favour_b, favour_n], outputs=favoured, api_name="leaderboard_favour")
 
 
 def _operator_only(services: Services, produce: Callable[[], Any]) -> Callable[..., Any]:
@@ -339,10 +361,16 @@ def _operator_only(services: Services, produce: Callable[[], Any]) -> Callable[.
     the same way. Nothing is computed, and no file written, before the key is admitted."""
 
     def handler(key: str | None, request: gr.Request) -> Any:
-        try:
-            services.operator.admit(key, client_of(request, services.settings))
-        except (OperatorRefused, RateLimited) as exc:  # their messages name no data, only what to do
-            raise gr.Error(str(exc), print_exception=False) from None
+        _admit(services, key, request)
         return produce()
 
     return handler
+
+
+def _admit(services: Services, key: str | None, request: gr.Request) -> None:
+    """Refuse, with a message that names no data, a request that does not carry the operator key
+    (or come from a named operator)."""
+    try:
+        services.operator.admit(key, client_of(request, services.settings))
+    except (OperatorRefused, RateLimited) as exc:  # their messages name no data, only what to do
+        raise gr.Error(str(exc), print_exception=False) from None

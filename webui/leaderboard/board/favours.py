@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pandas as pd
+
 FILE = "favoured-pairs.json"
 FAVOUR_SHARE = 0.3  # of battles while a favour is active: enough to settle it, too few to notice
 
@@ -53,6 +55,14 @@ def add_favour(
         os.fsync(out.fileno())
     os.replace(out.name, path)
     return favour
+
+
+def favour_pair(
+    log_dir: Path, pair_counts: pd.DataFrame, a: str, b: str, more: int, clock: Callable[[], float] = time.time
+) -> Favour:
+    """`add_favour` counting from the board's `pair_counts` (the counted battles between each pair)."""
+    now = int(pair_counts.loc[a, b]) if a in pair_counts.index and b in pair_counts.columns else 0
+    return add_favour(log_dir, a, b, now, more, clock)
 
 
 def read_favours(log_dir: Path) -> list[Favour]:

@@ -38,6 +38,7 @@ from webui.leaderboard.board.build import (
     shrunk_text,
 )
 from webui.leaderboard.board.export import preference_pairs, write_table
+from webui.leaderboard.board.favours import FAVOUR_SHARE, favour_pair
 from webui.leaderboard.board.lease import LEASE_S, Published, SharedBoard
 from webui.leaderboard.board.live import POLL_S, LiveBoard
 from webui.leaderboard.board.plots import history_figure, ratings_figure, win_fraction_figure
@@ -338,6 +339,23 @@ class LeaderboardView:
         ratings = board.table.set_index("model")["rating"]
         result = compare(board.all_counted(), ratings, a, b, self.options.rounds, self.options.seed)
         return "\n\n".join(result.lines())
+
+    def favour(self, a: str | None, b: str | None, battles: object) -> str:
+        """Ask the pairing to favour a vs b for `battles` more counted battles (board.favours), in
+        words; only rows of the board, and a whole number of 1 or more."""
+        board, _ = self.board()
+        rows = set(board.table["model"]) if len(board.table) else set()
+        if not a or not b or a == b:
+            return "Pick two different models."
+        if a not in rows or b not in rows:
+            return f"{a if a not in rows else b} is not on the board now."
+        if isinstance(battles, bool) or not isinstance(battles, (int, float)) or battles != int(battles) or battles < 1:
+            return "Favour the pair for a whole number of battles, 1 or more."
+        favour = favour_pair(self.log_dir, board.pair_counts, a, b, int(battles))
+        return (
+            f"Favoured {a} vs {b} for {int(battles)} more counted battles (until {favour.until} between them): "
+            f"about {FAVOUR_SHARE:.0%} of battles draw the pair meanwhile, still blind."
+        )
 
     def history_csv(self) -> str:
         board, _ = self.board()
