@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from tests.apps import tiny_models
 from tests.uiapp import RunningUI, start_ui, ui_settings
 from webui.records.prepared import PreparedPair, PreparedPairs, write_pairs
 
@@ -27,10 +28,7 @@ PAIR = PreparedPair(
 @pytest.fixture(scope="module")
 def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> RunningUI:
     settings = ui_settings(tmp_path_factory.mktemp("prepared-browser"), tiny_model_dir)
-    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    settings.models_file.write_text(
-        "models:\n" + "".join(f"  - name: {n}\n    source: {tiny_model_dir}\n{quick}" for n in ("tiny-a", "tiny-b"))
-    )
+    tiny_models(settings.models_file.parent, tiny_model_dir)  # two models: no long ones to load
     running = start_ui(settings)
     yield running
     running.stop()

@@ -12,37 +12,16 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from tests.servers import serve_app
-from webui.config import Settings
+from tests.apps import app_settings, start_app
 from webui.leaderboard.__main__ import main as leaderboard_main
 from webui.leaderboard.snapshots.snapshot import load_snapshot
 from webui.records.storage import read_logs
-from webui.server.app import create_app
-from webui.services import build_services
 
 
 @pytest.fixture(scope="module")
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("my-votes")
-    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp / "models.yaml").write_text(
-        "models:\n"
-        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-    )
-    settings = Settings(
-        models_file=tmp / "models.yaml",
-        log_dir=tmp / "logs",
-        cache_dir=tmp / "cache",
-        queue_timeout_s=20.0,
-        leaderboard_rounds=5,
-        rate_messages=0,
-        rate_votes=0,
-    )
-    services = build_services(settings)
-    services.registry.start()
-    assert services.registry.wait_idle(120), "models did not finish loading"
-    running = serve_app(create_app(services), services)
-    yield running.url + "/", services
+    running = start_app(app_settings(tmp_path_factory.mktemp("my-votes"), tiny_model_dir))
+    yield running.url + "/", running.services
     running.stop()
 
 

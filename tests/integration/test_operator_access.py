@@ -17,9 +17,9 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.integration.deployserver import Running, start
+from tests.apps import app_settings, start_app
+from tests.servers import RunningServer as Running
 from webui.access.operator import WRONG_KEYS_PER_MINUTE
-from webui.config import Settings
 
 KEY = "operator-key-for-tests-0123456789"
 MARKER = "zebra marker"  # in every logged conversation; no refusal may carry it
@@ -36,24 +36,15 @@ DIRECT: dict[str, str] = {}  # a request straight to the port (or a proxy that a
 
 @pytest.fixture(scope="module")
 def arena(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Running:
-    tmp = tmp_path_factory.mktemp("operator")
-    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp / "models.yaml").write_text(
-        "models:\n"
-        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-    )
-    settings = Settings(
-        models_file=tmp / "models.yaml",
-        log_dir=tmp / "logs",
-        cache_dir=tmp / "cache",
+    settings = app_settings(
+        tmp_path_factory.mktemp("operator"),
+        tiny_model_dir,
         host="127.0.0.1",
         trusted_proxies=1,
         leaderboard_rounds=0,
-        rate_messages=0,
-        rate_votes=0,
         operator_key=KEY,
     )
-    running = start(settings)
+    running = start_app(settings)
     voter = Client(running.url + "/", verbose=False, download_files=False, headers={"X-Forwarded-For": "198.51.100.4"})
     try:
         voter.predict(f"hello {MARKER}", api_name="/battle_send")

@@ -15,13 +15,11 @@ import httpx
 import pytest
 from gradio_client import Client
 
+from tests.apps import app_settings, start_app
 from tests.identity_proxy import SIGN_IN_PAGE, IdentityProxy, session_cookie
 from tests.proxy import ROOT, Proxy, start_nginx
-from tests.servers import free_port, serve_app
-from webui.config import Settings
+from tests.servers import free_port
 from webui.records.storage import read_logs
-from webui.server.app import create_app
-from webui.services import build_services
 
 SHIPPED = ROOT / "deploy" / "signin" / "nginx.conf"
 UNTRUSTED = "127.0.0.2"  # loopback too, but not in --trusted-proxies: a client going around nginx
@@ -43,29 +41,18 @@ def shipped_config(listen_port: int, arena: str, identity: str) -> str:
 @pytest.fixture(scope="module")
 def signin(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("proxy-signin")
-    quick = "    sampling: {temperature: 0, max_new_tokens: 4}\n"
-    (tmp / "models.yaml").write_text(
-        "models:\n"
-        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-    )
-    settings = Settings(
-        models_file=tmp / "models.yaml",
-        log_dir=tmp / "logs",
-        cache_dir=tmp / "cache",
-        queue_timeout_s=20.0,
-        leaderboard_rounds=5,
-        rate_messages=0,
-        rate_votes=0,
+    settings = app_settings(
+        tmp,
+        tiny_model_dir,
+        max_new_tokens=4,
         rate_votes_day=2,
         trusted_proxies=("127.0.0.1",),
         auth_header="X-Forwarded-User",
         auth_email_header="X-Forwarded-Email",
         operators=("carol@example.com",),
     )
-    services = build_services(settings)
-    services.registry.start()
-    assert services.registry.wait_idle(120), "models did not finish loading"
-    app = serve_app(create_app(services), services)
+    app = start_app(settings)
+    services = app.services
     identity = IdentityProxy()
     port = free_port()
     arena = app.url.removeprefix("http://")

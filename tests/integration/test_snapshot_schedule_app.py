@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from tests.servers import serve_app, threads_end_within, wait_for
+from tests.apps import app_settings, start_app
+from tests.servers import threads_end_within, wait_for
 from tests.standins import webhook
-from webui.config import Settings
 from webui.leaderboard.__main__ import main as leaderboard_main
 from webui.records.storage import read_logs
-from webui.server.app import create_app
 from webui.server.deploy import after_serving, before_serving
-from webui.services import build_services
 
 
 def votes_logged(log_dir: Path) -> int:
@@ -33,27 +31,10 @@ def vote(client: Client, message: str) -> None:
 
 @pytest.mark.timeout(300)
 def test_votes_go_on_while_the_webhook_hangs(tiny_model_dir: Path, tmp_path: Path):
-    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp_path / "models.yaml").write_text(
-        "models:\n"
-        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-    )
     with webhook(path="/services/T1/B2/NEVER-LOGGED", hang=True) as hook:
-        settings = Settings(
-            models_file=tmp_path / "models.yaml",
-            log_dir=tmp_path / "logs",
-            cache_dir=tmp_path / "cache",
-            queue_timeout_s=20.0,
-            leaderboard_rounds=5,
-            rate_messages=0,
-            rate_votes=0,
-            snapshot_every="1d",
-            notify_url=hook.url,
-        )
-        services = build_services(settings)
-        services.registry.start()
-        assert services.registry.wait_idle(120), "models did not finish loading"
-        running = serve_app(create_app(services), services)
+        settings = app_settings(tmp_path, tiny_model_dir, snapshot_every="1d", notify_url=hook.url)
+        running = start_app(settings)
+        services = running.services
         client = Client(running.url + "/", verbose=False, download_files=False)
         try:
             vote(client, "a vote before the baseline")

@@ -12,13 +12,10 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
+from tests.apps import app_settings, start_app
 from tests.integration.test_fastchat_compat import fastchat_battles
-from tests.servers import serve_app
-from webui.config import Settings
 from webui.leaderboard.votes.declared import TAG_FIELD
 from webui.records.storage import read_logs
-from webui.server.app import create_app
-from webui.services import build_services
 
 CATEGORIES = """\
 categories:
@@ -32,28 +29,10 @@ categories:
 @pytest.fixture(scope="module")
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("visitor-tags")
-    quick = "    sampling: {temperature: 0, max_new_tokens: 8}\n"
-    (tmp / "models.yaml").write_text(
-        "models:\n"
-        + "".join(f"  - name: {name}\n    source: {tiny_model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-    )
     (tmp / "categories.yaml").write_text(CATEGORIES)
-    settings = Settings(
-        models_file=tmp / "models.yaml",
-        log_dir=tmp / "logs",
-        cache_dir=tmp / "cache",
-        queue_timeout_s=20.0,
-        leaderboard_rounds=5,
-        rate_messages=0,
-        rate_votes=0,
-        categories_file=str(tmp / "categories.yaml"),
-        visitor_tags=True,
-    )
-    services = build_services(settings)
-    services.registry.start()
-    assert services.registry.wait_idle(120), "models did not finish loading"
-    running = serve_app(create_app(services), services)
-    yield running.url + "/", services
+    settings = app_settings(tmp, tiny_model_dir, categories_file=str(tmp / "categories.yaml"), visitor_tags=True)
+    running = start_app(settings)
+    yield running.url + "/", running.services
     running.stop()
 
 
