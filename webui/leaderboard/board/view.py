@@ -331,11 +331,10 @@ class LeaderboardView:
     def compare(self, a: str | None, b: str | None) -> str:
         """Is B better than A, on the last board (webui.leaderboard.stats.compare), in words."""
         board, _ = self.board()
-        rows = set(board.table["model"]) if len(board.table) else set()
-        if not a or not b or a == b:
-            return "Pick two different models."
-        if a not in rows or b not in rows:
-            return f"{a if a not in rows else b} is not on the board now."
+        refused = _not_a_pair(board, a, b)
+        if refused:
+            return refused
+        assert a is not None and b is not None  # _not_a_pair
         ratings = board.table.set_index("model")["rating"]
         result = compare(board.all_counted(), ratings, a, b, self.options.rounds, self.options.seed)
         return "\n\n".join(result.lines())
@@ -344,11 +343,10 @@ class LeaderboardView:
         """Ask the pairing to favour a vs b for `battles` more counted battles (board.favours), in
         words; only rows of the board, and a whole number of 1 or more."""
         board, _ = self.board()
-        rows = set(board.table["model"]) if len(board.table) else set()
-        if not a or not b or a == b:
-            return "Pick two different models."
-        if a not in rows or b not in rows:
-            return f"{a if a not in rows else b} is not on the board now."
+        refused = _not_a_pair(board, a, b)
+        if refused:
+            return refused
+        assert a is not None and b is not None  # _not_a_pair
         if isinstance(battles, bool) or not isinstance(battles, (int, float)) or battles != int(battles) or battles < 1:
             return "Favour the pair for a whole number of battles, 1 or more."
         favour = favour_pair(self.log_dir, board.pair_counts, a, b, int(battles))
@@ -362,6 +360,16 @@ class LeaderboardView:
         path = Path(tempfile.mkdtemp(prefix="arena-export-")) / "ratings_over_time.csv"
         wide(board.history).to_csv(path, index=False)
         return str(path)
+
+
+def _not_a_pair(board: Board, a: str | None, b: str | None) -> str | None:
+    """Why a and b are not two rows of `board`, in words; None when they are."""
+    rows = set(board.table["model"]) if len(board.table) else set()
+    if not a or not b or a == b:
+        return "Pick two different models."
+    if a not in rows or b not in rows:
+        return f"{a if a not in rows else b} is not on the board now."
+    return None
 
 
 def _with_next(
