@@ -123,6 +123,10 @@ def test_no_report_or_no_queued_pair_exits_2(tmp_path: Path, capsys: pytest.Capt
     assert main([str(tmp_path), "--agreement"]) == 2  # a report without --queue is not one
     assert main([str(tmp_path), "--agreement", str(plain)]) == 2
     assert "has no queued pairs: it was not run with --queue K" in capsys.readouterr().err
+    odd = {"model": "new", "queued": {"pairs": ["p1", "p2"], "verdicts": [["model_a", "model_a"], "model_a"]}}
+    plain.write_text(json.dumps(odd))
+    assert main([str(tmp_path), "--agreement", str(plain)]) == 2
+    assert "does not give one list of verdicts per pair" in capsys.readouterr().err
     (tmp_path / "broken.json").write_text("{not json")
     assert main([str(tmp_path), "--agreement", str(tmp_path / "broken.json")]) == 2
     assert "is not a replay report" in capsys.readouterr().err

@@ -84,7 +84,12 @@ def load_report(path: Path) -> dict[str, Any]:
     if not isinstance(queued, dict) or not queued.get("pairs"):
         raise NoQueuedPairs(f"{path} has no queued pairs: it was not run with --queue K")
     pairs, verdicts = queued.get("pairs"), queued.get("verdicts")
-    if not (isinstance(pairs, list) and isinstance(verdicts, list) and len(pairs) == len(verdicts)):
+    if not (
+        isinstance(pairs, list)
+        and isinstance(verdicts, list)
+        and len(pairs) == len(verdicts)
+        and all(isinstance(v, list) for v in verdicts)
+    ):
         raise NoQueuedPairs(f"{path}: its queued part does not give one list of verdicts per pair")
     if not isinstance(report.get("model"), str):
         raise NoQueuedPairs(f"{path} does not name its new model")
@@ -141,7 +146,7 @@ def queued_agreement(report_path: Path, log_dir: Path, rounds: int = 200) -> Que
     report = load_report(report_path)
     new, baseline = str(report["model"]), str(report.get("baseline") or "")
     queued = report["queued"]
-    verdicts = {str(p): list(v or []) for p, v in zip(queued["pairs"], queued["verdicts"], strict=True)}
+    verdicts = {str(p): list(v) for p, v in zip(queued["pairs"], queued["verdicts"], strict=True)}
     rows, voted = [], set()
     stopped = strange = 0
     for record in votes_on(log_dir, verdicts):
@@ -181,9 +186,11 @@ def report_lines(q: QueuedAgreement) -> list[str]:
         f"Replay {q.report.stem}: {q.model} against {q.baseline}, judged by {q.judge} (prompt {q.prompt_version})",
         f"  queued pairs             {q.pairs}: {q.voted} with a counted vote, {q.pairs - q.voted} without one yet",
     ]
-    left_out = [f"{q.stopped} with a stopped reply"] * bool(q.stopped) + [
-        f"{q.strange} not between {q.model} and {q.baseline}"
-    ] * bool(q.strange)
+    left_out = []
+    if q.stopped:
+        left_out.append(f"{q.stopped} with a stopped reply")
+    if q.strange:
+        left_out.append(f"{q.strange} not between {q.model} and {q.baseline}")
     lines.append(f"  people's votes on them   {q.votes}" + (f" (left out: {', '.join(left_out)})" if left_out else ""))
     if not q.votes:
         lines.append("  no vote on these pairs yet: people find them in the Battle tab (❓ A prepared question)")
