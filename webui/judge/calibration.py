@@ -92,13 +92,16 @@ def _people(table: pd.DataFrame) -> pd.DataFrame:
     return people.assign(tstamp=np.arange(len(people), dtype=float))
 
 
+def kappa_text(a: Agreement) -> str:
+    """Cohen's kappa with its bootstrap interval where there is one."""
+    if math.isnan(a.kappa):
+        return "n/a"
+    return f"{a.kappa:.2f}" + ("" if math.isnan(a.kappa_lower) else f" ({a.kappa_lower:.2f} to {a.kappa_upper:.2f})")
+
+
 def report_lines(c: Calibration) -> list[str]:
     a, b = c.overall, c.board
-    kappa = (
-        "n/a"
-        if math.isnan(a.kappa)
-        else f"{a.kappa:.2f}" + ("" if math.isnan(a.kappa_lower) else f" ({a.kappa_lower:.2f} to {a.kappa_upper:.2f})")
-    )
+    kappa = kappa_text(a)
     lines = [
         f"Judge {c.judge} (prompt {c.prompt_version}) on {a.battles} battles with a human vote, both orders asked:",
         f"  agreement with ties      {a.with_ties.text()}",

@@ -4,11 +4,14 @@ prompts answered again by a new checkpoint and the model it would replace, judge
     python -m webui.replay logs --model my-model-v2 --baseline my-model-v1 --prompts 200 --judge judge-70b
     python -m webui.replay logs --model NEW --baseline OLD --prompts 50 --models models.yaml --out reports/
     python -m webui.replay logs --model NEW --baseline OLD --prompts 200 --queue 40
+    python -m webui.replay logs --agreement            # the people's votes on queued pairs vs the judge
+    python -m webui.replay logs --agreement logs/replays/replay-20261128T141500Z.json
 
 The judge is --judge NAME or the models file's judge: block. The report goes to
 LOGDIR/replays/replay-<UTC time>.md and .json (or --out DIR): the new model's paired win rate
 with its 95% interval, per category, both fingerprints, and the prompts where the two differ
-most. The baseline's reply is read from a logged battle where the model that wrote it is the one
+most. With --agreement (no model is loaded, nothing generated), the people's votes on the pairs
+that replays queued are set beside the judge's verdicts on the same pairs. The baseline's reply is read from a logged battle where the model that wrote it is the one
 serving now (same fingerprint); --generate-baseline asks it every time. Nothing is written to the
 vote logs. Bad input exits 2 with one line and writes nothing.
 """
@@ -38,6 +41,7 @@ from webui.leaderboard.votes.index import VoteIndex
 from webui.progress import Progress, size
 from webui.records.prepared import PreparedPair, write_pairs
 from webui.records.storage import log_files
+from webui.replay.agreement import NoQueuedPairs, queued_agreement, queued_reports, report_lines
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
 
@@ -48,8 +52,8 @@ SHOWN_PROMPTS = 10  # the prompts where the two differ most, in the report
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m webui.replay", description=__doc__.split("\n\n")[0].strip("`"))
     p.add_argument("log_dir", type=Path, help="folder holding YYYY-MM-DD-conv.json files")
-    p.add_argument("--model", required=True, metavar="NEW", help="the new checkpoint: a model of the models file")
-    p.add_argument("--baseline", required=True, metavar="OLD", help="what it would replace: a model of the file")
+    p.add_argument("--model", metavar="NEW", help="the new checkpoint: a model of the models file (required)")
+    p.add_argument("--baseline", metavar="OLD", help="what it would replace: a model of the file (required)")
     p.add_argument("--prompts", type=int, default=50, metavar="N", help="how many logged prompts; default 50")
     p.add_argument("--judge", metavar="NAME", help="the judge; default the models file's judge: block")
     p.add_argument("--judge-prompt", type=Path, default=None, metavar="FILE", help="the judge's prompt; default ours")
@@ -68,6 +72,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="K",
         help="put K of the judged pairs in the Battle tab as blind battles for people to vote on; default 0",
     )
+    p.add_argument(
+        "--agreement",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="REPORT",
+        help="replay nothing: how far the judge agrees with people's votes on the pairs a replay queued "
+        "(REPORT: its .json; default every report with queued pairs in LOG_DIR/replays, or --out)",
+    )
+    p.add_argument("--rounds", type=int, default=200, help="bootstrap rounds for --agreement's kappa; default 200")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -75,6 +89,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    if args.agreement is not None:
+        return _agreement(args)
+    if args.model is None or args.baseline is None:
+        return _refuse("--model and --baseline are required (but with --agreement)")
     if args.prompts < 1:
         return _refuse(f"--prompts: a whole number of 1 or more, got {args.prompts}")
     if not args.log_dir.is_dir() or not log_files(args.log_dir):
@@ -156,6 +174,30 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     stem.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
     print(markdown(report).split("\n\n")[1], file=sys.stderr)
     print(f"wrote {stem}.md and .json", file=sys.stderr)
+    return 0
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    """--agreement: the judge against the people's votes on queued pairs, per report."""
+    if not args.log_dir.is_dir():
+        return _refuse(f"{args.log_dir} is not a folder")
+    folder = args.out or args.log_dir / FOLDER
+    reports = [Path(args.agreement)] if args.agreement else queued_reports(folder)
+    if not reports:
+        return _refuse(
+            f"no replay report with queued pairs in {folder}: run a replay with --queue K first "
+            "(or name its report: --agreement REPORT.json)"
+        )
+    lines: list[str] = []
+    try:
+        for report in reports:
+            lines += [
+                *([""] if lines else []),
+                *report_lines(queued_agreement(report, args.log_dir, max(0, args.rounds))),
+            ]
+    except NoQueuedPairs as exc:
+        return _refuse(str(exc))
+    print("\n".join(lines))
     return 0
 
 
