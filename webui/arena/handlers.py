@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 from webui.access.ratelimit import RateLimited
 from webui.arena import rules as arena
 from webui.arena.pairing import Evidence, choose_pair
+from webui.arena.prepared import CHARS_PER_S, prepared_conversation, stored_request
 from webui.arena.rules import Owner, PaneRequest, PaneSettings, Refused, Session
 from webui.arena.streaming import Job, Opener, PaneEvent, PaneStreams, stored_reply
 from webui.engine.registry import ModelState
 from webui.errors import ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.leaderboard.board.favours import Favour
 from webui.leaderboard.votes.declared import TAG_FIELD
+from webui.models.specs import ModelSpec
 from webui.records.events import ChatEvent, ClientInfo, Conversation, Mode, RecordError, VoteEvent
 from webui.records.prepared import PREPARED_KEY, SOURCE_KEY, PreparedPairs
 from webui.types import Finished, FinishReason, Message, Route, SamplingParams, TextDelta
@@ -46,8 +48,6 @@ FAILURES: list[tuple[type[BaseException], str]] = [
 ]
 GENERIC_FAILURE = "This model could not answer. Try Regenerate, or start a new round."
 NO_PREPARED = "No prepared question is waiting right now. Type your own!"
-# How fast a prepared battle's stored replies appear: about what a small model streams on a CPU.
-PREPARED_CHARS_PER_S = 160.0
 
 
 def failure_message(exc: BaseException) -> str:
@@ -214,19 +214,17 @@ class Handlers:
             session.prepared = pair
             for pane, side in zip(session.panes, sides, strict=True):
                 pane.model = pair.models[side]
-            requests = [self._stored_request(pair.models[side]) for side in sides]
+            requests = [stored_request(self._spec_or_none(pair.models[side])) for side in sides]
             arena.add_turn(session, pair.prompt, requests)
             run = self.services.generations.track(arena.start_run(session))
-        openers = {i: stored_reply(pair.replies[side], PREPARED_CHARS_PER_S) for i, side in enumerate(sides)}
+        openers = {i: stored_reply(pair.replies[side], CHARS_PER_S) for i, side in enumerate(sides)}
         yield from self._generate(session, run, range(2), client, openers)
 
-    def _stored_request(self, model: str) -> PaneRequest:
-        """What a stored reply is recorded with: its model's settings where this arena serves it."""
+    def _spec_or_none(self, model: str) -> ModelSpec | None:
         try:
-            spec = self.registry.spec(model)
+            return self.registry.spec(model)
         except ModelNotFound:
-            return (SamplingParams(), None, "")
-        return (spec.sampling, None, spec.system_prompt or "")
+            return None
 
     def _check_rate(self, action: str, client: ClientInfo) -> None:
         """The per-client limits on messages and votes (webui.access.ratelimit)."""
@@ -450,7 +448,7 @@ class Handlers:
             if turn.reply.ok or turn is newest:
                 messages += [("user", turn.user), ("assistant", turn.reply.text)]
         if session.prepared is not None:  # stored replies: what wrote them, not what serves the name now
-            return self._prepared_conversation(session, index, messages)
+            return prepared_conversation(session, index, messages)
         spec = self.registry.spec(pane.chosen)
         final = newest.reply.final
         template = str(final.extra.get("template", spec.template)) if final is not None else spec.template
@@ -468,25 +466,6 @@ class Handlers:
             anonymous=session.mode == "battle",
             fingerprint=served.id if served else "",
             fingerprint_components=served.components if served else {},
-        )
-
-    def _prepared_conversation(self, session: Session, index: int, messages: list[tuple[str, str]]) -> Conversation:
-        pair, pane = session.prepared, session.panes[index]
-        assert pair is not None
-        side = pair.models.index(pane.chosen) if pair.models[0] != pair.models[1] else index
-        newest = pane.turns[-1]
-        return Conversation(
-            conv_id=pane.conv_id,
-            model_name=pane.chosen,
-            template_name="",
-            system_message=newest.model_system_prompt,
-            messages=messages,
-            params=newest.params,
-            mode=session.mode,
-            battle_id=session.battle_id,
-            turn=len(pane.turns),
-            anonymous=True,
-            fingerprint=pair.fingerprints[side],
         )
 
     def _record_chat(self, session: Session, index: int, client: ClientInfo) -> None:
