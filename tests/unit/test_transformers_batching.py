@@ -3,6 +3,7 @@ the generate() path's answers, requests that end alone, and the fallback with it
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -305,6 +306,35 @@ def test_a_reply_larger_than_the_whole_cache_is_refused_saying_so(tiny_model_dir
         assert backend.batching.active() == 0 and backend.slots.busy == 0
     finally:
         registry.close()
+
+
+def test_an_entry_sizes_its_own_cache_and_a_bad_size_names_the_key(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`transformers: {kv_cache_tokens: N}` overrides --transformers-kv-cache-tokens for one entry;
+    an entry with a cache of its own is its own copy of the weights (its own manager)."""
+    from webui.errors import ConfigError
+    from webui.models.specs import parse_specs
+
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"models:\n  - {{name: own, backend: transformers, source: {tiny_model_dir}, context_length: 1024,"
+        " transformers: {kv_cache_tokens: 600}}\n"
+        f"  - {{name: global, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
+    )
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
+    try:
+        own, shared = registry.get("own"), registry.get("global")
+        assert (own.batching.kv_cache_tokens, shared.batching.kv_cache_tokens) == (768, 256)  # whole pages
+        assert (own.context_length, shared.context_length) == (768, 256)
+        assert "the paged KV cache's 768 tokens" in registry.status("own").engine
+    finally:
+        registry.close()
+    entry = {"name": "m", "backend": "transformers", "source": str(tiny_model_dir)}
+    for bad, says in (
+        ({"kv_cache_tokens": 0}, "'transformers.kv_cache_tokens': Input should be greater than or equal to 1"),
+        ({"kv_cache": 512}, "'transformers.kv_cache': unknown key in 'transformers'; known: kv_cache_tokens"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            parse_specs({"models": [{**entry, "transformers": bad}]})
 
 
 def test_an_architecture_the_manager_refuses_is_served_by_generate_with_the_reason(tmp_path: Path) -> None:

@@ -521,7 +521,10 @@ def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settin
         return None, "the model is spread over several devices"
     batching: Batching | None = None
     try:
-        batching = Batching(model, _eos_ids(model, tokenizer), settings.transformers_kv_cache_tokens, spec.name)
+        cache = spec.engine_options.get(
+            "kv_cache_tokens", settings.transformers_kv_cache_tokens
+        )  # the entry's own first
+        batching = Batching(model, _eos_ids(model, tokenizer), cache, spec.name)
         probe = Handoff[list[int]]()
         batching.submit(
             [tokenizer.bos_token_id or 0] * 4,
