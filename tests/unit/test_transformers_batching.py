@@ -3,6 +3,7 @@ the generate() path's answers, requests that end alone, and the fallback with it
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -222,6 +223,118 @@ def test_a_full_cache_makes_requests_wait_their_turn(tiny_models: Path, tmp_path
         assert results == [expected] * 3
     finally:
         registry.close()
+
+
+def test_replies_that_outgrow_a_full_cache_wait_and_keep_their_text(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pages, three replies of two pages each: the first two start, both run out of blocks half
+    way, and the manager puts one back in the queue (its cache freed, its tokens kept) until the
+    other ends. Each still gets the text it has alone, sampled ones included."""
+    from transformers.generation.continuous_batching.offloading_manager import OffloadingManager
+
+    put_back: list[bool] = []
+    real_offload = OffloadingManager.offload_requests
+
+    def offload(manager: OffloadingManager) -> bool:
+        put_back.append(real_offload(manager))
+        return put_back[-1]
+
+    monkeypatch.setattr(OffloadingManager, "offload_requests", offload)
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"models:\n  - {{name: long, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
+    )
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=512)
+    try:
+        backend = registry.get("long")
+        requests = [SAMPLED.replace(seed=i, max_new_tokens=270, ignore_eos=True) for i in range(2)]
+        requests.append(GREEDY.replace(max_new_tokens=270))
+        alone = [collect(backend.stream(HELLO, params))[0] for params in requests]
+        results: list[tuple[str, Finished] | None] = [None] * 3
+        start = threading.Barrier(3)
+
+        def chat(i: int) -> None:
+            start.wait()
+            results[i] = collect(backend.stream(HELLO, requests[i]))
+
+        threads = [threading.Thread(target=chat, args=(i,)) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        for i, result in enumerate(results):
+            assert result is not None, f"chat {i} did not finish"
+            assert (result[1].reason, result[1].error, result[1].completion_tokens) == (FinishReason.LENGTH, None, 270)
+            assert result[0] == alone[i], f"chat {i}"
+        assert any(put_back), "no reply ran out of blocks: the test did not fill the cache"
+        assert backend.batching.active() == 0 and backend.slots.busy == 0
+    finally:
+        registry.close()
+
+
+def test_a_reply_larger_than_the_whole_cache_is_refused_saying_so(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A model whose context (1024) is larger than its cache (one page, 256 tokens) says so at load,
+    and a reply that could never fit is refused before it starts, while the batch goes on. Let in,
+    it would grow past the last free block, and the manager then ends its loop with every request."""
+    from webui.errors import ParamError, PromptTooLong
+
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"models:\n  - {{name: long, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
+    )
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
+    try:
+        assert (
+            "context capped at the paged KV cache's 256 tokens, the model's is 1024" in registry.status("long").engine
+        )
+        backend = registry.get("long")
+        assert backend.context_length == 256
+        running = SamplingParams(temperature=0, max_new_tokens=200, ignore_eos=True)
+        expected = collect(backend.stream(HELLO, running))[0]
+        other = backend.stream(HELLO, running)
+        first = next(other).text
+        too_long = SamplingParams(temperature=0, max_new_tokens=300, ignore_eos=True)
+        with pytest.raises(ParamError, match="paged KV cache holds 256 tokens"):
+            backend.stream(HELLO, too_long)
+        with pytest.raises(ParamError, match="paged KV cache holds 256 tokens"):
+            backend.complete("hello world", too_long)
+        with pytest.raises(PromptTooLong):  # fits the model's context, not the cache
+            backend.stream([Message("user", "hello world " * 100)], running.replace(max_new_tokens=100))
+        text, final = collect(other)
+        assert (first + text, final.reason, final.completion_tokens) == (expected, FinishReason.LENGTH, 200)
+        assert backend.batching.active() == 0 and backend.slots.busy == 0
+    finally:
+        registry.close()
+
+
+def test_an_entry_sizes_its_own_cache_and_a_bad_size_names_the_key(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`transformers: {kv_cache_tokens: N}` overrides --transformers-kv-cache-tokens for one entry;
+    an entry with a cache of its own is its own copy of the weights (its own manager)."""
+    from webui.errors import ConfigError
+    from webui.models.specs import parse_specs
+
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"models:\n  - {{name: own, backend: transformers, source: {tiny_model_dir}, context_length: 1024,"
+        " transformers: {kv_cache_tokens: 600}}\n"
+        f"  - {{name: global, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
+    )
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
+    try:
+        own, shared = registry.get("own"), registry.get("global")
+        assert (own.batching.kv_cache_tokens, shared.batching.kv_cache_tokens) == (768, 256)  # whole pages
+        assert (own.context_length, shared.context_length) == (768, 256)
+        assert "the paged KV cache's 768 tokens" in registry.status("own").engine
+    finally:
+        registry.close()
+    entry = {"name": "m", "backend": "transformers", "source": str(tiny_model_dir)}
+    for bad, says in (
+        ({"kv_cache_tokens": 0}, "'transformers.kv_cache_tokens': Input should be greater than or equal to 1"),
+        ({"kv_cache": 512}, "'transformers.kv_cache': unknown key in 'transformers'; known: kv_cache_tokens"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            parse_specs({"models": [{**entry, "transformers": bad}]})
 
 
 def test_an_architecture_the_manager_refuses_is_served_by_generate_with_the_reason(tmp_path: Path) -> None:

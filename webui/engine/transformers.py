@@ -36,6 +36,7 @@ from webui.engine.batching import Batching
 from webui.engine.stops import StopFilter, shown_until_stop
 from webui.engine.templates import PromptBuilder, Rendered, Template
 from webui.engine.zerogpu import generate as generate_on_device
+from webui.errors import ParamError
 from webui.handoff import Handoff, run_in_thread
 from webui.models.loading import import_transformers
 from webui.models.specs import ModelSpec
@@ -126,11 +127,13 @@ class TransformersBackend(Backend):
         self.join_timeout_s = join_timeout_s
         self.batching = batching
         context = spec.context_length or _model_context(model, tokenizer)
-        if batching is not None:
-            # One request never holds more than the whole paged cache: a longer conversation drops
-            # its oldest turns to fit, as for any context limit, instead of failing in the manager.
-            context = min(context, batching.kv_cache_tokens)
-        self.prompts = PromptBuilder(spec, tokenizer, context)
+        # One request never holds more than the whole paged cache: a longer conversation drops its
+        # oldest turns to fit, as for any context limit. A request the manager could never place
+        # would end its loop, and with it every other request in the batch.
+        self.cache_cap = (
+            batching.kv_cache_tokens if batching is not None and batching.kv_cache_tokens < context else None
+        )
+        self.prompts = PromptBuilder(spec, tokenizer, self.cache_cap or context)
         self.template: Template = self.prompts.template
 
     @property
@@ -142,7 +145,18 @@ class TransformersBackend(Backend):
 
     def prepare(self, messages: Sequence[Message], params: SamplingParams) -> Rendered:
         """Validate and render: everything that can be refused before any work starts."""
+        self._within_cache(params)
         return self.prompts.prepare(messages, params)
+
+    def _within_cache(self, params: SamplingParams) -> None:
+        """A reply longer than the paged cache is refused saying so, not only as out of range."""
+        if self.cache_cap is not None and params.validate().max_new_tokens > self.cache_cap:
+            raise ParamError(
+                "max_new_tokens",
+                f"must be 1..{self.cache_cap}, got {params.max_new_tokens}: the model's paged KV cache holds "
+                f"{self.cache_cap} tokens for a prompt and its reply (kv_cache_tokens in the models file, "
+                "--transformers-kv-cache-tokens)",
+            )
 
     def stream(
         self,
@@ -166,6 +180,7 @@ class TransformersBackend(Backend):
         route: Route | None = None,
     ) -> Iterator[StreamEvent]:
         """Raw completion (the /v1/completions route): no template, no template stop strings."""
+        self._within_cache(params)
         return self._launch(self.prompts.raw(prompt, params), params, cancel, (), "raw")
 
     def prompt_tokens(self, prompt: Sequence[Message] | str) -> int:
@@ -439,7 +454,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         device=loaded.device,
         from_cache=loaded.from_cache,
         close=close,
-        engine=_engine_status(batching is not None, why_not),
+        engine=_engine_status(batching is not None, why_not, _cache_note(batching, spec, loaded)),
         # A batching engine's slots (as vLLM's and llama.cpp's), else one generate() thread each
         concurrency=settings.vllm_concurrency if batching is not None else settings.max_concurrency,
         identity=source_components(
@@ -464,11 +479,29 @@ BATCHED = "continuous batching"
 UNBATCHED = "one generate() per reply"
 
 
-def _engine_status(batched: bool, why_not: str) -> str:
+def _engine_status(batched: bool, why_not: str, cache_note: str = "") -> str:
     """The status's engine: "transformers", or which path serves and why where batching was asked for."""
     if batched:
-        return f"transformers ({BATCHED})"
+        return f"transformers ({BATCHED}{cache_note})"
     return f"transformers ({UNBATCHED}: {why_not})" if why_not else "transformers"
+
+
+def _cache_note(batching: Batching | None, spec: ModelSpec, loaded: Any) -> str:
+    """Said at load when the model's context is larger than its paged cache: a reply (prompt and
+    new tokens) is then capped at the cache, and a longer one is refused with the same reason."""
+    if batching is None:
+        return ""
+    context = spec.context_length or _model_context(loaded.model, loaded.tokenizer)
+    if batching.kv_cache_tokens >= context:
+        return ""
+    log.warning(
+        "%s: its context of %d tokens is larger than its paged KV cache of %d tokens; a prompt and its reply are "
+        "capped at the cache (raise kv_cache_tokens or --transformers-kv-cache-tokens)",
+        spec.name,
+        context,
+        batching.kv_cache_tokens,
+    )
+    return f"; context capped at the paged KV cache's {batching.kv_cache_tokens} tokens, the model's is {context}"
 
 
 PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
@@ -488,7 +521,10 @@ def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settin
         return None, "the model is spread over several devices"
     batching: Batching | None = None
     try:
-        batching = Batching(model, _eos_ids(model, tokenizer), settings.transformers_kv_cache_tokens, spec.name)
+        cache = spec.engine_options.get(
+            "kv_cache_tokens", settings.transformers_kv_cache_tokens
+        )  # the entry's own first
+        batching = Batching(model, _eos_ids(model, tokenizer), cache, spec.name)
         probe = Handoff[list[int]]()
         batching.submit(
             [tokenizer.bos_token_id or 0] * 4,

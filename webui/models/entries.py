@@ -128,8 +128,20 @@ class LocalEntry(Entry):
         return value
 
 
+class TransformersOptions(_Strict):
+    """How transformers serves the entry's weights (docs/models.md, "transformers")."""
+
+    kv_cache_tokens: Whole | None = Field(
+        None,
+        ge=1,
+        description="continuous batching: the paged KV cache all its requests share, in tokens (whole pages of 256, "
+        "allocated at load); default --transformers-kv-cache-tokens (8192)",
+    )
+
+
 class TransformersEntry(LocalEntry):
     backend: Literal["transformers"]
+    transformers: TransformersOptions = TransformersOptions()
 
 
 class VllmOptions(_Strict):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from webui.errors import ConfigError, ParamError
 from webui.models.entries import (
@@ -27,6 +27,7 @@ from webui.models.entries import (
     MaxMemory,
     OpenAIEntry,
     Sampling,
+    TransformersEntry,
     VllmEntry,
     resolve_relative,
 )
@@ -71,7 +72,7 @@ class ModelSpec:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
-    # the engine's own options as given (`vllm:` or `llamacpp:`), with what `place` shares out added
+    # the engine's own options as given (`vllm:`, `llamacpp:` or `transformers:`), with what `place` shares out added
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = ""  # "file: models[i] (name)", for messages
     entry: Entry | None = field(default=None, compare=False, repr=False)  # as checked: a backend's own keys
@@ -213,8 +214,19 @@ def _first_problem(exc: ValidationError, entry_class: type[Entry], backend: str)
     key = ".".join(loc) or "?"
     kind = error.get("type")
     if kind == "extra_forbidden":
-        fields = Sampling.model_fields if loc[:1] == ["sampling"] else entry_class.model_fields
-        scope = "sampling parameter" if loc[:1] == ["sampling"] else f"key for backend {backend}"
+        block = (
+            entry_class.model_fields[loc[0]].annotation if len(loc) > 1 and loc[0] in entry_class.model_fields else None
+        )
+        nested = isinstance(block, type) and issubclass(block, BaseModel)
+        # a typo inside a block (`sampling:`, `llamacpp:`) lists that block's keys, not the entry's
+        fields = block.model_fields if nested else entry_class.model_fields  # type: ignore[union-attr]
+        scope = (
+            "sampling parameter"
+            if block is Sampling
+            else f"key in '{loc[0]}'"
+            if nested
+            else f"key for backend {backend}"
+        )
         return f"key '{key}': unknown {scope}; known: {', '.join(sorted(fields))}"
     if kind == "missing":
         return f"key '{key}': required"
@@ -259,6 +271,8 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
         common["engine_options"] = entry.vllm.model_dump(exclude_defaults=True)
     if isinstance(entry, LlamaCppEntry):
         common["engine_options"] = entry.llamacpp.model_dump(exclude_defaults=True)
+    if isinstance(entry, TransformersEntry):
+        common["engine_options"] = entry.transformers.model_dump(exclude_defaults=True)
     if isinstance(entry, OpenAIEntry):
         first = entry.base_url if isinstance(entry.base_url, str) else entry.base_url[0]
         common.update(
