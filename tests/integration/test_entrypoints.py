@@ -103,7 +103,9 @@ def test_make_run_is_quiet_however_the_server_ends_on_ctrl_c(ends: str, tmp_path
         "    raise\n"
     )
     command = [*MAKE_RUN, f"PY={sys.executable} {server}"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    # as a person's shell runs it, not as a make inside `make test` (which says "make[1]: ...")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 30
         while not started.exists():
@@ -118,7 +120,7 @@ def test_make_run_is_quiet_however_the_server_ends_on_ctrl_c(ends: str, tmp_path
     if ends == "exit 3":
         assert "make: *** [Makefile" in output and "Error 3" in output, output
     else:
-        assert "make: ***" not in output, output
+        assert "***" not in output, output
 
 
 @pytest.mark.parametrize(
