@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from webui.leaderboard.stats import composite
 from webui.leaderboard.stats.composite import auto_weight, composite_board
-from webui.leaderboard.stats.ratings import bradley_terry
+from webui.leaderboard.stats.ratings import RIDGE, bradley_terry, grouped_keys
 
 TRUE = {"w": -1.0, "x": -0.3, "y": 0.3, "z": 1.0}  # log-odds strengths
 
@@ -27,16 +28,54 @@ def battles(n: int, seed: int, judge: str = "people") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_weight_zero_is_the_human_board_and_weight_two_a_fit_on_both_as_votes() -> None:
+def test_weight_zero_is_the_human_board_and_a_judge_that_votes_as_people_do_joins_their_fit() -> None:
     human, judged = battles(300, 1), battles(400, 2, judge="knows")
     alone = composite_board(human, judged, 0.0).set_index("model")["rating"]
     assert alone.to_dict() == pytest.approx(bradley_terry(human).to_dict(), abs=1e-6)
-    # at w = 2 each judgment weighs 1, as a vote does: the board of the two tables together
+    # this judge prefers as people do (its scale comes out near 1): at w = 2 a judgment weighs a vote,
+    # and the board is close to the fit of both tables as votes
     together = composite_board(human, judged, 2.0).set_index("model")["rating"]
     direct = bradley_terry(pd.concat([human, judged], ignore_index=True))
-    assert together.to_dict() == pytest.approx(direct.to_dict(), abs=1e-6)
-    half = composite_board(human, judged, 1.0).set_index("model")["rating"]
-    assert all(min(alone[m], together[m]) - 1e-9 <= half[m] <= max(alone[m], together[m]) + 1e-9 for m in TRUE)
+    assert together.to_dict() == pytest.approx(direct.to_dict(), abs=15)
+
+
+def scaled(n: int, seed: int, scale: float) -> pd.DataFrame:
+    """A judge whose log-odds are `scale` times people's (0: a coin)."""
+    rng = np.random.default_rng(seed)
+    names, rows = list(TRUE), []
+    for _ in range(n):
+        a, b = rng.choice(names, 2, replace=False)
+        won = rng.random() < 1 / (1 + math.exp(scale * (TRUE[b] - TRUE[a])))
+        rows.append({"model_a": a, "model_b": b, "winner": "model_a" if won else "model_b"})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.0])
+def test_the_judges_own_scale_is_found_and_the_fit_is_the_optimum(scale: float) -> None:
+    """k estimates the judge's scale, and (theta, k) is where the objective's gradient vanishes,
+    checked by finite differences of the log-likelihood written out here."""
+    human, judged = battles(2000, 11), scaled(20_000, 12, scale)
+    coded_h, coded_j = composite._coded(human, judged)
+    n_keys = 3 * len(coded_h.models) ** 2
+    g_h = grouped_keys(np.bincount(coded_h.keys(), minlength=n_keys).astype(float), coded_h.models)
+    g_j = grouped_keys(0.5 * np.bincount(coded_j.keys(), minlength=n_keys), coded_h.models)
+    theta, k = composite.fit_scaled(g_h, g_j, np.zeros(len(coded_h.models)))
+    assert k == pytest.approx(scale, abs=0.08)
+
+    def objective(x: np.ndarray) -> float:
+        t, kk = x[:-1], x[-1]
+        total = -0.5 * RIDGE * t @ t
+        for g, c in ((g_h, 1.0), (g_j, kk)):
+            for (a, b), s, w in zip(g.outcomes, g.score, g.weight, strict=True):
+                p = 1 / (1 + math.exp(-c * (t[a] - t[b])))
+                total += w * (s * math.log(p) + (1 - s) * math.log(1 - p))
+        return total
+
+    x = np.append(theta, k)
+    for i in range(len(x)):
+        step = np.zeros_like(x)
+        step[i] = 1e-5
+        assert (objective(x + step) - objective(x - step)) / 2e-5 == pytest.approx(0.0, abs=1e-2)
 
 
 def test_a_model_with_verdicts_only_is_provisional() -> None:
@@ -57,7 +96,6 @@ def test_auto_weight_trusts_a_judge_that_knows_and_not_one_that_guesses() -> Non
     knows = auto_weight(human, battles(3000, 6, judge="knows"))
     guesses = auto_weight(human, battles(3000, 7, judge="guesses"))
     assert knows.weight >= 0.5 and knows.log_loss[knows.weight] < knows.log_loss[0.0]
-    # about 0: a coin-tossing judge pulls ratings together, which a little shrinkage of 120 votes
-    # may reward, never more
-    assert guesses.weight <= 0.05
+    # a coin-tossing judge's scale is about 0: every weight fits alike, and none is trusted
+    assert guesses.weight == 0.0
     assert auto_weight(human.iloc[:3], battles(10, 8)).weight == 0.0  # too few votes to hold out

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.stats.ratings import BASE, INIT, SCALE, Coded, encode, fit_bt, grouped_keys
+from webui.leaderboard.stats import newton
+from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, Grouped, encode, fit_bt, grouped_keys
 
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)  # what `auto` tries
 FOLDS = 5
+LOSS_TOLERANCE = 1e-4  # nats per held-out vote: differences below it are the folds' noise, not the judge
 COLUMNS = ("model", "rating", "human_battles", "judge_judgments", "provisional")
 
 
@@ -68,6 +70,7 @@ def auto_weight(
     if n < folds or not len(coded_j.a):
         return AutoWeight(0.0, pd.Series({0.0: math.nan}))
     fold = np.random.default_rng(seed).permutation(n) % folds
+    emphasis = sparse_emphasis(coded_h)
     losses = {}
     for w in weights:
         total = 0.0
@@ -77,10 +80,22 @@ def auto_weight(
             p = 1.0 / (1.0 + np.exp(theta[coded_h.b[held]] - theta[coded_h.a[held]]))
             p = np.clip(p, 1e-9, 1 - 1e-9)
             s = coded_h.score[held]
-            total -= float(np.sum(s * np.log(p) + (1 - s) * np.log(1 - p)))
-        losses[w] = total / n
+            total -= float(np.sum(emphasis[held] * (s * np.log(p) + (1 - s) * np.log(1 - p))))
+        losses[w] = total / float(emphasis.sum())
     series = pd.Series(losses, name="log_loss")
-    return AutoWeight(float(series.idxmin()), series)
+    # the smallest weight doing about as well as the best: a judge whose verdicts carry nothing
+    # (a scale near 0) leaves every weight alike, and then none is trusted
+    good_enough = series[series <= series.min() + LOSS_TOLERANCE]
+    return AutoWeight(float(good_enough.index.min()), series)
+
+
+def sparse_emphasis(human: Coded) -> np.ndarray:
+    """Each human vote's share in `auto_weight`'s held-out loss: 1 over the human votes of the
+    less-voted of its two models. Where every model has many votes, the judge adds little and the
+    weight does not matter; where one has few (a newcomer), its few votes decide how far the judge
+    is trusted, instead of drowning among the established models' many."""
+    counts = np.bincount(human.a, minlength=len(human.models)) + np.bincount(human.b, minlength=len(human.models))
+    return 1.0 / np.maximum(1, np.minimum(counts[human.a], counts[human.b]))
 
 
 def _coded(human: pd.DataFrame, judged: pd.DataFrame) -> tuple[Coded, Coded]:
@@ -94,8 +109,82 @@ def _coded(human: pd.DataFrame, judged: pd.DataFrame) -> tuple[Coded, Coded]:
 
 
 def _fit(human: Coded, judged: Coded, weight: float, keep: np.ndarray) -> np.ndarray:
-    counts = np.bincount(human.keys()[keep], minlength=3 * len(human.models) ** 2).astype(float)
-    if weight:
-        counts += weight / 2 * np.bincount(judged.keys(), minlength=len(counts))
-    g = grouped_keys(counts, human.models)
-    return fit_bt(g.outcomes, g.score, g.weight, len(g.models))
+    """The strengths on the human votes' scale (`keep` of them) and, weighing weight/2 per order,
+    the judgments on a scale of the judge's own (`fit_scaled`)."""
+    n_keys = 3 * len(human.models) ** 2
+    g_h = grouped_keys(np.bincount(human.keys()[keep], minlength=n_keys).astype(float), human.models)
+    theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
+    if not weight or not len(judged.a):
+        return theta
+    g_j = grouped_keys(weight / 2 * np.bincount(judged.keys(), minlength=n_keys), human.models)
+    return fit_scaled(g_h, g_j, theta)[0]
+
+
+def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> tuple[np.ndarray, float]:
+    """(theta, k) maximising the human votes' Bradley-Terry log-likelihood in theta plus the
+    judgments' with win probability sigmoid(k (theta_a - theta_b)): a judge that prefers the
+    better reply less often than people do (k < 1), or at random (k near 0), then tells the order
+    of the models without pulling their ratings together. Newton's method on (theta, k) from
+    `start` and k = 1 (the objective is concave in theta at fixed k and in k at fixed theta;
+    step halving keeps each step uphill)."""
+    n = len(human.models)
+    a_h, b_h, a_j, b_j = human.outcomes[:, 0], human.outcomes[:, 1], judged.outcomes[:, 0], judged.outcomes[:, 1]
+
+    def objective(x: np.ndarray) -> float:
+        t, k = x[:n], x[n]
+        return (
+            _log_likelihood(t[a_h] - t[b_h], human)
+            + _log_likelihood(k * (t[a_j] - t[b_j]), judged)
+            - (0.5 * RIDGE * t @ t)
+        )
+
+    def derivatives(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gradient and the negative Hessian (what newton.maximise takes, as fit_bt gives it)."""
+        t, k = x[:n], x[n]
+        grad, hess = np.zeros(n + 1), np.zeros((n + 1, n + 1))
+        grad[:n], hess[:n, :n] = -RIDGE * t, np.diag(np.full(n, RIDGE))
+        for a, b, g, scale in ((a_h, b_h, human, 1.0), (a_j, b_j, judged, k)):
+            d = t[a] - t[b]
+            p = 1.0 / (1.0 + np.exp(-scale * d))
+            residual, curvature = g.weight * (g.score - p), g.weight * p * (1 - p)
+            grad[:n] += np.bincount(a, scale * residual, n) - np.bincount(b, scale * residual, n)
+            inner = scale**2 * curvature
+            hess[:n, :n] += np.diag(np.bincount(a, inner, n) + np.bincount(b, inner, n))
+            np.add.at(hess, (a, b), -inner)
+            np.add.at(hess, (b, a), -inner)
+            if g is judged:  # k's own row: d/dk of the judgments' terms
+                grad[n] = float(np.sum(residual * d))
+                cross = scale * curvature * d - residual
+                hess[:n, n] = np.bincount(a, cross, n) - np.bincount(b, cross, n)
+                hess[n, :n] = hess[:n, n]
+                hess[n, n] = float(np.sum(curvature * d * d)) + 1e-12
+        return grad, hess
+
+    # Near the optimum first, by turns (each concave): theta at fixed k, then k at fixed theta; from
+    # there Newton on both, where the objective is concave too. (From theta = 0, k has no slope.)
+    def part(x: np.ndarray, keep: slice, free: np.ndarray) -> np.ndarray:
+        whole = x.copy()
+        whole[keep] = free
+        return whole
+
+    x = np.append(start, 1.0)
+    for keep in (slice(0, n), slice(n, n + 1)) * 3:
+        fixed = x.copy()
+
+        def block_objective(free: np.ndarray, fixed: np.ndarray = fixed, keep: slice = keep) -> float:
+            return objective(part(fixed, keep, free))
+
+        def block_derivatives(
+            free: np.ndarray, fixed: np.ndarray = fixed, keep: slice = keep
+        ) -> tuple[np.ndarray, np.ndarray]:
+            gradient, hessian = derivatives(part(fixed, keep, free))
+            return gradient[keep], hessian[keep, keep]
+
+        x[keep] = newton.maximise(block_objective, block_derivatives, x[keep], tol=1e-6)
+    x = newton.maximise(objective, derivatives, x, tol=1e-9, max_iter=200)
+    return x[:n], float(x[n])
+
+
+def _log_likelihood(diff: np.ndarray, g: Grouped) -> float:
+    log_p, log_q = -np.logaddexp(0.0, -diff), -np.logaddexp(0.0, diff)
+    return float(np.sum(g.weight * (g.score * log_p + (1.0 - g.score) * log_q)))
