@@ -204,7 +204,8 @@ def test_a_fast_model_is_not_held_back_by_a_slow_one() -> None:
     }
 
 
-def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
+def long_battle_under_way() -> tuple[Services, Handlers, threading.Thread, list[Session]]:
+    """A battle of two long replies streaming in a thread, once both panes show text."""
     services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
     handlers = Handlers(services)
     frames: list[Session] = []
@@ -214,6 +215,11 @@ def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
     while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
         assert time.monotonic() < deadline, "no text arrived"
         time.sleep(0.01)
+    return services, handlers, worker, frames
+
+
+def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
+    services, handlers, worker, frames = long_battle_under_way()
     session = handlers.stop(frames[-1], ME)
     worker.join(5)
     assert not worker.is_alive()
@@ -227,15 +233,7 @@ def test_stop_ends_both_streams_and_keeps_partial_replies() -> None:
 def test_a_server_stop_ends_a_running_battle_as_stop_does_and_every_later_run_at_once() -> None:
     """What a stop (Ctrl-C, SIGTERM) does to the UI: every run it tracks is cancelled, the partial
     replies are recorded as stopped, and a run that starts after it ends at once."""
-    services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
-    handlers = Handlers(services)
-    frames: list[Session] = []
-    worker = threading.Thread(target=lambda: frames.extend(handlers.send(None, "battle", "go", OWN, ME, CLIENT)))
-    worker.start()
-    deadline = time.monotonic() + 5
-    while not (frames and all(p.turns and p.turns[-1].reply.text for p in frames[-1].panes)):
-        assert time.monotonic() < deadline, "no text arrived"
-        time.sleep(0.01)
+    services, handlers, worker, frames = long_battle_under_way()
     assert services.generations.stop_all() == 1  # one run, two panes
     worker.join(5)
     assert not worker.is_alive(), "the stop did not end the run"

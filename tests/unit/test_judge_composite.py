@@ -99,3 +99,14 @@ def test_auto_weight_trusts_a_judge_that_knows_and_not_one_that_guesses() -> Non
     # a coin-tossing judge's scale is about 0: every weight fits alike, and none is trusted
     assert guesses.weight == 0.0
     assert auto_weight(human.iloc[:3], battles(10, 8)).weight == 0.0  # too few votes to hold out
+
+
+def test_held_out_votes_count_by_the_fewer_votes_of_their_two_models() -> None:
+    """auto's emphasis: a vote weighs 1 over the human votes of its less-voted model, so a
+    newcomer's few votes are not drowned by the established models' many."""
+    human = pd.DataFrame(
+        [("x", "y", "model_a")] * 6 + [("x", "new", "model_b")] * 2, columns=["model_a", "model_b", "winner"]
+    )
+    coded, _ = composite._coded(human, human.iloc[:0])
+    # x: 8 votes, y: 6, new: 2
+    assert composite.sparse_emphasis(coded).tolist() == [1 / 6] * 6 + [1 / 2] * 2

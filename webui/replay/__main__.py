@@ -223,8 +223,7 @@ def _queue(
     if len(pairs) < args.queue:
         print(f"--queue {args.queue}: only {len(pairs)} pairs have a verdict; all queued", file=sys.stderr)
     print(f"queued {len(pairs)} pairs as blind battles: {path}", file=sys.stderr)
-    verdicts = {r.prompt.text: r.verdicts for r in chosen}
-    return {"file": str(path), "pairs": [p.pair_id for p in pairs], "verdicts": [verdicts[p.prompt] for p in pairs]}
+    return {"file": str(path), "pairs": [p.pair_id for p in pairs], "verdicts": [r.verdicts for r in chosen]}
 
 
 def _report(
