@@ -6,9 +6,11 @@
     python -m webui.judge logs --models judges.yaml     # the judge named in its judge: block
     python -m webui.judge logs --judge gpt-judge --agreement   # how far it agrees with the votes
     python -m webui.judge logs --judge gpt-judge --composite --judge-weight auto   # one board of both
+    python -m webui.judge logs --judge gpt-judge --label-categories --categories-file categories.yaml
 
 The judge is any entry of the models file (a local engine or a remote OpenAI-compatible server).
-Verdicts go to LOGDIR/YYYY-MM-DD-judge.json; the run can be stopped (Ctrl-C, or killed) and
+Verdicts go to LOGDIR/YYYY-MM-DD-judge.json, category labels (--label-categories: the declared
+category of each battle no rule or visitor's tag places) to LOGDIR/YYYY-MM-DD-labels.json; a run can be stopped (Ctrl-C, or killed) and
 started again at any time. Bad input exits 2 with one line and writes nothing.
 """
 
@@ -30,6 +32,7 @@ from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
 from webui.judge.calibration import calibrate, report_lines
 from webui.judge.composite import composite, composite_lines
+from webui.judge.label_cli import label, label_prompt
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, judge_battles, slots_of
@@ -82,6 +85,26 @@ def parser() -> argparse.ArgumentParser:
         help="--agreement and --composite read the verdicts of this prompt version (as the verdict lines "
         "name it; 'simulated' for webui.judge.simulate's); default the current prompt's",
     )
+    p.add_argument(
+        "--label-categories",
+        action="store_true",
+        help="label the battles no declared rule or visitor's tag places with one of the declared categories "
+        "(or none), for the category boards (judges nothing)",
+    )
+    p.add_argument(
+        "--categories-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--label-categories: the declared categories; default the arena's (ARENA_CATEGORIES_FILE)",
+    )
+    p.add_argument(
+        "--label-prompt",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--label-categories: the prompt; default ours (webui/judge/default_label_prompt.txt)",
+    )
     p.add_argument("--rounds", type=int, default=200, help="bootstrap rounds for --agreement's intervals; default 200")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -129,33 +152,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.judge, prompt = choice.name, choice.prompt
         if args.agreement or args.composite:
             return _agreement(args, prompt, args.judge_weight if args.judge_weight is not None else choice.weight)
+        labelling = label_prompt(args, settings) if args.label_categories else None
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
     try:
-        return _judge(args, prompt, registry)
+        judge = _ready(args, prompt, registry)
+        if isinstance(judge, str):
+            return _refuse(judge)
+        if labelling is not None:
+            return label(args, judge, registry.names(), labelling)
+        return _judge(args, judge, registry.names())
     finally:
         registry.close()
 
 
-def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -> int:
+def _ready(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -> Judge | str:
+    """The judge, loaded and usable; or why not."""
     if args.judge not in registry.names():
-        return _refuse(f"no model {args.judge!r} in the models file; it has: {', '.join(registry.names())}")
+        return f"no model {args.judge!r} in the models file; it has: {', '.join(registry.names())}"
     print(f"[loading the judge {args.judge} ...]", file=sys.stderr, flush=True)
     try:
         backend = registry.load(args.judge)
     except Exception as exc:  # any engine's failure to load: the run cannot start
-        return _refuse(f"the judge {args.judge} is not ready: {exc}")
+        return f"the judge {args.judge} is not ready: {exc}"
     status = registry.status(args.judge)
     if not status.usable:
-        return _refuse(f"the judge {args.judge} is not ready: {status.describe()}")
-    judge = Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
+        return f"the judge {args.judge} is not ready: {status.describe()}"
+    return Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
+
+
+def _judge(args: argparse.Namespace, judge: Judge, model_names: Sequence[str]) -> int:
+    prompt = judge.prompt
     index = VoteIndex(args.log_dir, args.index)
     try:
         with Progress("indexing votes", fmt=size) as indexing:
             battles = battles_to_judge(
                 index,
-                registry.names(),
+                model_names,
                 judged(args.log_dir, judge.name, prompt.version),
                 since=args.since,
                 limit=args.limit,
@@ -163,7 +197,7 @@ def _judge(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
             )
     finally:
         index.close()
-    slots = slots_of(backend)
+    slots = slots_of(judge.backend)
     print(
         f"[{len(battles)} battles to judge with {judge.name} (prompt {prompt.version}), {slots} at a time]",
         file=sys.stderr,

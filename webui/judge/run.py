@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -31,7 +31,9 @@ from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_
 from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.rows import counted, drop_reasons
 from webui.progress import Progress
-from webui.types import FinishReason, SamplingParams
+from webui.types import FinishReason, Message, SamplingParams
+
+T = TypeVar("T")
 
 
 class JudgeFailed(RuntimeError):
@@ -130,13 +132,19 @@ class Judge:
         shown = (battle.conversation_a, battle.conversation_b)
         if order == "ba":
             shown = shown[::-1]
+        text, latency_s = self.answer(self.prompt.messages(*shown), cancel)
+        return Asked(order, text, parse_verdict(text), latency_s)
+
+    def answer(self, messages: list[Message], cancel: threading.Event) -> tuple[str, float]:
+        """The judge's whole reply to `messages` and the seconds it took; Cancelled when stopped,
+        JudgeFailed when the request failed (no answer to keep)."""
         start = time.monotonic()
-        text, final = collect(self.backend.stream(self.prompt.messages(*shown), self.params, cancel))
+        text, final = collect(self.backend.stream(messages, self.params, cancel))
         if cancel.is_set() or final.reason is FinishReason.CANCELLED:
             raise Cancelled
         if final.reason is FinishReason.ERROR:
             raise JudgeFailed(final.error or "the judge's request failed")
-        return Asked(order, text, parse_verdict(text), time.monotonic() - start)
+        return text, time.monotonic() - start
 
 
 @dataclass
@@ -159,26 +167,52 @@ def judge_battles(
     on_progress: Callable[[RunReport], None] = lambda report: None,
 ) -> RunReport:
     """Judge `battles` in both orders, `workers` at a time; write each verdict as it completes."""
+    return run_each(
+        battles,
+        lambda battle, stop: _verdict(judge, battle, log.clock, stop),
+        log.write,
+        lambda record: any(o["mark"] is None for o in record["orders"]),
+        workers=workers,
+        cancel=cancel,
+        on_progress=on_progress,
+        name=f"judge:{judge.name}",
+    )
+
+
+def run_each(
+    items: Iterable[T],
+    work: Callable[[T, threading.Event], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+    unparsed: Callable[[dict[str, Any]], bool],
+    *,
+    workers: int = 1,
+    cancel: threading.Event | None = None,
+    on_progress: Callable[[RunReport], None] = lambda report: None,
+    name: str = "judge",
+) -> RunReport:
+    """`work(item, cancel)` for each item, `workers` at a time, each record `write`n as it
+    completes (a verdict, a label): the loop every judging run shares. `work` raises Cancelled
+    when stopped and JudgeFailed when a request failed (nothing written, left for a later run)."""
     cancel = cancel or threading.Event()
-    pending = list(battles)
+    pending = list(items)
     report = RunReport(chosen=len(pending))
     width = max(1, workers)
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix=f"judge:{judge.name}") as pool:
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix=name) as pool:
         running: set[Future[dict[str, Any]]] = set()
         try:
             while running or (pending and not cancel.is_set()):
                 while pending and len(running) < width and not cancel.is_set():
-                    running.add(pool.submit(_verdict, judge, pending.pop(0), log.clock, cancel))
+                    running.add(pool.submit(work, pending.pop(0), cancel))
                 done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     running.discard(future)
-                    _settle(future, log, report)
+                    _settle(future, write, unparsed, report)
                     on_progress(report)
         finally:
             if running:  # an exception (Ctrl-C) ended the loop: nothing in flight outlives it
                 cancel.set()
                 for future in running:
-                    _settle(future, log, report)
+                    _settle(future, write, unparsed, report)
     report.stopped = bool(pending) or report.judged + report.failed < report.chosen
     return report
 
@@ -188,7 +222,12 @@ def _verdict(judge: Judge, battle: Battle, clock: Callable[[], float], cancel: t
     return verdict_record(battle.about, judge.name, judge.fingerprint, judge.prompt.version, asked, clock())
 
 
-def _settle(future: Future[dict[str, Any]], log: VerdictLog, report: RunReport) -> None:
+def _settle(
+    future: Future[dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+    unparsed: Callable[[dict[str, Any]], bool],
+    report: RunReport,
+) -> None:
     try:
         record = future.result()
     except Cancelled:
@@ -198,9 +237,9 @@ def _settle(future: Future[dict[str, Any]], log: VerdictLog, report: RunReport) 
         if str(exc) not in report.errors:
             report.errors.append(str(exc))
         return
-    log.write(record)
+    write(record)
     report.judged += 1
-    report.unparsed += any(o["mark"] is None for o in record["orders"])
+    report.unparsed += unparsed(record)
 
 
 def agreement_line(records: Iterable[Mapping[str, Any]]) -> str:

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=PRIOR_SD,
         metavar="SD",
-        help=f"the normal prior (Elo points) a declared category's board is shrunk with; default {PRIOR_SD:g} "
+        help=f"the normal prior (Elo points) each category's board (built-in or declared) is shrunk with; default {PRIOR_SD:g} "
         "(0: not shrunk)",
     )
     add("--voters", action="store_true", help="print the voter check (agreement with everyone else's ratings)")
@@ -291,7 +291,8 @@ def _indexed_board(args: argparse.Namespace, index: VoteIndex, options: BoardOpt
         f"{report.rechecked} identity checks redone ({time.perf_counter() - started:.1f} s)",
         file=sys.stderr,
     )
-    membership = Membership(declared) if declared else None
+    # a judge's category labels (python -m webui.judge --label-categories) fill what no rule or tag places
+    membership = Membership.with_labels(declared, index.log_dir) if declared else None
     return board_from_index(index, options, catch_up=False, membership=membership)
 
 

@@ -137,7 +137,7 @@ class LeaderboardView:
         self.declared = declared or Declared()
         build: Callable[[pd.DataFrame, BoardOptions, int], Board] = board_from_rows
         if self.declared:
-            membership = Membership(self.declared)
+            membership = Membership.with_labels(self.declared, self.log_dir)  # and a judge's labels
 
             def build_marked(rows: pd.DataFrame, options: BoardOptions, skipped: int) -> Board:
                 return board_from_rows(membership.columns(rows, index.records), options, skipped)

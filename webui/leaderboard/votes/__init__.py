@@ -6,6 +6,8 @@
 - `language`: which language a prompt is written in, offline.
 - `declared`: the categories the operator declares (`--categories-file`) and which of them a vote is
   in (its rule on the first prompt, or a visitor's tag), read at board time from the vote's own line.
+- `labels`: a judge's category labels (`python -m webui.judge --label-categories`), read back from
+  their own files beside the logs for what no rule and no tag places.
 - `ingest`: a piece of a log file to rows, pure, so that worker processes can run it.
 - `index`: the vote index beside the logs (`VoteIndex`) and its catch-up.
 - `row_cache`: the index's rows as one numpy file, to load a million in a fraction of a second.

@@ -42,6 +42,7 @@ import yaml
 
 from webui.db.columns import DECLARED_PREFIX as PREFIX
 from webui.errors import ConfigError
+from webui.leaderboard.votes.labels import LabelBook, Place
 from webui.leaderboard.votes.language import detect_language
 from webui.leaderboard.votes.rows import _texts
 
@@ -106,9 +107,15 @@ class Declared:
 
     def of(self, record: Mapping[str, Any]) -> tuple[str, ...]:
         """The declared categories a battle vote record is in: by its first prompt, or its visitor's tag."""
+        return self.placed(record)[0]
+
+    def placed(self, record: Mapping[str, Any]) -> tuple[tuple[str, ...], bool]:
+        """`of(record)`, and whether a judge's label may place the vote (webui.judge.labels): only
+        where no rule matches and the visitor left no tag (any tag: a visitor's word always wins)."""
         prompt = first_prompt(record)
         tag = visitor_tag(record)
-        return tuple(c.name for c in self.categories if c.name == tag or (prompt is not None and c.matches(prompt)))
+        names = tuple(c.name for c in self.categories if c.name == tag or (prompt is not None and c.matches(prompt)))
+        return names, not names and not tag and prompt is not None
 
 
 def first_prompt(record: Mapping[str, Any]) -> str | None:
@@ -253,11 +260,19 @@ def _at(where: str, node: yaml.Node) -> str:
 class Membership:
     """Which declared categories each vote index row is in, read from the row's own log line once
     and then remembered by the line's place and time (file, offset, tstamp): a file rewritten
-    under the same name is read again where its lines differ."""
+    under the same name is read again where its lines differ. With `labels`, a row that no rule
+    and no visitor's tag places takes the category a judge labelled it with (the book is read
+    again, incrementally, at each call, so labels written since count at the next build)."""
 
-    def __init__(self, declared: Declared) -> None:
-        self.declared = declared
-        self._known: dict[tuple[str, int, float], tuple[str, ...]] = {}
+    def __init__(self, declared: Declared, labels: LabelBook | None = None) -> None:
+        self.declared, self.labels = declared, labels
+        # place -> (the categories of its rules and tag, whether a judge's label may place it)
+        self._known: dict[Place, tuple[tuple[str, ...], bool]] = {}
+
+    @classmethod
+    def with_labels(cls, declared: Declared, log_dir: Path) -> Membership:
+        """Membership that reads the judge's category labels beside the logs in `log_dir`."""
+        return cls(declared, LabelBook(Path(log_dir)))
 
     def columns(
         self, rows: pd.DataFrame, read: Callable[[pd.DataFrame], Iterable[tuple[int, Mapping[str, Any] | None]]]
@@ -275,11 +290,24 @@ class Membership:
         unknown = [i for i, key in enumerate(keys) if key not in self._known]
         if unknown:
             for position, record in read(rows.iloc[unknown]):
-                self._known[keys[unknown[position]]] = self.declared.of(record) if record is not None else ()
-        found = [self._known.get(key, ()) for key in keys]
+                self._known[keys[unknown[position]]] = (
+                    self.declared.placed(record) if record is not None else ((), False)
+                )
+        found = [self._known.get(key, ((), False)) for key in keys]
+        labels = self.labels.refresh() if self.labels is not None else {}
+        names = set(self.declared.names)
+        placed = [
+            _with_label(rule_or_tag, labels.get(key) if open_ else None, names)
+            for key, (rule_or_tag, open_) in zip(keys, found, strict=True)
+        ]
         return rows.assign(
             **{
-                PREFIX + n: pd.Series([n in f for f in found], index=rows.index, dtype=bool)
+                PREFIX + n: pd.Series([n in p for p in placed], index=rows.index, dtype=bool)
                 for n in self.declared.names
             }
         )
+
+
+def _with_label(placed: tuple[str, ...], label: str | None, names: set[str]) -> tuple[str, ...]:
+    """A judge's label where it names a category declared now; else the rules' and tag's answer."""
+    return (label,) if label is not None and label in names else placed
