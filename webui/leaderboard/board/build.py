@@ -18,7 +18,7 @@ import pandas as pd
 from webui.config import Settings
 from webui.db.columns import SPEED_FIELDS
 from webui.leaderboard.stats import ratings
-from webui.leaderboard.stats.categories import category_counts, category_masks, declared_names
+from webui.leaderboard.stats.categories import ALL, category_counts, category_masks
 from webui.leaderboard.stats.fingerprints import fingerprints_of, split_by_fingerprint
 from webui.leaderboard.stats.history import ratings_over_time
 from webui.leaderboard.stats.shrink import PRIOR_SD, SHRINK_COLUMNS, shrink, shrink_line
@@ -59,7 +59,7 @@ class BoardOptions:
     style: bool = True  # compute the style-controlled ratings
     history_points: int = 20  # cut points of the ratings-over-time plot (0: none)
     merge_fingerprints: tuple[str, ...] = ()  # names rated as one row whatever served them ("*": every name)
-    category_prior_sd: float = PRIOR_SD  # a declared category's board is shrunk toward the overall one (stats.shrink)
+    category_prior_sd: float = PRIOR_SD  # a category's board is shrunk toward the overall one (stats.shrink)
 
     @classmethod
     def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> BoardOptions:
@@ -274,15 +274,17 @@ def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, cod
 
 
 def category_board(board: Board, category: str) -> tuple[Rated, int]:
-    """The board's tables over one category's battles, and how many battles that is. A declared
-    category's (`--categories-file`) is shrunk toward the overall board (stats.shrink)."""
+    """The board's tables over one category's battles, and how many battles that is. Every
+    category's but "all" (built-in and declared alike) is shrunk toward the overall board
+    (stats.shrink): a small built-in one (a rare language, coding on a chat arena) swings as
+    wildly as a small declared one, and a large one keeps nearly its own figures anyway."""
     counted = board.all_counted()
     masks = category_masks(counted)
     if category not in masks:
         raise ValueError(f"unknown category {category!r}; known: {', '.join(masks)}")
     used = counted[masks[category]]
     rated = rate(used.reset_index(drop=True), board.options)
-    if category in declared_names(counted):
+    if category != ALL:
         rated.table = shrink(rated.table, board.table, board.options.category_prior_sd)
     return rated, len(used)
 

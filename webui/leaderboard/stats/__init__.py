@@ -5,7 +5,7 @@
 - `confidence`: how sure the board is of each neighbouring pair, and which battles would settle it.
 - `categories`: the category masks (language, multi-turn, long prompt, coding, the declared ones'
   columns) over a battles table.
-- `shrink`: a declared category's board shrunk toward the overall one, with a stated normal prior.
+- `shrink`: a category's board (built-in or declared) shrunk toward the overall one, with a stated normal prior.
 - `fingerprints`: a name that came to serve something else, rated apart.
 - `voters`: the daily cap and the voters who disagree with everyone beyond chance.
 - `history`: ratings over time.
