@@ -114,6 +114,7 @@ def test_labels_fill_the_category_boards_and_never_override_a_rule_or_a_visitor(
         ("grow a tomato", None),  # the rule: gardening, never asked
         ("a sonnet on tomatoes", "poetry"),  # the visitor's tag ("tomatoes" is not the rule's word): never asked
         ("another sonnet, please", "gardening"),  # the visitor says gardening: never asked, never poetry
+        ("a sonnet about soup", "cooking"),  # a tag the file does not declare (now): still the visitor's, never asked
         ("what is the capital of France", None),  # the judge: none
     ]
     common = setup(tmp_path, label_server[1].v1, prompts)
