@@ -296,6 +296,8 @@ def test_view_shows_categories_and_my_votes(log_dir: Path):
     ]
     summary, table, *_ = view.outputs("multi-turn")
     assert summary.startswith("Category **multi-turn**: 1 of the 13 battles") and len(table) == 2
+    assert "Shrunk toward the overall board" in summary  # a built-in category's board is shrunk, and says so
+    assert "Shrunk" not in view.outputs("all")[0]
     note, mine = view.my_votes("h:nobody")
     assert "not voted" in note and mine.empty
     assert "ip_logging is none" in view.my_votes("")[0]
