@@ -12,7 +12,7 @@ flag, help text and check, and everything else is derived from the row:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -116,7 +116,7 @@ def read_text(name: str, raw: str, kind: type) -> Any:
         raise ConfigError(f"{env_name(name)}: cannot read {raw!r} as {kind.__name__}") from None
 
 
-def read_environment(fields: tuple[dataclasses.Field, ...], environ: Any) -> dict[str, Any]:
+def read_environment(fields: tuple[dataclasses.Field, ...], environ: Mapping[str, str]) -> dict[str, Any]:
     """The values the ARENA_* variables in `environ` give (an empty one gives none)."""
     values: dict[str, Any] = {}
     for f in fields:

@@ -42,16 +42,14 @@ class ServingSettings:
         flag="--cache-dir",
         help="cache for dequantised weights; default ~/.cache/pairwise-arena",
     )
-    # load every model in the background at start
     preload: bool = setting(True, flag="--no-preload", help="load models on first use instead of at start")
-    load_parallel: int = setting(  # vLLM starts overlap well
+    load_parallel: int = setting(  # vLLM starts overlap well, hence 2
         2,
         flag="--load-parallel",
         help="models loading at once at start; default 2 (1: one after another)",
         check=AT_LEAST_1,
     )
-    # a models-file entry may set its own
-    max_concurrency: int = setting(
+    max_concurrency: int = setting(  # per set of weights; a models-file entry may set its own
         2, flag="--max-concurrency", help="simultaneous generations per model; default 2", check=AT_LEAST_1
     )
     queue_timeout_s: float = setting(
