@@ -1,6 +1,6 @@
 """The whole tier on one machine, without Docker: deploy/compose.yaml's services as plain processes.
 
-    python deploy/local_tier.py --model DIR [--upstream vllm|arena] [--port 8080] [--folder F]
+    python -m deploy.local_tier --model DIR [--upstream vllm|arena] [--port 8080] [--folder F]
 
 Starts, in this order and each in FOLDER (a new temporary one by default): PostgreSQL (Debian's
 binaries, scripts/install-postgres.sh), two model servers on the HF folder DIR (vLLM's CPU build
@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from render_nginx import render  # a script beside this one (deploy/ is not a package)
+from deploy.render_nginx import render
+from webui.engine.process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX = Path("/usr/sbin/nginx")
@@ -86,7 +86,6 @@ def upstream_arena_command(python: str, name: str, port: int, folder: Path) -> l
 def model_folder(source: str) -> Path:
     """A Hugging Face model folder for `source`, any models-file source (docs/models.md): a folder as
     it is, a GGUF file (the demo's) dequantised once into the app's cache, as the app does for vLLM."""
-    sys.path.insert(0, str(ROOT))  # the app of this checkout, as `python -m webui` from ROOT finds it
     from webui.config import Settings
     from webui.errors import ConfigError
     from webui.models.loading import LoadError
@@ -101,12 +100,6 @@ def model_folder(source: str) -> Path:
 
 
 # ---- running them ----------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def answers(url: str) -> bool:
     import httpx
 
@@ -253,7 +246,7 @@ def run_tier(tier: Tier, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.local_tier", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--model",
         default=DEMO_MODEL,

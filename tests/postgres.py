@@ -79,7 +79,7 @@ class PostgresServer:
 
 
 def start_server() -> PostgresServer:
-    """A new server in a temporary folder, started (bench/vote_store.py uses it too)."""
+    """A new server in a temporary folder, started (bench/tier/vote_store.py uses it too)."""
     folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
     binaries = server_binaries()
     if os.geteuid() == 0:

@@ -3,7 +3,7 @@
 The events are found by name in the page's config (`/direct_send` for one pane, `/sbs_send` for two
 named panes) and their inputs are filled in by label, so that a reordered control does not silently
 send the wrong value. Each turn runs in a fresh session that the server already holds (as a page's
-does after its load event), through `bench.ui_client`, which reads every update as it arrives
+does after its load event), through `bench.serving.ui_client`, which reads every update as it arrives
 (gradio_client waited up to 50 ms for each). Time to first token here is the first update in which
 the pane shows text; tokens come from the statistics line the UI writes under a finished reply. A
 pane arrives as an update dict (the first and last update of a run) or as its bare messages (while
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.paths import CURSOR, Request, Sample
-from bench.ui_client import Event, UIClient
+from bench.serving.paths import CURSOR, Request, Sample
+from bench.serving.ui_client import Event, UIClient
 
 DIRECT = "/direct_send"
 SIDE_BY_SIDE = "/sbs_send"

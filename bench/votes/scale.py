@@ -1,8 +1,8 @@
-"""The vote index and the board at scale: `python -m bench.votes`.
+"""The vote index and the board at scale: `python -m bench.votes.scale`.
 
-    python -m bench.votes                              # 20k, 200k and 1M simulated votes (~15 min)
-    python -m bench.votes --sizes 20000 --old-tree DIR # also the code before the index, checked out in DIR
-    python -m bench.votes --steps live                 # only the new vote, on the indexes left in --work
+    python -m bench.votes.scale                              # 20k, 200k and 1M simulated votes (~15 min)
+    python -m bench.votes.scale --sizes 20000 --old-tree DIR # also the code before the index, checked out in DIR
+    python -m bench.votes.scale --steps live                 # only the new vote, on the indexes left in --work
 
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work between runs), then,
 each step in a fresh process so that its peak memory is its own:
@@ -36,7 +36,7 @@ STEPS = ("index", "board", "live")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.votes", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.scale", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="simulated votes per run, comma-separated")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-votes"), help="where logs and indexes go")
     parser.add_argument("--old-tree", type=Path, help="a checkout of the code before the index, timed beside it")
@@ -101,7 +101,7 @@ def child(*step: str) -> dict[str, Any]:
     """Run one step in a fresh interpreter: its result, with its wall time and peak memory."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "bench.votes", *step], capture_output=True, text=True, check=False, cwd=ROOT
+        [sys.executable, "-m", "bench.votes.scale", *step], capture_output=True, text=True, check=False, cwd=ROOT
     )
     if done.returncode != 0:
         raise RuntimeError(f"step {step[0]} failed: {done.stderr[-2000:]}")

@@ -2,9 +2,9 @@
 sections, with counts sized to a few minutes and overhead first, since the lease may end before
 the last section (the JSON is written after every section either way).
 
-    python -m bench.lease MODELS_FILE OUT_JSON            # overhead, ttft, panes, users, memory, coldstart
-    python -m bench.lease MODELS_FILE OUT_JSON --part2    # users (1-8 chats, 32 tokens), memory, coldstart
-    python -m bench.lease MODELS_FILE OUT_JSON --quick    # small counts: checks the harness (CPU, tiny models)
+    python -m bench.serving.lease MODELS_FILE OUT_JSON            # overhead, ttft, panes, users, memory, coldstart
+    python -m bench.serving.lease MODELS_FILE OUT_JSON --part2    # users (1-8 chats, 32 tokens), memory, coldstart
+    python -m bench.serving.lease MODELS_FILE OUT_JSON --quick    # small counts: checks the harness (CPU, tiny models)
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import bench.__main__ as cli
-from bench.config import BenchConfig
 from bench.report import load_average, machine_info
+from bench.serving.config import BenchConfig
 
 ORDER = ("overhead", "ttft", "panes", "users", "memory", "coldstart")
 PART2 = ("users", "memory", "coldstart")
@@ -65,7 +65,7 @@ def config_for(models_file: Path, quick: bool, part2: bool) -> BenchConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.lease", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.serving.lease", description=__doc__.split("\n\n")[0])
     parser.add_argument("models", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--quick", action="store_true")

@@ -1,8 +1,8 @@
 """The leaderboard's board from a battles table: time and peak memory at 20k, 200k and 1M votes.
 
-    python -m bench.leaderboard_board                        # this tree, 20k / 200k / 1M
-    python -m bench.leaderboard_board --old 4817e92          # and the code of a commit beside it
-    python -m bench.leaderboard_board --sizes 20000 --json out.json
+    python -m bench.votes.board                        # this tree, 20k / 200k / 1M
+    python -m bench.votes.board --old 4817e92          # and the code of a commit beside it
+    python -m bench.votes.board --sizes 20000 --json out.json
 
 Measures `webui.leaderboard.board.build.board_from_battles` with the default options (200 bootstrap
 rounds, style control, 20 history points), the vote index's part already done: the rows are a
@@ -118,7 +118,7 @@ def measure(n: int, code_root: Path | None, timeout: float) -> dict[str, Any]:
     cwd = code_root or ROOT
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "bench.leaderboard_board", "--child", str(n)],
+            [sys.executable, "-m", "bench.votes.board", "--child", str(n)],
             cwd=cwd,
             env=env,
             capture_output=True,
@@ -159,7 +159,7 @@ def table(results: list[dict[str, Any]]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.leaderboard_board", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.board", description=__doc__.splitlines()[0])
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated vote counts")
     parser.add_argument("--old", metavar="REV", help="also measure the webui of this commit")

@@ -1,6 +1,6 @@
-"""The vote index on SQLite and on PostgreSQL, side by side: `python -m bench.vote_store`.
+"""The vote index on SQLite and on PostgreSQL, side by side: `python -m bench.tier.vote_store`.
 
-    python -m bench.vote_store --votes 20000 --rounds 2
+    python -m bench.tier.vote_store --votes 20000 --rounds 2
 
 Simulated logs (`webui.leaderboard.simulate`, kept in --work), then, in turn for each store and
 round: a cold `VoteIndex.catch_up` into a fresh store (votes/s) and every row read back
@@ -23,7 +23,7 @@ from bench.report import load_average
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.vote_store", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tier.vote_store", description=__doc__.split("\n")[0])
     parser.add_argument("--votes", type=int, default=20_000, help="simulated votes; default 20000")
     parser.add_argument("--rounds", type=int, default=2, help="cold indexes per store, taken in turn; default 2")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-vote-store"))

@@ -1,7 +1,7 @@
-"""Smart pairing against the weighted draw, on votes with known ratings: `python -m bench.pairing`.
+"""Smart pairing against the weighted draw, on votes with known ratings: `python -m bench.votes.pairing`.
 
-    python -m bench.pairing                       # 200 seeds, 12,000 votes each (docs/leaderboard.md)
-    python -m bench.pairing --seeds 20 --votes 6000
+    python -m bench.votes.pairing                       # 200 seeds, 12,000 votes each (docs/leaderboard.md)
+    python -m bench.votes.pairing --seeds 20 --votes 6000
 
 The arena of `webui.leaderboard.simulate`: its established models (true ratings `TRUE`) have
 HISTORY votes drawn by weight; then `late-7b` (1050) joins and every vote from then on is paired by
@@ -214,7 +214,7 @@ def table(results: dict[str, Summary], votes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pairing", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.pairing", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=200, help="seeds per policy; default 200")
     parser.add_argument("--votes", type=int, default=12_000, help="votes after the newcomer joins; default 12000")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Where a decode step's time goes: the cost of one small CUDA kernel launch, and one forward pass
 of one token with a KV cache for each model folder given, timed with synchronisation.
 
-    python -m bench.step_probe FOLDER [FOLDER ...]
+    python -m bench.serving.step_probe FOLDER [FOLDER ...]
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The composite board (human votes and a judge's verdicts, `--judge-weight auto`) against humans
-alone, for a new model, on votes with known ratings: `python -m bench.judge_composite`.
+alone, for a new model, on votes with known ratings: `python -m bench.votes.judge_composite`.
 
-    python -m bench.judge_composite                       # 8 seeds, 1,500 human votes after the newcomer joins
-    python -m bench.judge_composite --seeds 3 --votes 600
+    python -m bench.votes.judge_composite                       # 8 seeds, 1,500 human votes after the newcomer joins
+    python -m bench.votes.judge_composite --seeds 3 --votes 600
 
-The arena of bench.pairing: the established models of `webui.leaderboard.simulate` have HISTORY
+The arena of bench.votes.pairing: the established models of `webui.leaderboard.simulate` have HISTORY
 human votes drawn by weight; then `late-7b` (true rank 3 of 9: 20 points below command-r, 20
 above solar-10.7b) joins and smart pairing, reading the human board rebuilt every REFRESH votes,
-pairs every human vote from then on, as the arena does. A human vote is bench.pairing's (ties
+pairs every human vote from then on, as the arena does. A human vote is bench.votes.pairing's (ties
 15%, else a Bradley-Terry win on the true ratings).
 
 The judge is webui.judge.simulate's, of accuracy p (and no position bias): asked a battle in each
@@ -22,9 +22,9 @@ reach with ties) and one that guesses (p = 1/3):
   logged battles only; this row says what more would buy.
 
 At every checkpoint (every REFRESH human votes) the newcomer's rank is read off the human board
-(bench.pairing's fit of the human votes) and off the composite (webui.leaderboard.stats.composite:
+(bench.votes.pairing's fit of the human votes) and off the composite (webui.leaderboard.stats.composite:
 `auto_weight` on the human votes and the judgments, then `composite_board` at that weight). Per
-seed: the votes until its rank is right and stays right to the end of the run (as bench.pairing
+seed: the votes until its rank is right and stays right to the end of the run (as bench.votes.pairing
 reads the top 3, for the newcomer alone); over the seeds: the median and the worst, and the share
 of (seed, checkpoint) pairs where the rank is right. Two diagnostic rows give the judge that knows
 a weight set by hand (w = FIXED) instead of `auto`'s, to show what more weight would do. Figures,
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bench.pairing import ESTABLISHED, HISTORY, NEWCOMER, REFRESH, TRUE, WEIGHTS, Tally, to_points, vote
+from bench.votes.pairing import ESTABLISHED, HISTORY, NEWCOMER, REFRESH, TRUE, WEIGHTS, Tally, to_points, vote
 from webui.arena.pairing import Evidence, draw_smart, pair_gains
 from webui.arena.rules import draw_pair
 from webui.judge.records import ORDERS, WINNER_OF
@@ -217,7 +217,7 @@ def table(rows: Sequence[Row], seeds: int, votes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.judge_composite", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.judge_composite", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=8, help="seeds; default 8")
     parser.add_argument("--votes", type=int, default=1_500, help="human votes after the newcomer joins; default 1500")
     args = parser.parse_args(argv)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from bench import models
-from bench.context import BenchContext
-from bench.memory import engine_rss
-from bench.report import Column, Table, mib, number, seconds, text
+from bench.report import ROOT, Column, Table, mib, number, seconds, text
+from bench.serving import models
+from bench.serving.context import BenchContext
+from bench.serving.memory import engine_rss
 
 ENGINES = ("llamacpp", "vllm")
 SMOL = "SmolLM2-135M-Instruct"
@@ -34,8 +33,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     if len(entries) < 2:
         return {"skipped": "needs two local models (a battle)"}
     settings = Settings(log_dir=ctx.workdir / "engine-logs", queue_timeout_s=600)
-    root = Path(__file__).resolve().parent.parent
-    installed = {"llamacpp": find_llama_server("", root) is not None, "vllm": find_vllm_python("", root) is not None}
+    installed = {"llamacpp": find_llama_server("", ROOT) is not None, "vllm": find_vllm_python("", ROOT) is not None}
     cfg = ctx.config
     result: dict[str, Any] = {"tokens": cfg.users_tokens, "engines": {}}
     for engine in ENGINES:
@@ -97,7 +95,7 @@ def _params(backend: Any, tokens: int) -> Any:
 
 
 def _reply(backend: Any, tokens: int) -> dict[str, Any]:
-    from bench.config import PROMPT
+    from bench.serving.config import PROMPT
     from webui.types import Finished, Message
 
     started = time.perf_counter()

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.context import BenchContext, PathUnavailable
-from bench.gradio_path import GradioDriver
-from bench.paths import Request, Sample, run_api, run_engine, run_raw
 from bench.report import Column, Table, number, seconds, text
+from bench.serving.context import BenchContext, PathUnavailable
+from bench.serving.gradio_path import GradioDriver
+from bench.serving.paths import Request, Sample, run_api, run_engine, run_raw
 from bench.stats import gaps, median, percentile, rate
 
 Runner = Callable[[Request], Sample]

@@ -1,6 +1,6 @@
-"""What storing the shared board costs: `python -m bench.shared_board`.
+"""What storing the shared board costs: `python -m bench.tier.shared_board`.
 
-    python -m bench.shared_board --votes 20000 200000 --rounds 3
+    python -m bench.tier.shared_board --votes 20000 200000 --rounds 3
 
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work), indexed, the board
 built once (options as the app's defaults), then, best of --rounds, CPU time of what the builder
@@ -73,7 +73,7 @@ def measure(votes: int, work: Path, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.shared_board", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tier.shared_board", description=__doc__.split("\n")[0])
     parser.add_argument("--votes", type=int, nargs="+", default=[20_000, 200_000], help="simulated votes, per size")
     parser.add_argument("--rounds", type=int, default=3, help="timings per step, best kept; default 3")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-shared-board"))

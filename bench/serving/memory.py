@@ -1,6 +1,6 @@
 """6. Memory: resident memory per loaded model, and two variants of one set of weights.
 
-Each measurement runs in a fresh Python process (`python -m bench.memory --child ...`) so that
+Each measurement runs in a fresh Python process (`python -m bench.serving.memory --child ...`) so that
 nothing loaded earlier is counted: RSS after the imports, then after each model the registry
 loads. The variants case loads two models-file entries sharing one source; the second should add
 next to nothing. RSS is read after a first short reply, once the memory-mapped weights are in. `weights` is the size of the parameters themselves, the floor for any loader.
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import models
-from bench.context import BenchContext
 from bench.report import ROOT, Column, Table, mib, number, text
+from bench.serving import models
+from bench.serving.context import BenchContext
 
 MARK = "BENCH-MEMORY "
 
@@ -39,7 +39,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
 
 
 def child(models_file: Path, names: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.memory", "--child", str(models_file), *names]
+    cmd = [sys.executable, "-m", "bench.serving.memory", "--child", str(models_file), *names]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     for line in done.stdout.splitlines():
@@ -196,7 +196,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
 
 
 def _child_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory")
+    parser = argparse.ArgumentParser(prog="python -m bench.serving.memory")
     parser.add_argument("--child", type=Path, required=True, help="models file")
     parser.add_argument("names", nargs="+")
     args = parser.parse_args(argv)

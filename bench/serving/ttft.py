@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.context import BenchContext
-from bench.paths import Request, Sample, prefill_s
 from bench.report import Column, Table, number, seconds, text
+from bench.serving.context import BenchContext
+from bench.serving.paths import Request, Sample, prefill_s
 from bench.stats import median, percentile
 
 

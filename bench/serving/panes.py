@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.context import BenchContext, PathUnavailable
-from bench.gradio_path import DIRECT, SIDE_BY_SIDE, GradioUnavailable, PaneTiming
-from bench.paths import Request, greedy_params
 from bench.report import Column, Table, number, seconds, text
+from bench.serving.context import BenchContext, PathUnavailable
+from bench.serving.gradio_path import DIRECT, SIDE_BY_SIDE, GradioUnavailable, PaneTiming
+from bench.serving.paths import Request, greedy_params
 from bench.stats import median
 from webui.types import Finished, TextDelta
 

@@ -13,9 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench.context import BenchContext
 from bench.report import Column, Table, seconds, text
-from bench.server import ArenaProcess
+from bench.serving.context import BenchContext
+from bench.serving.server import ArenaProcess
 
 _READY = re.compile(r"webui\.engine\.registry: (.+) ready on (\S+) in ([\d.]+) s")
 

@@ -1,8 +1,8 @@
 """Random-weight models of real shapes, and a models file for them: something worth measuring on a
 machine that can download nothing (a lent GPU), built where it runs.
 
-    python -m bench.random_models OUTDIR --device cuda            # SmolLM2-1.7B and -360M shapes
-    python -m bench.random_models OUTDIR --device cpu --models tiny,tiny2 --tokenizer DIR
+    python -m bench.serving.random_models OUTDIR --device cuda            # SmolLM2-1.7B and -360M shapes
+    python -m bench.serving.random_models OUTDIR --device cpu --models tiny,tiny2 --tokenizer DIR
 
 The tokenizer and chat template are SmolLM2's own (vocabulary 49,152, as in both shapes): from
 --tokenizer (a folder written by `save_pretrained`, a few MB to carry), else read from the demo's
@@ -139,7 +139,7 @@ def build(key: str, out: Path, device: str, tokenizer: Any, seed: int = 1234) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.random_models", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.serving.random_models", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder for the models and their models.yaml")
     parser.add_argument("--device", default="cuda", help="where to build them and where the models file puts them")
     parser.add_argument("--models", default="smollm2-1.7b,smollm2-360m", help=f"comma-separated: {', '.join(SHAPES)}")

@@ -57,7 +57,7 @@ def variants(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 def greedy_defaults(entries: Sequence[dict[str, Any]], max_new_tokens: int) -> list[dict[str, Any]]:
     """Every entry's sampling defaults made greedy with a fixed length: the settings the paths pass
-    explicitly, here for the page (bench/browser.py), which loads them into the controls."""
+    explicitly, here for the page (bench/serving/browser.py), which loads them into the controls."""
     greedy = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_new_tokens": max_new_tokens}
     return [{**e, "sampling": {**(e.get("sampling") or {}), **greedy}} for e in entries]
 

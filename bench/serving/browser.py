@@ -18,20 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.context import BenchContext, PathUnavailable
-from bench.paths import Request, Sample, run_raw
 from bench.report import Column, Table, number, seconds, text
+from bench.serving.context import BenchContext, PathUnavailable
+from bench.serving.paths import Request, Sample, run_raw
 from bench.stats import median, rate, ratio
+from tests.e2e.conftest import CHROMIUM_ARGS  # the browser tests' flags: no sandbox, no network
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Runs in the page before Enter: the times of Enter, the first text and the statistics line.
 WATCH = """() => {
   const marks = window.__bench = {};

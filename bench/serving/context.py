@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import attach, models
-from bench.config import PATHS, BenchConfig
-from bench.gradio_path import GradioDriver, GradioUnavailable
-from bench.paths import Request, Sample, api_client, run_api, run_engine, run_raw
-from bench.server import ArenaProcess, Launch, http_get
+from bench.serving import attach, models
+from bench.serving.config import PATHS, BenchConfig
+from bench.serving.gradio_path import GradioDriver, GradioUnavailable
+from bench.serving.paths import Request, Sample, api_client, run_api, run_engine, run_raw
+from bench.serving.server import ArenaProcess, Launch, http_get
 
 log = logging.getLogger("bench")
 Runner = Callable[[Request], Sample]
@@ -48,7 +48,7 @@ class BenchContext:
     def backend(self, name: str) -> Any:
         """The engine's backend for `name`, loaded through the app's own registry (so the raw path
         runs the very weights and prompt the engine uses). A model the app serves with vLLM is not
-        loaded again: the backend asks the app's own vLLM server (bench.attach)."""
+        loaded again: the backend asks the app's own vLLM server (bench.serving.attach)."""
         if self._registry is None:
             from webui.config import Settings
             from webui.engine.registry import build_registry

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,17 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import ROOT
+from webui.engine.process import free_port
 
 POLL_S = 0.1
 TERMINAL = ("ready", "failed")
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (the OS picks it). Another process could take it before
-    the server binds; `ArenaProcess.start` then fails with the server's own message."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes] | None:

@@ -1,7 +1,7 @@
 """Shrunk category boards against the category's own fit, on simulated categories with true ratings
-of their own: `python -m bench.categories`.
+of their own: `python -m bench.votes.categories`.
 
-    python -m bench.categories [--sizes 40,100,200] [--seeds 5] [--categories 3] [--prior-sd 50]
+    python -m bench.votes.categories [--sizes 40,100,200] [--seeds 5] [--categories 3] [--prior-sd 50]
 
 For each size (battles per category) and seed: `webui.leaderboard.simulate.category_battles` (nine
 models, 4,000 battles outside the categories, each category's true ratings the overall ones plus a
@@ -25,7 +25,7 @@ from bench.report import load_average, machine_info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.categories", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.categories", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="40,100,200", help="battles per category, comma-separated")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--categories", type=int, default=3, help="categories per seed")

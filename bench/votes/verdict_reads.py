@@ -1,8 +1,8 @@
 """What reading a judge's verdicts costs: every line of the judge files, as the agreement figures,
-the composite board and a judging run's "judged already" read them: `python -m bench.verdict_reads`.
+the composite board and a judging run's "judged already" read them: `python -m bench.votes.verdict_reads`.
 
-    python -m bench.verdict_reads                          # 21,600 simulated battles (~20,000 verdicts)
-    python -m bench.verdict_reads --battles 200000 --answer-chars 0
+    python -m bench.votes.verdict_reads                          # 21,600 simulated battles (~20,000 verdicts)
+    python -m bench.votes.verdict_reads --battles 200000 --answer-chars 0
 
 Makes a simulated log (webui.leaderboard.simulate) and a simulated judge's verdicts on it
 (webui.judge.simulate, accuracy 0.7) in a temporary folder; with `--answer-chars N` each order's
@@ -65,7 +65,7 @@ def measure(folder: Path, repeats: int) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.verdict_reads", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.verdict_reads", description=__doc__.split("\n")[0])
     parser.add_argument("--battles", type=int, default=21_600, help="simulated battle votes; default 21600")
     parser.add_argument("--answer-chars", type=int, default=1200, help="reasoning per answer; default 1200")
     parser.add_argument("--repeats", type=int, default=5, help="timings per figure (the median); default 5")

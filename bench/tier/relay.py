@@ -1,6 +1,6 @@
-"""What the arena relays when the models are elsewhere and fast: `python -m bench.relay`.
+"""What the arena relays when the models are elsewhere and fast: `python -m bench.tier.relay`.
 
-    python -m bench.relay --seconds 20 --streams 16 --tokens 512 [--paths api,ui]
+    python -m bench.tier.relay --seconds 20 --streams 16 --tokens 512 [--paths api,ui]
 
 A fake OpenAI-compatible upstream (`serve_upstream`, a process of its own: raw asyncio, every
 reply's events encoded once and written in one go) streams as many tokens as asked at once, so
@@ -13,7 +13,7 @@ so nginx spreads them round-robin). Two paths, each measured on one server and o
   `/v1/chat/completions` and adds up the tokens each one's usage chunk reports (the arena sends
   text that reached it together as one event: the events are counted too);
 - ui: `--streams` visitors of the page in a client process, each sending one Direct chat message
-  after another through the Gradio queue as a browser does (bench.gradio_path, bench.ui_client),
+  after another through the Gradio queue as a browser does (bench.serving.gradio_path, bench.serving.ui_client),
   tokens read from the UI's statistics line. Each has its own session cookie, so nginx spreads
   them by cookie as it spreads people (how many landed on each server is reported).
 
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import ROOT, load_average
+from webui.engine.process import free_port
 
 SECRET = "bench-relay-secret-shared-by-both-servers"
 CONTENT = b'"content":'  # one per text event the arena sends (and one in its first, role, event)
@@ -190,15 +191,15 @@ def client_main(args: list[str]) -> None:
 
 def ui_load(url: str, model: str, tokens: int, streams: int, seconds: float) -> dict[str, Any]:
     """`streams` visitors of the page, each sending one Direct chat message after another for
-    `seconds`, through the Gradio queue as a browser does (bench.gradio_path). Each visitor has
+    `seconds`, through the Gradio queue as a browser does (bench.serving.gradio_path). Each visitor has
     its own session cookie, so nginx spreads them over the servers as it spreads people; the
     servers they landed on are counted. Tokens are those the UI's statistics line reports."""
     import threading
 
     import httpx
 
-    from bench.gradio_path import DIRECT, GradioDriver
-    from bench.paths import Request
+    from bench.serving.gradio_path import DIRECT, GradioDriver
+    from bench.serving.paths import Request
 
     request = Request(model, "go", tokens)
     drivers = [GradioDriver(url) for _ in range(streams)]
@@ -248,12 +249,6 @@ class Arena:
     process: subprocess.Popen
 
 
-def free_port() -> int:
-    from bench.server import free_port as pick
-
-    return pick()
-
-
 def start_arena(name: str, folder: Path, models: Path) -> Arena:
     port = free_port()
     # one secret, as in a deployment: a page's cookie issued by one server is accepted by the other
@@ -292,7 +287,7 @@ def measure(
     else:
         client = ["--client", "127.0.0.1", str(port), "relay"]
     done = subprocess.run(
-        [sys.executable, "-m", "bench.relay", *client, str(args.tokens), str(args.streams), str(args.seconds)],
+        [sys.executable, "-m", "bench.tier.relay", *client, str(args.tokens), str(args.streams), str(args.seconds)],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     result: dict[str, Any] = json.loads(done.stdout)
@@ -321,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--ui-client"]:
         ui_client_main(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tier.relay", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="each measurement's length; default 20")
     parser.add_argument("--streams", type=int, default=16, help="streams open at once; default 16")
     parser.add_argument("--tokens", type=int, default=512, help="tokens per completion; default 512")
@@ -338,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-relay-"))
     upstream_port = free_port()
     upstream = subprocess.Popen(
-        [sys.executable, "-m", "bench.relay", "--upstream", str(upstream_port), "relay", str(args.pace)], cwd=ROOT
+        [sys.executable, "-m", "bench.tier.relay", "--upstream", str(upstream_port), "relay", str(args.pace)], cwd=ROOT
     )
     models = folder / "models.yaml"
     models.write_text(

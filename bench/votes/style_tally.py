@@ -1,6 +1,6 @@
-"""What the board's tally costs with and without style control: `python -m bench.style_tally`.
+"""What the board's tally costs with and without style control: `python -m bench.votes.style_tally`.
 
-    python -m bench.style_tally --sizes 20000,200000 [--work /tmp/bench-style-tally]
+    python -m bench.votes.style_tally --sizes 20000,200000 [--work /tmp/bench-style-tally]
 
 For each size: simulated logs (`webui.leaderboard.simulate`, kept in --work between runs) and their
 vote index; the board built in full on all but the last 20 rows, then, with style on and off: the
@@ -24,7 +24,7 @@ LAST = 20
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.style_tally", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.style_tally", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="20000,200000", help="simulated votes per run, comma-separated")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-style-tally"))
     args = parser.parse_args(argv)

@@ -2,10 +2,10 @@
 
     raw     the engine alone, the reference: model.generate on the prompt's token ids in this process
             (transformers), or the app's own vLLM server for the model asked directly over HTTP with
-            those ids (bench.attach)
+            those ids (bench.serving.attach)
     engine  the backend's stream(), in this process: template, context fitting, hand-offs, stop strings
             (for vLLM, against the app's own server too)
-    gradio  the UI's Direct chat event over HTTP, read as the page reads it (bench.ui_client),
+    gradio  the UI's Direct chat event over HTTP, read as the page reads it (bench.serving.ui_client),
             against the real server
     api     POST /v1/chat/completions with stream=True through the openai client, same server
 

@@ -1,9 +1,9 @@
 """A soak: the real server (`python app.py` in a subprocess on loopback) visited at a bounded pace
 for a while, then left idle, with its RSS, threads and open descriptors sampled every few seconds.
 
-    python -m bench.soak                          # 30 min: 22 of visits, 8 idle; tiny model
-    python -m bench.soak --minutes 2 --idle-minutes 1 --session-idle-min 0.5
-    python -m bench.soak --models assets/models.yaml   # the demo models (slower visits)
+    python -m bench.serving.soak                          # 30 min: 22 of visits, 8 idle; tiny model
+    python -m bench.serving.soak --minutes 2 --idle-minutes 1 --session-idle-min 0.5
+    python -m bench.serving.soak --models assets/models.yaml   # the demo models (slower visits)
 
 A visit is what a person does once: open the app (gradio_client fetches the page config, and gets
 the session cookie), send a battle message, vote, leave. Each visit is a new Gradio session, so
@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from bench.report import ROOT, load_average
-from bench.server import ArenaProcess
+from bench.serving.server import ArenaProcess
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -232,7 +232,7 @@ def to_markdown(soak: Soak, result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.serving.soak", description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--minutes", type=float, default=30.0, help="whole run, idle part included")
     add("--idle-minutes", type=float, default=8.0, help="the last part, without visits")

@@ -1,7 +1,7 @@
 """The decision layer's goals (issue 36) on simulated battles with known true ratings:
-`python -m bench.decisions`.
+`python -m bench.votes.decisions`.
 
-    python -m bench.decisions [--seeds 100] [--battles 2000] [--rounds 100]
+    python -m bench.votes.decisions [--seeds 100] [--battles 2000] [--rounds 100]
 
 1. **"Is B better than A?"** (`webui.leaderboard.stats.compare`): for each seed, battles among the
    simulator's nine models (`simulate.TRUE`, no ties, so that the true difference is the one a
@@ -32,7 +32,7 @@ OTHERS = {"o-1": 1100.0, "o-2": 1050.0, "o-3": 950.0, "o-4": 900.0, "o-5": 1000.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.decisions", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.decisions", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--battles", type=int, default=2000, help="battles per simulated board")
     parser.add_argument("--rounds", type=int, default=100, help="bootstrap rounds of each fit")
