@@ -156,11 +156,9 @@ def _sample(soak: Soak, pid: int, started: float, phase: str) -> None:
 
 
 def _tiny_models(work: Path) -> Path:
-    from tests.tiny import build_tiny_model, tiny_models_yaml
+    from tests.tiny import THREE, build_tiny_model, tiny_models
 
-    path = work / "models.yaml"
-    path.write_text(tiny_models_yaml(build_tiny_model(work / "tiny")))
-    return path
+    return tiny_models(work, build_tiny_model(work / "tiny"), THREE)
 
 
 def summary(soak: Soak) -> dict[str, Any]:

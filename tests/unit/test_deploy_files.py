@@ -223,11 +223,9 @@ def test_healthcheck_script(models: dict, healthy: bool) -> None:
 
 
 def test_healthcheck_fails_when_nothing_listens() -> None:
-    import socket
+    from tests.servers import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     result = subprocess.run(
         [sys.executable, "scripts/healthcheck.py"],
         cwd=ROOT,
