@@ -25,9 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from bench import browser, coldstart, engines, memory, overhead, panes, ttft, users
-from bench.config import RUN_ORDER, SECTIONS, BenchConfig
 from bench.report import ROOT, describe_meta, load_average, machine_info, to_markdown
+from bench.serving import browser, coldstart, engines, memory, overhead, panes, ttft, users
+from bench.serving.config import RUN_ORDER, SECTIONS, BenchConfig
 
 MODULES = {
     "overhead": overhead,
@@ -82,7 +82,7 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
 
 
 def run_sections(config: BenchConfig, meta: dict[str, Any], out: Path) -> dict[str, Any]:
-    from bench.context import BenchContext
+    from bench.serving.context import BenchContext
 
     results: dict[str, Any] = {"meta": meta, "config": _jsonable(asdict(config)), "sections": {}}
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:

@@ -1,6 +1,6 @@
 """The whole tier on one machine, without Docker: deploy/compose.yaml's services as plain processes.
 
-    python deploy/local_tier.py --model DIR [--upstream vllm|arena] [--port 8080] [--folder F]
+    python -m deploy.local_tier --model DIR [--upstream vllm|arena] [--port 8080] [--folder F]
 
 Starts, in this order and each in FOLDER (a new temporary one by default): PostgreSQL (Debian's
 binaries, scripts/install-postgres.sh), two model servers on the HF folder DIR (vLLM's CPU build
@@ -19,16 +19,16 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from render_nginx import render  # a script beside this one (deploy/ is not a package)
+from deploy.render_nginx import render
+from webui.engine.process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX = Path("/usr/sbin/nginx")
@@ -86,7 +86,6 @@ def upstream_arena_command(python: str, name: str, port: int, folder: Path) -> l
 def model_folder(source: str) -> Path:
     """A Hugging Face model folder for `source`, any models-file source (docs/models.md): a folder as
     it is, a GGUF file (the demo's) dequantised once into the app's cache, as the app does for vLLM."""
-    sys.path.insert(0, str(ROOT))  # the app of this checkout, as `python -m webui` from ROOT finds it
     from webui.config import Settings
     from webui.errors import ConfigError
     from webui.models.loading import LoadError
@@ -101,12 +100,6 @@ def model_folder(source: str) -> Path:
 
 
 # ---- running them ----------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def answers(url: str) -> bool:
     import httpx
 
@@ -126,11 +119,43 @@ def models_ready(url: str) -> bool:
     return bool(models) and all(m["state"] == "ready" for m in models.values())
 
 
+@dataclass(frozen=True)
+class Postgres:
+    """The tier's PostgreSQL: its binaries, its data folder (which holds its socket and log too) and
+    port. FOLDER/tier.json keeps these fields under "postgres", so that a drill can stop the
+    database and start it again (deploy/tier_drill.py)."""
+
+    bin: str
+    data: str
+    port: int
+
+    def run(self, program: str, *args: str) -> None:
+        """One of PostgreSQL's programs; as root as the `postgres` user that Debian's package creates
+        (initdb refuses root). RuntimeError with its own words if it fails."""
+        as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        done = subprocess.run(
+            [*as_owner, str(Path(self.bin) / program), *args], capture_output=True, text=True, timeout=120
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{program} failed: {done.stderr.strip()[-1000:]}")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {Path(self.data).parent} -c listen_addresses=127.0.0.1"
+        log = str(Path(self.data).parent / "postgres.log")
+        self.run("pg_ctl", "-D", self.data, "-o", options, "-l", log, "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """`mode` is pg_ctl's: "fast" closes cleanly; "immediate" ends every process at once, as a
+        crash would (the next start recovers from the write-ahead log)."""
+        self.run("pg_ctl", "-D", self.data, "-m", mode, "-w", "stop")
+
+
 @dataclass
 class Tier:
     folder: Path
     processes: list[tuple[str, subprocess.Popen, int]] = field(default_factory=list)  # name, process, port
     stops: list[Callable[[], None]] = field(default_factory=list)  # the database's stop, run last
+    postgres: Postgres | None = None
 
     def start(self, name: str, command: list[str], port: int, env: dict[str, str] | None = None) -> None:
         log = self.folder / f"{name}.log"
@@ -154,8 +179,10 @@ class Tier:
             time.sleep(0.5)
 
     def describe(self) -> None:
-        table = {name: {"pid": p.pid, "port": port, "log": str(self.folder / f"{name}.log")}
-                 for name, p, port in self.processes}  # fmt: skip
+        table: dict[str, object] = {name: {"pid": p.pid, "port": port, "log": str(self.folder / f"{name}.log")}
+                                    for name, p, port in self.processes}  # fmt: skip
+        if self.postgres is not None:
+            table["postgres"] = asdict(self.postgres)
         (self.folder / "tier.json").write_text(json.dumps(table, indent=2) + "\n")
 
     def stop(self) -> None:
@@ -178,26 +205,19 @@ def start_postgres(tier: Tier) -> str:
     binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[4]))
     if not binaries:
         raise RuntimeError("PostgreSQL's binaries are missing: run scripts/install-postgres.sh")
-    bin_dir, data, port = binaries[-1].parent, tier.folder / "pg", free_port()
-    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    postgres = Postgres(str(binaries[-1].parent), str(tier.folder / "pg"), free_port())
     if os.geteuid() == 0:
         import pwd
 
         owner = pwd.getpwnam("postgres")
         os.chown(tier.folder, owner.pw_uid, owner.pw_gid)
-
-    def run(*command: str) -> None:
-        done = subprocess.run([*as_owner, *command], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"{Path(command[0]).name} failed: {done.stderr.strip()[-1000:]}")
-
-    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", DB_USER)
-    options = f"-p {port} -k {tier.folder} -c listen_addresses=127.0.0.1"
-    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(tier.folder / "postgres.log"), "-w", "start")
-    tier.stops.append(lambda: run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"))
-    run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", DB_USER, "arena")
-    print(f"started PostgreSQL (port {port}, log {tier.folder / 'postgres.log'})", flush=True)
-    return f"postgresql://{DB_USER}@127.0.0.1:{port}/arena"
+    postgres.run("initdb", "-D", postgres.data, "-A", "trust", "-U", DB_USER)
+    postgres.start()
+    tier.postgres = postgres
+    tier.stops.append(postgres.stop)
+    postgres.run("createdb", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", DB_USER, "arena")
+    print(f"started PostgreSQL (port {postgres.port}, log {tier.folder / 'postgres.log'})", flush=True)
+    return f"postgresql://{DB_USER}@127.0.0.1:{postgres.port}/arena"
 
 
 def start_upstreams(tier: Tier, args: argparse.Namespace) -> list[str]:
@@ -253,7 +273,7 @@ def run_tier(tier: Tier, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.local_tier", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--model",
         default=DEMO_MODEL,

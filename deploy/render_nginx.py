@@ -1,6 +1,6 @@
 """Render deploy/nginx.conf.template for a listening address and the app servers behind it:
 
-    python deploy/render_nginx.py --listen 8080 --server 127.0.0.1:7861 --server 127.0.0.1:7862 > nginx.conf
+    python -m deploy.render_nginx --listen 8080 --server 127.0.0.1:7861 --server 127.0.0.1:7862 > nginx.conf
 
 The tests' proxy fixture (tests/proxy.py) renders the same file the same way."""
 
@@ -27,7 +27,7 @@ def render(listen: str, servers: list[str], max_fails: int = 1, fail_timeout_s: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.render_nginx", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", required=True, help="where nginx listens: PORT or HOST:PORT")
     parser.add_argument("--server", action="append", default=[], help="an app server, HOST:PORT (repeat)")
     parser.add_argument("--max-fails", type=int, default=1)

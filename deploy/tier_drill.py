@@ -1,12 +1,15 @@
-"""A crash drill on a running deploy/local_tier.py: python deploy/tier_drill.py FOLDER [URL]
+"""Drills on a running deploy/local_tier.py: python -m deploy.tier_drill FOLDER [URL]
 
-Through the proxy, as visitors: one visitor on each arena server fights a battle and votes; the
-server that builds the board is killed with SIGKILL in the middle of its visitor's next battle; the
-other server's visitor battles on; the dead server's visitor is moved to the other server (its vote
-on the lost battle is refused) and fights a new round there; then the board, built by the survivor
-once the dead builder's lease ran out, must count every vote. Prints what happened, with times;
-exits 1 if the board does not count every vote within two minutes. Destructive: the tier keeps
-running with one arena server fewer.
+Through the proxy, as visitors: one visitor on each arena server fights a battle and votes. Then
+the database outage: PostgreSQL is stopped hard (`pg_ctl stop -m immediate`, as a crash would)
+and each visitor battles and votes again, every vote acknowledged (the logs are the truth, the
+database only their index); PostgreSQL starts again, and the shared board must count each vote
+once. Then the crash: the server that builds the board is killed with SIGKILL in the middle of its
+visitor's next battle; the other server's visitor battles on; the dead server's visitor is moved
+to the other server (its vote on the lost battle is refused) and fights a new round there; then
+the board, built by the survivor once the dead builder's lease ran out, must count every vote.
+Prints what happened, with times; exits 1 if a board does not count every vote within two
+minutes. Destructive: the tier keeps running with one arena server fewer.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 
 import httpx
 from gradio_client import Client
+
+from deploy.local_tier import Postgres
 
 BOARD_WAIT_S = 120.0  # the lease (30 s by default) and a poll, with room to spare
 BUILDER = re.compile(r"by server (\S+)\.")
@@ -68,15 +73,29 @@ def wait_for_board(client: Client, done: str) -> str:
         time.sleep(1)
 
 
-def main(argv: list[str]) -> int:
-    folder, url = Path(argv[0]), (argv[1] if len(argv) > 1 else "http://127.0.0.1:8080/")
-    tier = json.loads((folder / "tier.json").read_text())
-    clients = visitors(url)
-    votes = 0
-    for name, client in clients.items():
-        battle_and_vote(client, f"Name a colour. (a visitor of {name})")
-        votes += 1
-        say(f"a visitor of {name} fought a battle and voted")
+def outage(postgres: Postgres, clients: dict[str, Client], votes: int) -> int:
+    """Votes on every server while PostgreSQL is down hard; the votes cast so far once it is back
+    and the board counts them all, or RuntimeError."""
+    postgres.stop(mode="immediate")
+    say(f"stopped PostgreSQL hard (pg_ctl stop -m immediate, port {postgres.port})")
+    try:
+        for name, client in clients.items():
+            battle_and_vote(client, f"Name a fruit. (a visitor of {name}, the database away)")
+            votes += 1
+            say(f"a visitor of {name} fought a battle and voted: acknowledged with the database away")
+        say(f"the board meanwhile: {board(next(iter(clients.values())))}")
+    finally:
+        postgres.start()
+        say("started PostgreSQL again")
+    summary = wait_for_board(clients["web2"], f"({votes} battle votes read)")
+    say(f"the board, {votes} votes cast: {summary}")
+    if f"({votes} battle votes read)" not in summary:
+        raise RuntimeError(f"the votes cast while the database was away are not all on the board: {summary}")
+    return votes
+
+
+def crash(tier: dict, url: str, clients: dict[str, Client], votes: int) -> bool:
+    """The board's builder killed mid-battle; whether the survivor's board then counts every vote."""
     builder = BUILDER.search(wait_for_board(clients["web1"], "by server "))
     if builder is None:
         raise RuntimeError("no board names its builder")
@@ -101,9 +120,28 @@ def main(argv: list[str]) -> int:
     newcomer = Client(url, verbose=False, download_files=False)
     summary = wait_for_board(newcomer, f"({votes} battle votes read)")
     say(f"the board, {votes} votes cast: {summary}")
-    for client in [*clients.values(), newcomer]:
-        client.close()
-    return 0 if f"({votes} battle votes read)" in summary else 1
+    newcomer.close()
+    return f"({votes} battle votes read)" in summary
+
+
+def main(argv: list[str]) -> int:
+    folder, url = Path(argv[0]), (argv[1] if len(argv) > 1 else "http://127.0.0.1:8080/")
+    tier = json.loads((folder / "tier.json").read_text())
+    clients = visitors(url)
+    votes = 0
+    try:
+        for name, client in clients.items():
+            battle_and_vote(client, f"Name a colour. (a visitor of {name})")
+            votes += 1
+            say(f"a visitor of {name} fought a battle and voted")
+        votes = outage(Postgres(**tier["postgres"]), clients, votes)
+        return 0 if crash(tier, url, clients, votes) else 1
+    except RuntimeError as exc:
+        say(f"FAILED: {exc}")
+        return 1
+    finally:
+        for client in clients.values():
+            client.close()
 
 
 if __name__ == "__main__":

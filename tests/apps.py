@@ -1,28 +1,19 @@
-"""The app as most tests run it, written once: the tiny model under a few names (greedy, short
-replies), settings with no per-client limits and a quick leaderboard, and this app's `create_app`
-under uvicorn on a free loopback port, models loaded first (readiness polled, never slept for).
+"""The app as tests run it, written once: settings serving the tiny model under a few names (greedy,
+short replies) with no per-client limits and a quick leaderboard, and `start_app`, the one runner
+of this app's `create_app` under uvicorn on a free loopback port, models loaded first (readiness
+polled, never slept for). tests/uiapp.py's UI and tests/integration/apiserver.py's helpers use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tests.servers import RunningServer, serve_app
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.server.app import create_app
 from webui.services import build_services
-
-TINY_PAIR = ("tiny-a", "tiny-b")
-
-
-def tiny_models(folder: Path, model_dir: Path, names: Sequence[str] = TINY_PAIR, max_new_tokens: int = 8) -> Path:
-    """`folder`/models.yaml: the tiny model of `model_dir` under each of `names`, greedy."""
-    sampling = f"    sampling: {{temperature: 0, max_new_tokens: {max_new_tokens}}}\n"
-    path = folder / "models.yaml"
-    path.write_text("models:\n" + "".join(f"  - name: {n}\n    source: {model_dir}\n{sampling}" for n in names))
-    return path
 
 
 def app_settings(folder: Path, model_dir: Path, *, max_new_tokens: int = 8, **overrides: Any) -> Settings:
@@ -40,10 +31,23 @@ def app_settings(folder: Path, model_dir: Path, *, max_new_tokens: int = 8, **ov
     return Settings(**{**fields, **overrides})
 
 
-def start_app(settings: Settings, *, load: bool = True) -> RunningServer:
-    """The app of `settings`, serving once its models are loaded (`load`); `.stop()` ends it."""
-    services = build_services(settings)
+def start_app(
+    settings: Settings, *, load: bool = True, ui: bool = True, load_timeout_s: float = 120.0, **parts: Any
+) -> RunningServer:
+    """The app of `settings` (the one app-server runner of the tests), serving once its models are
+    loaded or failed (`load`); `.stop()` ends it. `parts` replace build_services' own (a registry
+    with a fake's loader, a recorder the test reads); `ui=False` serves the API alone, quicker, for
+    throwaway upstream servers."""
+    services = build_services(settings, **parts)
     if load:
         services.registry.start()
-        assert services.registry.wait_idle(120), "models did not finish loading"
-    return serve_app(create_app(services), services)
+        assert services.registry.wait_idle(load_timeout_s), "models did not finish loading"
+    if ui:
+        return serve_app(create_app(services), services)
+    from fastapi import FastAPI
+
+    from webui.api import install_api
+
+    app = FastAPI()
+    install_api(app, services)
+    return serve_app(app, services)

@@ -21,7 +21,7 @@ os.environ.setdefault("ARENA_TRANSFORMERS_BATCHING", "off")
 
 import pytest
 
-from tests.tiny import build_tiny_model, tiny_models_yaml
+from tests.tiny import THREE, build_tiny_model, tiny_models
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +31,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tiny_models_file(tiny_model_dir: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "models.yaml"
-    path.write_text(tiny_models_yaml(tiny_model_dir))
-    return path
+    return tiny_models(tmp_path, tiny_model_dir, THREE)
 
 
 @pytest.fixture

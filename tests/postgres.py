@@ -79,7 +79,7 @@ class PostgresServer:
 
 
 def start_server() -> PostgresServer:
-    """A new server in a temporary folder, started (bench/vote_store.py uses it too)."""
+    """A new server in a temporary folder, started (bench/tier/vote_store.py uses it too)."""
     folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
     binaries = server_binaries()
     if os.geteuid() == 0:
@@ -102,6 +102,16 @@ def remove_server(server: PostgresServer) -> None:
         server.stop()
     finally:
         shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store that several servers share lives, once per kind: a SQLite file, then a fresh
+    database on the test PostgreSQL server (started only for that variant). A test module that
+    uses it imports `postgres_server` too."""
+    if request.param == "sqlite":
+        return str(tmp_path / "shared.sqlite3")
+    return str(request.getfixturevalue("postgres_server").new_database())
 
 
 @pytest.fixture(scope="session")

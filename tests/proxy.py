@@ -9,7 +9,6 @@ missing nginx FAILS the tests rather than skipping them: the install script prov
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import time
@@ -18,18 +17,11 @@ from pathlib import Path
 
 import httpx
 
+from deploy.render_nginx import render
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX = "/usr/sbin/nginx"
-
-
-def render(listen: str, servers: list[str]) -> str:
-    spec = importlib.util.spec_from_file_location("render_nginx", ROOT / "deploy" / "render_nginx.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.render(listen, servers))
 
 
 @dataclass

@@ -16,14 +16,9 @@ from typing import Any
 
 import uvicorn
 
+# the one free_port (the engines' own), re-exported for the tests' servers in other processes
+from webui.engine.process import free_port as free_port
 from webui.services import Services
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (for a server started in another process)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

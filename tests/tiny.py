@@ -1,4 +1,5 @@
-"""A real (random-weight) Llama small enough to build in well under a second.
+"""A real (random-weight) Llama small enough to build in well under a second, and the models file
+that serves it (`tiny_models`: the one builder of a tests' models file).
 
 Word-level tokenizer, a chat template, and `save_pretrained`: it goes through exactly the same
 loading path as a downloaded model folder.
@@ -6,7 +7,13 @@ loading path as a downloaded model folder.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+Entry = str | Mapping[str, Any]  # a name, or a models-file entry's keys
 
 WORDS = [
     "hello",
@@ -89,18 +96,27 @@ def build_tiny_model(folder: Path, *, seed: int = 0, hidden_size: int = 16, laye
     return folder
 
 
-def tiny_models_yaml(folder: Path) -> str:
-    return f"""\
-models:
-  - name: tiny-a
-    source: {folder}
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-  - name: tiny-b
-    source: {folder}
-    system_prompt: You are tiny b.
-    sampling: {{temperature: 0.8, max_new_tokens: 16}}
-  - name: tiny-fschat
-    source: {folder}
-    template: fschat:zero_shot
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-"""
+# The three entries most tests share: greedy, sampled with a system prompt, and an fschat template.
+THREE: tuple[Entry, ...] = (
+    {"name": "tiny-a", "sampling": {"temperature": 0, "max_new_tokens": 16}},
+    {"name": "tiny-b", "system_prompt": "You are tiny b.", "sampling": {"temperature": 0.8, "max_new_tokens": 16}},
+    {"name": "tiny-fschat", "template": "fschat:zero_shot", "sampling": {"temperature": 0, "max_new_tokens": 16}},
+)
+
+
+def tiny_models(
+    folder: Path, model_dir: Path, entries: Sequence[Entry] = ("tiny-a", "tiny-b"), *, max_new_tokens: int = 8
+) -> Path:
+    """`folder`/models.yaml, the one way tests write a models file. Each of `entries` is a name (the
+    tiny model of `model_dir` under it, greedy, `max_new_tokens`) or an entry's own keys, written as
+    given, with the tiny model as its source unless it names one or a remote `base_url`."""
+    greedy = {"temperature": 0, "max_new_tokens": max_new_tokens}
+    written = []
+    for entry in entries:
+        keys = {"name": entry, "sampling": greedy} if isinstance(entry, str) else dict(entry)
+        if "source" not in keys and "base_url" not in keys:
+            keys = {"name": keys.pop("name"), "source": str(model_dir), **keys}
+        written.append(keys)
+    path = folder / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": written}, sort_keys=False))
+    return path

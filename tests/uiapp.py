@@ -19,36 +19,38 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tests.apps import start_app
 from tests.servers import RunningServer, alive_threads, serve_app, wait_for
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.engine.base import Backend, Weights
 from webui.engine.registry import build_registry
 from webui.models.specs import ModelSpec
 from webui.records.events import NullRecorder
 from webui.server.app import create_app
-from webui.services import Services, build_services
+from webui.services import Services
 from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent, TextDelta
 
 __all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]
 
-NAMES = ("tiny-a", "tiny-b", "long-a", "long-b", "echo")
 
-
-def ui_models_yaml(model_dir: Path) -> str:
-    quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
-    # dtype fp32: their own copy of the weights, so that long streams never take the quick ones' slots
-    long = (
-        "    weight: 0\n    dtype: fp32\n    context_length: 4096\n    max_concurrency: 4\n"
-        "    sampling: {ignore_eos: true, max_new_tokens: 3000}\n"
-    )
-    system = {"tiny-b": "    system_prompt: Answer briefly.\n", "echo": "    weight: 0\n    dtype: bf16\n"}
-    entries = [
-        f"  - name: {name}\n    source: {model_dir}\n"
-        + system.get(name, "")
-        + (long if name.startswith("long") else quick)
-        for name in NAMES
-    ]
-    return "models:\n" + "".join(entries)
+QUICK = {"sampling": {"temperature": 0, "max_new_tokens": 16}}
+# dtype fp32: their own copy of the weights, so that long streams never take the quick ones' slots
+LONG = {
+    "weight": 0,
+    "dtype": "fp32",
+    "context_length": 4096,
+    "max_concurrency": 4,
+    "sampling": {"ignore_eos": True, "max_new_tokens": 3000},
+}
+ENTRIES = (
+    {"name": "tiny-a", **QUICK},
+    {"name": "tiny-b", "system_prompt": "Answer briefly.", **QUICK},
+    {"name": "long-a", **LONG},
+    {"name": "long-b", **LONG},
+    {"name": "echo", "weight": 0, "dtype": "bf16", **QUICK},
+)
+NAMES = tuple(str(entry["name"]) for entry in ENTRIES)
 
 
 @dataclasses.dataclass
@@ -59,13 +61,15 @@ class RunningUI(RunningServer):
     def recorder(self) -> NullRecorder:
         return self.services.recorder  # type: ignore[union-attr,return-value]
 
+    @classmethod
+    def of(cls, running: RunningServer) -> RunningUI:
+        return cls(**{**vars(running), "url": running.url + "/"})
+
 
 def ui_settings(tmp: Path, model_dir: Path) -> Settings:
-    models = tmp / "models.yaml"
-    models.write_text(ui_models_yaml(model_dir))
     # The tests send many messages from one address: no per-client rate limits.
     return Settings(
-        models_file=models,
+        models_file=tiny_models(tmp, model_dir, ENTRIES),
         log_dir=tmp / "logs",
         cache_dir=tmp / "cache",
         queue_timeout_s=20.0,
@@ -110,17 +114,16 @@ def loaders() -> dict:
 
 
 def start_ui(settings: Settings) -> RunningUI:
-    registry = build_registry(settings, loaders=loaders())
-    services = build_services(settings, registry=registry, recorder=NullRecorder())
-    services.registry.start()
-    assert services.registry.wait_idle(120), "models did not finish loading"
-    return serve(services)
+    """The app of `settings` through tests/apps.py's runner, with the echo fake and a NullRecorder."""
+    running = start_app(settings, registry=build_registry(settings, loaders=loaders()), recorder=NullRecorder())
+    return RunningUI.of(running)
 
 
 def serve(services: Services) -> RunningUI:
-    """create_app(services) under uvicorn on a free port, in a thread; returns once it answers."""
-    running = serve_app(create_app(services), services, name="uvicorn-ui")
-    return RunningUI(**{**vars(running), "url": running.url + "/"})
+    """create_app(services) under uvicorn on a free port, in a thread, for services a test built
+    itself (the demo models'); returns once it answers."""
+    running = serve_app(create_app(services), services)
+    return RunningUI.of(running)
 
 
 def generate_threads() -> list[threading.Thread]:

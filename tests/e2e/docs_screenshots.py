@@ -15,13 +15,12 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, expect, sync_playwright
 
+from tests.apps import start_app
 from tests.e2e.conftest import CHROMIUM_ARGS
 from tests.e2e.test_browser import PHONE, choose, panes, send, set_number
-from tests.uiapp import RunningUI, serve
+from tests.uiapp import RunningUI
 from webui.config import Settings
-from webui.engine.registry import build_registry
 from webui.records.events import NullRecorder
-from webui.services import build_services
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOL, GEMMA = "SmolLM2-135M-Instruct", "Gemma-3-270M (base)"
@@ -108,10 +107,7 @@ def phone(page: Page, url: str, out: Path) -> None:
 def start(tmp: Path) -> RunningUI:
     # Short battles: a busy 2-core machine writes a few tokens a second.
     settings = Settings(log_dir=tmp / "logs", rate_messages=0, rate_votes=0, battle_max_new_tokens=48)
-    registry = build_registry(settings)
-    registry.start()
-    assert registry.wait_idle(900), "the demo models did not load"
-    return serve(build_services(settings, registry=registry, recorder=NullRecorder()))
+    return RunningUI.of(start_app(settings, load_timeout_s=900, recorder=NullRecorder()))
 
 
 def main(argv: list[str]) -> None:

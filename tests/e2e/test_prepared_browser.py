@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.apps import tiny_models
+from tests.tiny import tiny_models
 from tests.uiapp import RunningUI, start_ui, ui_settings
 from webui.records.prepared import PreparedPair, PreparedPairs, write_pairs
 

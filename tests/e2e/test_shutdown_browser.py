@@ -18,29 +18,19 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.servers import free_port, wait_models_ready
+from tests.tiny import tiny_models
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 GRACE_S = 5.0
 # Two long replies (end-of-sequence ignored, 3000 tokens), so that they still stream at the stop.
-MODELS = """\
-models:
-  - name: long-a
-    source: {folder}
-    context_length: 4096
-    sampling: {{ignore_eos: true, max_new_tokens: 3000}}
-  - name: long-b
-    source: {folder}
-    dtype: fp32
-    context_length: 4096
-    sampling: {{ignore_eos: true, max_new_tokens: 3000}}
-"""
+LONG = {"context_length": 4096, "sampling": {"ignore_eos": True, "max_new_tokens": 3000}}
+ENTRIES = ({"name": "long-a", **LONG}, {"name": "long-b", "dtype": "fp32", **LONG})
 
 
 @pytest.fixture
 def app(tiny_model_dir: Path, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
-    models = tmp_path / "models.yaml"
-    models.write_text(MODELS.format(folder=tiny_model_dir))
+    models = tiny_models(tmp_path, tiny_model_dir, ENTRIES)
     port = free_port()
     output = tmp_path / "server.log"
     # PYTHONPATH: the package this test imports, whichever checkout installed the environment

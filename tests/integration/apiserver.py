@@ -1,8 +1,5 @@
-"""Real servers for the HTTP API tests: uvicorn on 127.0.0.1, a free port, in a thread.
-
-Readiness is polled (uvicorn's `started` flag, then the models' load state); nothing sleeps a fixed
-time. The same `create_app` as `python app.py` builds the app, UI included, unless `ui=False`
-asks for the API alone (quicker, for throwaway upstream servers).
+"""What the HTTP API tests share: the one app runner (tests/apps.py's `start_app`; `ui=False` for
+the API alone), the server helpers, and `decoding_steps`, which shows that a stop reached the model.
 """
 
 from __future__ import annotations
@@ -10,12 +7,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from fastapi import FastAPI
-
+from tests.apps import start_app
 from tests.servers import RunningServer, alive_threads, serve_app, threads_end_within, wait_for
-from webui.config import Settings
-from webui.server.app import create_app
-from webui.services import build_services
 
 __all__ = [
     "STOP_S",
@@ -23,7 +16,7 @@ __all__ = [
     "alive_threads",
     "decoding_steps",
     "serve_app",
-    "start_arena",
+    "start_app",
     "threads_end_within",
     "wait_for",
 ]
@@ -31,21 +24,6 @@ __all__ = [
 # How long a stopped generation may take to end before a test calls it a hang. Only a hang guard:
 # that a stop worked is shown by the steps the model made (`decoding_steps`), how fast it is by bench/.
 STOP_S = 60.0
-
-
-def start_arena(settings: Settings, *, ui: bool = True) -> RunningServer:
-    """This app, serving `settings.models_file`, with every model loaded (or failed)."""
-    services = build_services(settings)
-    services.registry.start()
-    assert services.registry.wait_idle(120), "models did not finish loading"
-    if ui:
-        app = create_app(services)
-    else:
-        from webui.api import install_api
-
-        app = FastAPI()
-        install_api(app, services)
-    return serve_app(app, services)
 
 
 @contextlib.contextmanager

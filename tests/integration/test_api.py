@@ -22,10 +22,11 @@ from tests.integration.apiserver import (
     RunningServer,
     alive_threads,
     decoding_steps,
-    start_arena,
+    start_app,
     threads_end_within,
 )
 from tests.integration.test_api_shapes import Checked, checked_http_client
+from tests.tiny import tiny_models
 from webui.config import Settings
 
 LONG = {"max_tokens": 3000, "extra_body": {"ignore_eos": True}}  # ~25 s on the tiny model
@@ -34,26 +35,18 @@ LONG = {"max_tokens": 3000, "extra_body": {"ignore_eos": True}}  # ~25 s on the 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> RunningServer:
     root = tmp_path_factory.mktemp("api")
-    models = root / "models.yaml"
-    models.write_text(f"""\
-models:
-  - name: tiny-a
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-  - name: tiny-sampled
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0.9, max_new_tokens: 16}}
-  - name: tiny-long
-    source: {tiny_model_dir}
-    dtype: fp32  # its own copy of the weights, so that its single slot is its own
-    context_length: 4096
-    max_concurrency: 1
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-""")
+    entries = [
+        "tiny-a",
+        {"name": "tiny-sampled", "sampling": {"temperature": 0.9, "max_new_tokens": 16}},
+        # dtype fp32: its own copy of the weights, so that its single slot is its own
+        {"name": "tiny-long", "dtype": "fp32", "context_length": 4096, "max_concurrency": 1,
+         "sampling": {"temperature": 0, "max_new_tokens": 16}},
+    ]  # fmt: skip
+    models = tiny_models(root, tiny_model_dir, entries, max_new_tokens=16)
     settings = Settings(
         models_file=models, log_dir=root / "logs", cache_dir=root / "cache", queue_timeout_s=1.0, rate_messages=0
     )  # one client sends far more than 20 a minute here (limits: test_api_limits.py)
-    running = start_arena(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 

@@ -17,8 +17,9 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from tests.integration.apiserver import RunningServer, serve_app, start_arena
+from tests.integration.apiserver import RunningServer, serve_app, start_app
 from tests.integration.test_api_shapes import checked_http_client
+from tests.tiny import tiny_models
 from webui.config import Settings
 
 SECRET = "/srv/internal/engine.py"  # what the stand-in upstream puts in its failures
@@ -65,29 +66,20 @@ def server(
     tiny_model_dir: Path, upstream: RunningServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-errors")
-    (root / "models.yaml").write_text(f"""\
-models:
-  - name: tiny-a
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0.8, max_new_tokens: 8}}
-  - name: remote-broken
-    backend: openai
-    base_url: {upstream.v1}
-    remote_model: broken
-  - name: remote-picky
-    backend: openai
-    base_url: {upstream.v1}
-    remote_model: picky
-""")
+    entries = [
+        {"name": "tiny-a", "sampling": {"temperature": 0.8, "max_new_tokens": 8}},
+        {"name": "remote-broken", "backend": "openai", "base_url": upstream.v1, "remote_model": "broken"},
+        {"name": "remote-picky", "backend": "openai", "base_url": upstream.v1, "remote_model": "picky"},
+    ]
     settings = Settings(
-        models_file=root / "models.yaml",
+        models_file=tiny_models(root, tiny_model_dir, entries),
         log_dir=root / "logs",
         cache_dir=root / "cache",
         queue_timeout_s=5.0,
         rate_messages=0,
         max_request_mb=0.5,
     )
-    running = start_arena(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 

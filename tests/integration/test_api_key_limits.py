@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.apiserver import RunningServer, start_arena
+from tests.integration.apiserver import RunningServer, start_app
 from tests.integration.test_api_shapes import checked_http_client
+from tests.tiny import tiny_models
 from webui.config import Settings
 
 RATE = 3
@@ -20,12 +21,8 @@ KEYS = ("key-one-0123456789", "key-two-0123456789", "key-three-0123456789")  # t
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-key-limits")
-    (root / "models.yaml").write_text(
-        f"models:\n  - name: tiny-a\n    source: {tiny_model_dir}\n"
-        "    sampling: {temperature: 0, max_new_tokens: 1}\n"
-    )
     settings = Settings(
-        models_file=root / "models.yaml",
+        models_file=tiny_models(root, tiny_model_dir, ["tiny-a"], max_new_tokens=1),
         log_dir=root / "logs",
         cache_dir=root / "cache",
         rate_messages=RATE,
@@ -33,7 +30,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         trusted_proxies=1,
         api_keys=KEYS,
     )
-    running = start_arena(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 

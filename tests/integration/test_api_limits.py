@@ -15,8 +15,9 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from tests.integration.apiserver import STOP_S, RunningServer, alive_threads, start_arena, threads_end_within, wait_for
+from tests.integration.apiserver import STOP_S, RunningServer, alive_threads, start_app, threads_end_within, wait_for
 from tests.integration.test_api_shapes import checked_http_client
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.engine.base import Slots
 
@@ -26,25 +27,14 @@ RATE = 5  # API requests and UI messages per client per minute
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-limits")
-    (root / "models.yaml").write_text(f"""\
-models:
-  - name: tiny-a
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0, max_new_tokens: 4}}
-  - name: tiny-b
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0, max_new_tokens: 4}}
-  - name: tiny-long
-    source: {tiny_model_dir}
-    dtype: fp32  # its own weights, so that its one slot is its own
-    context_length: 4096
-    max_concurrency: 1
-    sampling: {{temperature: 0, max_new_tokens: 4}}
-""")
+    # tiny-long: dtype fp32, its own weights, so that its one slot is its own
+    long = {"name": "tiny-long", "dtype": "fp32", "context_length": 4096, "max_concurrency": 1,
+            "sampling": {"temperature": 0, "max_new_tokens": 4}}  # fmt: skip
+    models = tiny_models(root, tiny_model_dir, ["tiny-a", "tiny-b", long], max_new_tokens=4)
     # A long queue timeout: a request that waits must be refused or leave because of the line and
     # the client, never because the timeout ran out during the test.
     settings = Settings(
-        models_file=root / "models.yaml",
+        models_file=models,
         log_dir=root / "logs",
         cache_dir=root / "cache",
         queue_timeout_s=60.0,
@@ -53,7 +43,7 @@ models:
         rate_votes=0,
         trusted_proxies=1,
     )
-    running = start_arena(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 

@@ -1,4 +1,4 @@
-"""The bench's UI path (bench/ui_client.py, bench/gradio_path.py) against the real app: it speaks
+"""The bench's UI path (bench/serving/ui_client.py, bench/serving/gradio_path.py) against the real app: it speaks
 Gradio's queue protocol as the page does, so a change in the app or in Gradio that breaks it must
 fail here rather than turn into missing figures in a bench run."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.gradio_path import DIRECT, SIDE_BY_SIDE, GradioDriver
-from bench.paths import Request
+from bench.serving.gradio_path import DIRECT, SIDE_BY_SIDE, GradioDriver
+from bench.serving.paths import Request
 from tests.uiapp import RunningUI, start_ui, ui_settings
 
 

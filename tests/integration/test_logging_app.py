@@ -15,6 +15,7 @@ from gradio_client.exceptions import AppError
 
 from tests.integration.test_fastchat_compat import fastchat_battles
 from tests.servers import serve_app
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.records.storage import day_file, read_logs
 from webui.server.app import create_app
@@ -30,19 +31,13 @@ HEADERS = {
 WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bad": "tie (bothbad)"}
 
 
-def models_yaml(model_dir: Path) -> str:
-    quick = "    sampling: {temperature: 0, max_new_tokens: 16}\n"
-    return "models:\n" + "".join(f"  - name: {name}\n    source: {model_dir}\n{quick}" for name in ("tiny-a", "tiny-b"))
-
-
 @pytest.fixture(scope="module")
 def app(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """The whole app with the real recorder (build_services' default), served like `serve` does:
     uvicorn's own proxy-header rewriting off, one trusted proxy configured."""
     tmp = tmp_path_factory.mktemp("logging-ui")
-    (tmp / "models.yaml").write_text(models_yaml(tiny_model_dir))
     settings = Settings(
-        models_file=tmp / "models.yaml",
+        models_file=tiny_models(tmp, tiny_model_dir, max_new_tokens=16),
         log_dir=tmp / "logs",
         cache_dir=tmp / "cache",
         queue_timeout_s=20.0,

@@ -26,9 +26,10 @@ from tests.integration.apiserver import (
     alive_threads,
     decoding_steps,
     serve_app,
-    start_arena,
+    start_app,
     threads_end_within,
 )
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.engine.base import collect
 from webui.engine.registry import ModelState, Registry
@@ -38,26 +39,20 @@ from webui.types import FinishReason, Message, SamplingParams, TextDelta
 KEY_ENV = "ARENA_TEST_UPSTREAM_KEY"
 KEY = "upstream-secret"
 HELLO = [Message("user", "hello what is the capital of france")]
-
-
-def _tiny_yaml(folder: Path) -> str:
-    return f"""\
-models:
-  - name: tiny-a
-    source: {folder}
-    context_length: 4096
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-"""
+GREEDY = {"temperature": 0, "max_new_tokens": 16}
 
 
 @pytest.fixture(scope="module")
 def upstream(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("upstream")
-    (root / "models.yaml").write_text(_tiny_yaml(tiny_model_dir))
+    tiny_a = {"name": "tiny-a", "context_length": 4096, "sampling": GREEDY}
     settings = Settings(
-        models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache", api_keys=(KEY,)
+        models_file=tiny_models(root, tiny_model_dir, [tiny_a]),
+        log_dir=root / "logs",
+        cache_dir=root / "cache",
+        api_keys=(KEY,),
     )
-    server = start_arena(settings)
+    server = start_app(settings)
     yield server
     server.stop()
 
@@ -76,27 +71,19 @@ def front(
     upstream: RunningServer, dead_url: str, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("front")
-    (root / "models.yaml").write_text(f"""\
-models:
-  - name: local-b
-    source: {tiny_model_dir}
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-  - name: remote-a
-    backend: openai
-    base_url: {upstream.v1}
-    remote_model: tiny-a
-    api_key_env: {KEY_ENV}
-    sampling: {{temperature: 0, max_new_tokens: 16}}
-  - name: remote-dead
-    backend: openai
-    base_url: {dead_url}
-    remote_model: tiny-a
-    connect_timeout_s: 2
-""")
+    entries = [
+        {"name": "local-b", "sampling": GREEDY},
+        {"name": "remote-a", "backend": "openai", "base_url": upstream.v1, "remote_model": "tiny-a",
+         "api_key_env": KEY_ENV, "sampling": GREEDY},
+        {"name": "remote-dead", "backend": "openai", "base_url": dead_url, "remote_model": "tiny-a",
+         "connect_timeout_s": 2},
+    ]  # fmt: skip
     os.environ[KEY_ENV] = KEY
-    settings = Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache")
+    settings = Settings(
+        models_file=tiny_models(root, tiny_model_dir, entries), log_dir=root / "logs", cache_dir=root / "cache"
+    )
     try:
-        server = start_arena(settings)
+        server = start_app(settings)
     finally:
         del os.environ[KEY_ENV]
     yield server
@@ -423,7 +410,7 @@ models:
   - {{name: dead, backend: openai, base_url: {dead_url}, remote_model: m, connect_timeout_s: 2}}
 """)
     settings = Settings(models_file=tmp_path / "models.yaml", log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache")
-    front = start_arena(settings)
+    front = start_app(settings)
     try:
         registry = front.services.registry
         _, final = collect(registry.get("erring").stream(HELLO, SamplingParams(max_new_tokens=4)))

@@ -15,7 +15,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from tests.integration.apiserver import STOP_S, RunningServer, serve_app, start_arena, threads_end_within
+from tests.integration.apiserver import STOP_S, RunningServer, serve_app, start_app, threads_end_within
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.engine.base import collect
 from webui.engine.openai_remote import RemoteBackend
@@ -29,10 +30,8 @@ SHORT = SamplingParams(temperature=0, max_new_tokens=6, ignore_eos=True)
 
 def _tiny_server(folder: Path, root: Path) -> RunningServer:
     root.mkdir()
-    (root / "models.yaml").write_text(f"models:\n  - {{name: tiny-a, source: {folder}, context_length: 4096}}\n")
-    return start_arena(
-        Settings(models_file=root / "models.yaml", log_dir=root / "logs", cache_dir=root / "cache"), ui=False
-    )
+    models = tiny_models(root, folder, [{"name": "tiny-a", "context_length": 4096}])
+    return start_app(Settings(models_file=models, log_dir=root / "logs", cache_dir=root / "cache"), ui=False)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from gradio.utils import get_upload_folder
 
-from tests.integration.deployserver import Running, start
+from tests.apps import start_app
+from tests.servers import RunningServer
 from webui.config import Settings
 
 SECRET = "vote-secret-" + secrets.token_hex(4)
@@ -42,10 +43,9 @@ def exposed_dirs():
 
 @pytest.fixture(scope="module")
 def arena(tiny_model_dir, tmp_path_factory, exposed_dirs):
-    from tests.tiny import tiny_models_yaml
+    from tests.tiny import THREE, tiny_models
 
-    models = tmp_path_factory.mktemp("models") / "models.yaml"
-    models.write_text(tiny_models_yaml(tiny_model_dir))
+    models = tiny_models(tmp_path_factory.mktemp("models"), tiny_model_dir, THREE)
     settings = Settings(
         models_file=models,
         log_dir=exposed_dirs / "logs",
@@ -53,7 +53,7 @@ def arena(tiny_model_dir, tmp_path_factory, exposed_dirs):
         queue_timeout_s=5.0,
         max_request_mb=0.05,
     )
-    running = start(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 
@@ -76,13 +76,13 @@ def _file_probes(base: Path) -> dict[str, str]:
     }
 
 
-def test_control_file_in_the_upload_folder_is_served(arena: Running, exposed_dirs: Path) -> None:
+def test_control_file_in_the_upload_folder_is_served(arena: RunningServer, exposed_dirs: Path) -> None:
     response = httpx.get(f"{arena.url}/gradio_api/file={exposed_dirs / 'control.txt'}")
     assert response.status_code == 200 and response.text == "served"
 
 
 @pytest.mark.parametrize("probe", list(_file_probes(Path("/x"))))
-def test_file_probes_are_refused(arena: Running, exposed_dirs: Path, probe: str) -> None:
+def test_file_probes_are_refused(arena: RunningServer, exposed_dirs: Path, probe: str) -> None:
     path = _file_probes(exposed_dirs)[probe]
     if not path:
         pytest.skip("case-insensitive probe not applicable")
@@ -93,13 +93,13 @@ def test_file_probes_are_refused(arena: Running, exposed_dirs: Path, probe: str)
         assert response.json() == {"error": "File not allowed."}
 
 
-def test_monitoring_endpoints_are_off(arena: Running) -> None:
+def test_monitoring_endpoints_are_off(arena: RunningServer) -> None:
     for path in ("/monitoring", "/monitoring/summary", "/gradio_api/monitoring/summary"):
         response = httpx.get(arena.url + path)
         assert response.status_code in (403, 404), f"{path}: {response.status_code}"
 
 
-def test_healthz_reports_every_model(arena: Running) -> None:
+def test_healthz_reports_every_model(arena: RunningServer) -> None:
     body = httpx.get(f"{arena.url}/healthz").json()
     assert body["status"] == "ok"
     assert set(body["models"]) == set(arena.services.registry.names())
@@ -107,7 +107,7 @@ def test_healthz_reports_every_model(arena: Running) -> None:
     assert {m["problem"] for m in body["models"].values()} == {None}  # a remote that went down says why here
 
 
-def test_oversized_bodies_are_refused_before_they_are_read(arena: Running) -> None:
+def test_oversized_bodies_are_refused_before_they_are_read(arena: RunningServer) -> None:
     big = b"x" * 100_000  # max_request_mb=0.05 -> 52,428 bytes
     response = httpx.post(
         f"{arena.url}/gradio_api/queue/join", content=big, headers={"content-type": "application/json"}
@@ -129,7 +129,7 @@ def test_oversized_bodies_are_refused_before_they_are_read(arena: Running) -> No
     assert small.status_code != 413
 
 
-def test_errors_are_generic_and_the_queue_is_bounded(arena: Running) -> None:
+def test_errors_are_generic_and_the_queue_is_bounded(arena: RunningServer) -> None:
     blocks = arena.app.state.blocks
     assert blocks.show_error is False
     assert blocks.enable_monitoring is False
@@ -142,7 +142,7 @@ def test_errors_are_generic_and_the_queue_is_bounded(arena: Running) -> None:
 def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) -> None:
     """A UI whose one event blocks: with room for one waiting event, the third request gets 503 at
     once (the browser shows Gradio's "This application is currently busy. Please try again.")."""
-    from tests.tiny import tiny_models_yaml
+    from tests.tiny import THREE, tiny_models
 
     release = threading.Event()
 
@@ -157,12 +157,11 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
         return blocks
 
     monkeypatch.setattr("webui.ui.build_ui", build_ui)
-    models = tmp_path / "models.yaml"
-    models.write_text(tiny_models_yaml(tiny_model_dir))
+    models = tiny_models(tmp_path, tiny_model_dir, THREE)
     settings = Settings(
         models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache", queue_size=1, max_concurrency=1
     )
-    running = start(settings, load=False)
+    running = start_app(settings, load=False)
     http = httpx.Client(base_url=running.url, timeout=10)
     try:
         http.get("/")  # the page's session cookie: a request naming a session needs it (test_session_binding.py)
@@ -188,7 +187,7 @@ def test_full_queue_is_refused_at_once(tiny_model_dir, tmp_path, monkeypatch) ->
         running.stop()
 
 
-def test_uploads_are_off(arena: Running) -> None:
+def test_uploads_are_off(arena: RunningServer) -> None:
     """The app has no upload component, so /gradio_api/upload (up to 2 MB from anyone, served back
     by /file=) is refused, and nothing lands in Gradio's upload folder."""
     marker = f"uploaded-{secrets.token_hex(6)}"

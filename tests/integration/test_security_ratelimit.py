@@ -10,30 +10,30 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.integration.deployserver import Running, start
+from tests.apps import start_app
+from tests.servers import RunningServer
 from webui.config import Settings
 
 
 @pytest.fixture(scope="module")
-def arena(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Running:
-    from tests.tiny import tiny_models_yaml
+def arena(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> RunningServer:
+    from tests.tiny import THREE, tiny_models
 
     tmp = tmp_path_factory.mktemp("ratelimit")
-    (tmp / "models.yaml").write_text(tiny_models_yaml(tiny_model_dir))
     settings = Settings(
-        models_file=tmp / "models.yaml",
+        models_file=tiny_models(tmp, tiny_model_dir, THREE),
         log_dir=tmp / "logs",
         cache_dir=tmp / "cache",
         rate_messages=2,
         rate_votes=1,
         trusted_proxies=1,
     )
-    running = start(settings)
+    running = start_app(settings)
     yield running
     running.stop()
 
 
-def client_from(arena: Running, address: str) -> Client:
+def client_from(arena: RunningServer, address: str) -> Client:
     # One trusted proxy: the app believes the last X-Forwarded-For entry, as it would behind a Space's proxy.
     return Client(arena.url, verbose=False, download_files=False, headers={"X-Forwarded-For": address})
 
@@ -44,7 +44,7 @@ def refusal(client: Client, api_name: str, *args: object) -> str:
     return str(caught.value)
 
 
-def test_messages_and_votes_are_limited_per_client_with_a_clear_message(arena: Running) -> None:
+def test_messages_and_votes_are_limited_per_client_with_a_clear_message(arena: RunningServer) -> None:
     client = client_from(arena, "203.0.113.5")
     try:
         client.predict("hello", api_name="/battle_send")

@@ -27,7 +27,7 @@ from gradio_client.exceptions import AppError
 from tests.postgres import PostgresServer, postgres_server  # noqa: F401  (the fixture)
 from tests.proxy import Proxy, start_proxy
 from tests.servers import free_port, wait_for, wait_models_ready
-from tests.tiny import tiny_models_yaml
+from tests.tiny import THREE, tiny_models
 from webui.leaderboard.stats.categories import ALL
 from webui.leaderboard.votes.index import VoteIndex
 from webui.records.storage import log_files
@@ -104,8 +104,7 @@ def tier(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Tier]:
     folder = tmp_path_factory.mktemp("tier")
-    models = folder / "models.yaml"
-    models.write_text(tiny_models_yaml(tiny_model_dir))
+    models = tiny_models(folder, tiny_model_dir, THREE)
     secret = folder / "secret"
     secret.write_text("a-secret-both-servers-share-0123456789\n")
     secret.chmod(0o600)

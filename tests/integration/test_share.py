@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -44,9 +43,7 @@ def test_unreachable_share_service_gives_a_clear_message(monkeypatch) -> None:
     api.gradio.app so that the outcome does not depend on this machine's network."""
     import gradio.networking
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_port()
     monkeypatch.setattr(gradio.networking, "GRADIO_API_SERVER", f"http://127.0.0.1:{closed}/v3/tunnel-request")
     monkeypatch.setattr(gradio.networking, "GRADIO_SHARE_SERVER_ADDRESS", None)
     blocks = _blocks()

@@ -14,19 +14,14 @@ import httpx
 import pytest
 
 from tests.servers import free_port, wait_for
+from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.server.app import build_server, create_app
 from webui.services import build_services
 
 GRACE_S = 5.0
 HASH = "shutdown0test"
-MODELS = """\
-models:
-  - name: long
-    source: {folder}
-    context_length: 4096
-    sampling: {{ignore_eos: true, max_new_tokens: 3000}}
-"""
+LONG = {"name": "long", "context_length": 4096, "sampling": {"ignore_eos": True, "max_new_tokens": 3000}}
 
 
 class Lines(logging.Handler):
@@ -50,8 +45,7 @@ def uvicorn_log() -> Iterator[Lines]:
 def test_a_stop_ends_an_api_stream_and_a_heartbeat_and_returns_in_time(
     tiny_model_dir: Path, tmp_path: Path, uvicorn_log: Lines
 ) -> None:
-    models = tmp_path / "models.yaml"
-    models.write_text(MODELS.format(folder=tiny_model_dir))
+    models = tiny_models(tmp_path, tiny_model_dir, [LONG])
     settings = Settings(
         models_file=models, log_dir=tmp_path / "logs", cache_dir=tmp_path / "cache", port=free_port()
     ).replace(shutdown_grace_s=GRACE_S)

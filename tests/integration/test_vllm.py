@@ -138,10 +138,10 @@ def test_the_same_seed_gives_the_same_text(smol: Registry) -> None:
 
 
 def test_the_bench_attaches_to_a_running_server_without_starting_another(smol: Registry, tmp_path: Path) -> None:
-    """bench/attach.py: the engine-alone path finds the app's server among the app's descendants
+    """bench/serving/attach.py: the engine-alone path finds the app's server among the app's descendants
     (here: this process, which owns `smol`) and streams through it the same prompt as the owner's
     backend; closing the attached registry leaves the server to its owner."""
-    from bench.attach import loaders, vllm_servers
+    from bench.serving.attach import loaders, vllm_servers
 
     owner = smol.get("smol-vllm")
     found = vllm_servers(os.getpid())
@@ -291,7 +291,7 @@ def _a_closed_tab_aborts_the_reply_in_vllm(port: int, groups: list[int], logs: P
     """Direct chat's reply started as the page starts it (Gradio's queue protocol: join, then the
     session's event stream), then the tab closes mid-reply: its event stream and connections go
     away. The handler ends the reply as stopped and vLLM's count of running requests is back to 0."""
-    from bench.ui_client import UIClient
+    from bench.serving.ui_client import UIClient
 
     running = _running_in(groups, "SmolLM2-135M-Instruct")
     message = "Write every number from 1 to 3000, separated by commas, then close the tab."

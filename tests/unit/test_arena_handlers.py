@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.tiny import tiny_models
 from webui.arena.handlers import GENERIC_FAILURE, VOTE_NOT_RECORDED, Handlers
 from webui.arena.rules import Owner, PaneSettings, Refused, Session
 from webui.config import Settings
@@ -395,15 +396,8 @@ def test_direct_chat_votes() -> None:
 
 @pytest.fixture
 def long_tiny(tmp_path: Path, tiny_model_dir: Path) -> Services:
-    models = tmp_path / "models.yaml"
-    models.write_text(
-        "models:\n"
-        + "".join(
-            f"  - name: long-{s}\n    source: {tiny_model_dir}\n    context_length: 4096\n"
-            f"    sampling: {{ignore_eos: true, max_new_tokens: 3000}}\n"
-            for s in "ab"
-        )
-    )
+    long = {"context_length": 4096, "sampling": {"ignore_eos": True, "max_new_tokens": 3000}}
+    models = tiny_models(tmp_path, tiny_model_dir, [{"name": f"long-{s}", **long} for s in "ab"])
     settings = Settings(models_file=models, cache_dir=tmp_path / "cache", log_dir=tmp_path / "logs")
     registry = build_registry(settings)
     registry.start()

@@ -99,12 +99,12 @@ def test_oauth_username_reads_gradios_session() -> None:
 
 
 def test_login_guards_the_ui_but_not_healthz(tmp_path: Path, tiny_models_file: Path) -> None:
-    from tests.integration.deployserver import start
+    from tests.apps import start_app
 
     file = tmp_path / "users.txt"
     file.write_text("alice:s3cret\n")
     os.chmod(file, 0o600)
-    running = start(_settings(tmp_path, models_file=tiny_models_file, auth_file=str(file)), load=False)
+    running = start_app(_settings(tmp_path, models_file=tiny_models_file, auth_file=str(file)), load=False)
     try:
         with httpx.Client(base_url=running.url) as client:
             assert client.get("/config").status_code == 401

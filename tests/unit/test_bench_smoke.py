@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from bench import gradio_path, models
 from bench.report import Column, Table, number, seconds, to_markdown
+from bench.serving import gradio_path, models
 from bench.stats import gaps, median, percentile, rate, ratio
 
 
@@ -88,9 +88,9 @@ def test_send_arguments_are_filled_by_label() -> None:
 
 
 def test_the_app_engines_are_found_among_the_apps_descendants(tmp_path) -> None:
-    """bench.attach reads the vLLM servers' command lines under /proc: a grandchild counts, a
+    """bench.serving.attach reads the vLLM servers' command lines under /proc: a grandchild counts, a
     process outside the app's tree does not."""
-    from bench.attach import vllm_servers
+    from bench.serving.attach import vllm_servers
 
     def proc(pid: int, parent: int, *argv: str) -> None:
         folder = tmp_path / str(pid)
@@ -125,11 +125,11 @@ def test_variants_share_one_source() -> None:
 
 
 def test_the_cold_start_section_reads_the_registrys_own_log_line(settings, caplog) -> None:
-    """bench/coldstart.py parses the server log for "NAME ready on DEVICE in X s": the line the
+    """bench/serving/coldstart.py parses the server log for "NAME ready on DEVICE in X s": the line the
     registry really writes, under its real logger name (a module move once broke this silently)."""
     import logging
 
-    from bench.coldstart import load_times
+    from bench.serving.coldstart import load_times
     from webui.engine.base import Weights
     from webui.engine.registry import Registry
     from webui.models.specs import parse_specs
@@ -145,9 +145,9 @@ def test_the_cold_start_section_reads_the_registrys_own_log_line(settings, caplo
 
 
 def test_the_relay_upstream_streams_what_the_client_counts() -> None:
-    """bench.relay's fake upstream answers `tokens` content events, then the end, usage and
+    """bench.tier.relay's fake upstream answers `tokens` content events, then the end, usage and
     [DONE]; the client's count finds exactly `tokens` of them (no server, no timing)."""
-    from bench.relay import CONTENT, reply_body
+    from bench.tier.relay import CONTENT, reply_body
 
     body = reply_body("m", 5)
     events = [e for e in body.split(b"\n\n") if e]

@@ -223,11 +223,9 @@ def test_healthcheck_script(models: dict, healthy: bool) -> None:
 
 
 def test_healthcheck_fails_when_nothing_listens() -> None:
-    import socket
+    from tests.servers import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     result = subprocess.run(
         [sys.executable, "scripts/healthcheck.py"],
         cwd=ROOT,
@@ -279,7 +277,8 @@ def test_requirements_match_pyproject_and_install_script() -> None:
 def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_path: Path) -> None:
     render = [
         sys.executable,
-        str(ROOT / "deploy" / "render_nginx.py"),
+        "-m",
+        "deploy.render_nginx",
         "--listen",
         "8080",
         "--server",
@@ -287,7 +286,7 @@ def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_p
         "--server",
         "10.0.0.2:7860",
     ]
-    text = subprocess.run(render, capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(render, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "@" not in text  # every placeholder filled
     assert re.findall(r"^\s*server (\S+) max_fails=1 fail_timeout=10s;$", text, re.M) == [
         "127.0.0.1:7861",
@@ -295,7 +294,7 @@ def test_the_nginx_template_renders_every_server_and_refuses_a_bad_address(tmp_p
     ]
     assert "hash $arena_session consistent;" in text and "proxy_buffering off;" in text
     assert "listen 8080;" in text and "X-Forwarded-For $proxy_add_x_forwarded_for" in text
-    bad = subprocess.run([*render[:4], "--server", "127.0.0.1:7861; evil"], capture_output=True, text=True)
+    bad = subprocess.run([*render[:5], "--server", "127.0.0.1:7861; evil"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "not an address" in bad.stderr
 
 
@@ -312,20 +311,6 @@ def _interpolate(text: str, variables: dict[str, str]) -> str:
         return rest
 
     return re.sub(r"\$\{(\w+)(:[-?])?([^}]*)\}", value, text)
-
-
-def _deploy_module(name: str):
-    import importlib.util
-
-    sys.path.insert(0, str(ROOT / "deploy"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"deploy_{name}", ROOT / "deploy" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[f"deploy_{name}"] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "deploy"))
-    return module
 
 
 def _option(command: list[str], flag: str) -> str:
@@ -386,7 +371,8 @@ def test_compose_models_file_lists_both_vllm_servers_as_replicas(compose: dict) 
 
 
 def test_compose_nginx_file_is_the_rendered_template(compose: dict) -> None:
-    render = _deploy_module("render_nginx").render
+    from deploy.render_nginx import render
+
     ports = {name: _option(compose["services"][name]["command"], "--port") for name in ("web1", "web2")}
     expected = render("8080", [f"{name}:{port}" for name, port in ports.items()])
     assert (ROOT / "deploy" / "compose" / "nginx.conf").read_text() == expected, "re-render it (see compose.yaml)"
@@ -395,10 +381,10 @@ def test_compose_nginx_file_is_the_rendered_template(compose: dict) -> None:
 
 
 def test_local_tier_starts_arena_servers_the_app_accepts(tmp_path: Path) -> None:
+    from deploy import local_tier as tier
     from webui.config import settings_from_cli
     from webui.models.specs import parse_specs
 
-    tier = _deploy_module("local_tier")
     database = "postgresql://arena@127.0.0.1:5432/arena"
     command = tier.arena_command("python", "web1", 7861, tmp_path, database)
     settings = settings_from_cli(command[3:], environ={})

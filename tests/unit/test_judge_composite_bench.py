@@ -1,11 +1,11 @@
-"""bench/judge_composite.py on one short run (vote counts, never times): the stopping rule by hand,
+"""bench/votes/judge_composite.py on one short run (vote counts, never times): the stopping rule by hand,
 and a guessing judge's composite with `auto` the human board itself, checkpoint by checkpoint."""
 
 from __future__ import annotations
 
 import math
 
-from bench import judge_composite as bench
+from bench.votes import judge_composite as bench
 
 
 def test_the_rank_is_right_for_good_from_the_first_checkpoint_of_the_last_right_run() -> None:

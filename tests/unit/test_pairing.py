@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import pairing as simulation
+from bench.votes import pairing as simulation
 from tests.records import battle, vote
 from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
 from webui.arena.handlers import Handlers

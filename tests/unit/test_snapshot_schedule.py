@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.postgres import postgres_server, shared_store  # noqa: F401  (fixtures)
 from tests.records import battle, vote
 from tests.servers import free_port, wait_for
 from tests.standins import hub, webhook
@@ -224,24 +225,33 @@ def test_two_schedulers_on_one_folder_take_each_period_once(tmp_path: Path, aren
     assert len(list(folder.glob(".period-*.claim"))) == 4
 
 
-def test_servers_sharing_a_store_take_each_period_once_whatever_their_folders(tmp_path: Path, arena):
+def test_servers_sharing_a_store_take_each_period_once_whatever_their_folders(
+    tmp_path: Path,
+    arena,
+    shared_store: str,  # noqa: F811  (SQLite, then PostgreSQL)
+):
+    """The store's lease table gives each period to one server, so every period has one snapshot
+    across all the folders, and a restart within the period takes none again."""
     _, view = arena
     board = view.board()[0]
     clock = Clock()
-    stores = [open_store(tmp_path / "shared.sqlite3") for _ in range(2)]
+    stores = [open_store(shared_store) for _ in range(3)]
     with stores[0].transaction():
         migrate(stores[0])
-    folders = [tmp_path / f"server-{n}" / "snapshots" for n in range(2)]
+    folders = [tmp_path / f"web{n}" / "snapshots" for n in range(3)]
     schedules = [
-        SnapshotSchedule(folder, DAY, lambda: board, StoreClaim(store, f"server-{n}"), clock=clock)
+        SnapshotSchedule(folder, DAY, lambda: board, StoreClaim(store, f"web{n}"), clock=clock)
         for n, (folder, store) in enumerate(zip(folders, stores, strict=True))
     ]
     try:
-        taken = _race(schedules, clock, periods=4)
+        taken = _race(schedules, clock, periods=3)
+        assert len(taken) == 3 and sum(len(snapshots_in(f)) for f in folders) == 3
+        clock.now -= DAY  # back into the last period: a restarted server finds it claimed
+        again = SnapshotSchedule(folders[0], DAY, lambda: board, StoreClaim(stores[0], "web0-restarted"), clock=clock)
+        assert again.turn() is None
     finally:
         for store in stores:
             store.close()
-    assert len(taken) == 4 and sum(len(snapshots_in(f)) for f in folders) == 4
 
 
 # --- the message ------------------------------------------------------------------------------

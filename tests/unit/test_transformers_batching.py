@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import build_tiny_model, tiny_models_yaml
+from tests.tiny import THREE, build_tiny_model
+from tests.tiny import tiny_models as write_tiny_models
 from webui.config import Settings
 from webui.engine import collect
 from webui.engine.registry import Registry, build_registry
@@ -21,6 +22,7 @@ from webui.types import Finished, FinishReason, Message, SamplingParams
 HELLO = [Message("user", "hello world")]
 GREEDY = SamplingParams(temperature=0, max_new_tokens=64, ignore_eos=True)
 SAMPLED = SamplingParams(temperature=0.9, top_k=12, top_p=0.9, repetition_penalty=1.3, seed=11, max_new_tokens=64)
+LONG = {"name": "long", "backend": "transformers", "context_length": 1024}  # one entry, on the batching engine
 
 
 def _registry(models: Path, folder: Path, **settings: object) -> Registry:
@@ -36,9 +38,7 @@ def _registry(models: Path, folder: Path, **settings: object) -> Registry:
 
 @pytest.fixture(scope="module")
 def tiny_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("batching") / "models.yaml"
-    path.write_text(tiny_models_yaml(tiny_model_dir))
-    return path
+    return write_tiny_models(tmp_path_factory.mktemp("batching"), tiny_model_dir, THREE)
 
 
 @pytest.fixture(scope="module")
@@ -241,10 +241,7 @@ def test_replies_that_outgrow_a_full_cache_wait_and_keep_their_text(
         return put_back[-1]
 
     monkeypatch.setattr(OffloadingManager, "offload_requests", offload)
-    models = tmp_path / "models.yaml"
-    models.write_text(
-        f"models:\n  - {{name: long, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
-    )
+    models = write_tiny_models(tmp_path, tiny_model_dir, [LONG])
     registry = _registry(models, tmp_path, transformers_kv_cache_tokens=512)
     try:
         backend = registry.get("long")
@@ -279,10 +276,7 @@ def test_a_reply_larger_than_the_whole_cache_is_refused_saying_so(tiny_model_dir
     it would grow past the last free block, and the manager then ends its loop with every request."""
     from webui.errors import ParamError, PromptTooLong
 
-    models = tmp_path / "models.yaml"
-    models.write_text(
-        f"models:\n  - {{name: long, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
-    )
+    models = write_tiny_models(tmp_path, tiny_model_dir, [LONG])
     registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
     try:
         assert (
@@ -314,12 +308,8 @@ def test_an_entry_sizes_its_own_cache_and_a_bad_size_names_the_key(tiny_model_di
     from webui.errors import ConfigError
     from webui.models.specs import parse_specs
 
-    models = tmp_path / "models.yaml"
-    models.write_text(
-        f"models:\n  - {{name: own, backend: transformers, source: {tiny_model_dir}, context_length: 1024,"
-        " transformers: {kv_cache_tokens: 600}}\n"
-        f"  - {{name: global, backend: transformers, source: {tiny_model_dir}, context_length: 1024}}\n"
-    )
+    own = {**LONG, "name": "own", "transformers": {"kv_cache_tokens": 600}}
+    models = write_tiny_models(tmp_path, tiny_model_dir, [own, {**LONG, "name": "global"}])
     registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
     try:
         own, shared = registry.get("own"), registry.get("global")

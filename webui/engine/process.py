@@ -278,6 +278,9 @@ def _strip_prefix(line: str) -> str:
 
 
 def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now, for a server started in another process (an
+    engine here; a test's, the bench's or deploy/local_tier.py's). Another process could take it before
+    that server binds: the server then fails with its own message."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
