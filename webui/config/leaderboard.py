@@ -102,7 +102,7 @@ class LeaderboardSettings:
     category_prior_sd: float = setting(
         50.0,
         flag="--category-prior-sd",
-        help="a declared category's board is shrunk toward the overall board by a normal prior of this standard "
+        help="each category's board (built-in or declared) is shrunk toward the overall board by a normal prior of this standard "
         "deviation in Elo points, so that a small category does not swing wildly; default 50 (0: not shrunk)",
         check=Rule(lambda v: 0 <= v <= 1000, "0 (not shrunk) to 1000 Elo points"),
     )
