@@ -10,7 +10,7 @@ import pytest
 
 from webui.leaderboard.stats import composite
 from webui.leaderboard.stats.composite import auto_weight, composite_board
-from webui.leaderboard.stats.ratings import RIDGE, bradley_terry, grouped_keys
+from webui.leaderboard.stats.ratings import RIDGE, bradley_terry, fit_bt, grouped_keys
 
 TRUE = {"w": -1.0, "x": -0.3, "y": 0.3, "z": 1.0}  # log-odds strengths
 
@@ -59,7 +59,7 @@ def test_the_judges_own_scale_is_found_and_the_fit_is_the_optimum(scale: float) 
     n_keys = 3 * len(coded_h.models) ** 2
     g_h = grouped_keys(np.bincount(coded_h.keys(), minlength=n_keys).astype(float), coded_h.models)
     g_j = grouped_keys(0.5 * np.bincount(coded_j.keys(), minlength=n_keys), coded_h.models)
-    theta, k = composite.fit_scaled(g_h, g_j, np.zeros(len(coded_h.models)))
+    theta, k, k_se = composite.fit_scaled(g_h, g_j, np.zeros(len(coded_h.models)))
     assert k == pytest.approx(scale, abs=0.08)
 
     def objective(x: np.ndarray) -> float:
@@ -76,6 +76,31 @@ def test_the_judges_own_scale_is_found_and_the_fit_is_the_optimum(scale: float) 
         step = np.zeros_like(x)
         step[i] = 1e-5
         assert (objective(x + step) - objective(x - step)) / 2e-5 == pytest.approx(0.0, abs=1e-2)
+    # k's standard error: from the curvature at the optimum, here by second differences
+    h, m = 1e-3, len(x)
+    curvature = np.zeros((m, m))
+    for i in range(m):
+        for j in range(m):
+            e_i, e_j = np.eye(m)[i] * h, np.eye(m)[j] * h
+            curvature[i, j] = -(
+                objective(x + e_i + e_j)
+                - objective(x + e_i - e_j)
+                - objective(x - e_i + e_j)
+                + objective(x - e_i - e_j)
+            ) / (4 * h * h)
+    assert k_se == pytest.approx(math.sqrt(np.linalg.inv(curvature)[-1, -1]), rel=0.02)
+
+
+def test_a_guessing_judges_many_verdicts_do_not_pull_the_ratings_together() -> None:
+    """From people's fit, 3,000 coin tosses beside 120 votes: k comes out near 0 and the ratings
+    stay people's (k and the ratings fitted at once from k = 1 would sink every rating toward 0)."""
+    human, judged = battles(120, 5), battles(3000, 6, judge="guesses")
+    coded_h, coded_j = composite._coded(human, judged)
+    g_h, g_j = composite._grouped(coded_h, coded_j, 1.0, np.ones(len(coded_h.a), dtype=bool))
+    people = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
+    fitted = composite.fit_scaled(g_h, g_j, people)
+    assert abs(fitted.k) < 3 * fitted.k_se < 0.3
+    assert np.ptp(fitted.theta) == pytest.approx(np.ptp(people), rel=0.1)
 
 
 def test_a_model_with_verdicts_only_is_provisional() -> None:
@@ -95,9 +120,11 @@ def test_auto_weight_trusts_a_judge_that_knows_and_not_one_that_guesses() -> Non
     human = battles(120, 5)  # few human votes
     knows = auto_weight(human, battles(3000, 6, judge="knows"))
     guesses = auto_weight(human, battles(3000, 7, judge="guesses"))
-    assert knows.weight >= 0.5 and knows.log_loss[knows.weight] < knows.log_loss[0.0]
-    # a coin-tossing judge's scale is about 0: every weight fits alike, and none is trusted
-    assert guesses.weight == 0.0
+    assert knows.weight >= 0.5 and knows.log_loss[knows.weight] == knows.log_loss.min() < knows.log_loss[0.0]
+    assert knows.scale is not None and knows.scale.shows_signal
+    # a coin-tossing judge's scale is about 0, within its error: no weight is tried, none trusted
+    assert guesses.weight == 0.0 and guesses.log_loss.empty
+    assert guesses.scale is not None and not guesses.scale.shows_signal
     assert auto_weight(human.iloc[:3], battles(10, 8)).weight == 0.0  # too few votes to hold out
 
 

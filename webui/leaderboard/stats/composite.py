@@ -3,10 +3,9 @@
 A human vote weighs 1; a judge's verdict on a battle weighs w, split between its two orders
 (w/2 each: the two are one verdict asked twice). The fit is the board's own on the summed
 outcome counts, so w = 0 is the human board exactly. `auto_weight` picks w by how well the fit
-predicts human votes it did not see (k-fold, log-loss): a judge that guesses only pulls the
-ratings together, so its w falls to about 0 (at most the smallest step, where a few human votes
-gain from a little shrinkage); a judge that knows what people prefer earns weight, most
-where human votes are few. A model with verdicts but no counted human vote is marked
+predicts human votes it did not see (k-fold, log-loss), once the judge's own scale k (its
+log-odds over people's, fitted beside the ratings) stands clearly above 0: a judge that guesses
+gets w = 0; one that knows what people prefer earns weight, most where human votes are few. A model with verdicts but no counted human vote is marked
 provisional: its rating rests on the judge alone. Pure numpy/pandas.
 """
 
@@ -14,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,14 +23,30 @@ from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, Gro
 
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)  # what `auto` tries
 FOLDS = 5
-LOSS_TOLERANCE = 1e-4  # nats per held-out vote: differences below it are the folds' noise, not the judge
+SIGNAL_Z = 3.0  # the judge's scale k must stand this many standard errors above 0 to earn any weight
 COLUMNS = ("model", "rating", "human_battles", "judge_judgments", "provisional")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The judge's own scale k (its log-odds over people's) on all the votes, with its standard error."""
+
+    k: float
+    se: float
+
+    @property
+    def shows_signal(self) -> bool:
+        return self.k > SIGNAL_Z * self.se
+
+    def text(self) -> str:
+        return f"k = {self.k:.2f} ± {self.se:.2f}"
 
 
 @dataclass(frozen=True)
 class AutoWeight:
     weight: float
-    log_loss: pd.Series  # by candidate weight: mean held-out log-loss per human vote
+    log_loss: pd.Series  # by candidate weight: mean held-out log-loss per human vote (empty: none tried)
+    scale: Scale | None = None  # None: too few human votes or no verdicts to tell
 
 
 def composite_board(human: pd.DataFrame, judged: pd.DataFrame, weight: float) -> pd.DataFrame:
@@ -64,11 +80,17 @@ def composite_board(human: pd.DataFrame, judged: pd.DataFrame, weight: float) ->
 def auto_weight(
     human: pd.DataFrame, judged: pd.DataFrame, weights: tuple[float, ...] = WEIGHTS, folds: int = FOLDS, seed: int = 0
 ) -> AutoWeight:
-    """The weight among `weights` whose fit best predicts held-out human votes (ties score 0.5)."""
+    """The weight among `weights` whose fit best predicts held-out human votes (ties score 0.5; of
+    equal losses the smallest weight), or 0 when the judge's scale k, fitted on all the votes, is
+    not clearly above 0 (`SIGNAL_Z` standard errors): a judge that guesses earns nothing, even
+    where the folds' noise would favour some weight by chance."""
     coded_h, coded_j = _coded(human, judged)
     n = len(coded_h.a)
     if n < folds or not len(coded_j.a):
-        return AutoWeight(0.0, pd.Series({0.0: math.nan}))
+        return AutoWeight(0.0, pd.Series(dtype=float, name="log_loss"))
+    scale = judge_scale(coded_h, coded_j)
+    if not scale.shows_signal:
+        return AutoWeight(0.0, pd.Series(dtype=float, name="log_loss"), scale)
     fold = np.random.default_rng(seed).permutation(n) % folds
     emphasis = sparse_emphasis(coded_h)
     losses = {}
@@ -82,11 +104,18 @@ def auto_weight(
             s = coded_h.score[held]
             total -= float(np.sum(emphasis[held] * (s * np.log(p) + (1 - s) * np.log(1 - p))))
         losses[w] = total / float(emphasis.sum())
-    series = pd.Series(losses, name="log_loss")
-    # the smallest weight doing about as well as the best: a judge whose verdicts carry nothing
-    # (a scale near 0) leaves every weight alike, and then none is trusted
-    good_enough = series[series <= series.min() + LOSS_TOLERANCE]
-    return AutoWeight(float(good_enough.index.min()), series)
+    series = pd.Series(losses, name="log_loss").sort_index()
+    return AutoWeight(float(series.idxmin()), series, scale)
+
+
+def judge_scale(human: Coded, judged: Coded) -> Scale:
+    """k and its standard error from `fit_scaled` on every vote, each verdict weighing 1 (w/2 per
+    order at w = 1): the curvature of the log-likelihood at its optimum, the ratings profiled out."""
+    everything = np.ones(len(human.a), dtype=bool)
+    g_h, g_j = _grouped(human, judged, 1.0, everything)
+    theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
+    fitted = fit_scaled(g_h, g_j, theta)
+    return Scale(fitted.k, fitted.k_se)
 
 
 def sparse_emphasis(human: Coded) -> np.ndarray:
@@ -111,16 +140,28 @@ def _coded(human: pd.DataFrame, judged: pd.DataFrame) -> tuple[Coded, Coded]:
 def _fit(human: Coded, judged: Coded, weight: float, keep: np.ndarray) -> np.ndarray:
     """The strengths on the human votes' scale (`keep` of them) and, weighing weight/2 per order,
     the judgments on a scale of the judge's own (`fit_scaled`)."""
-    n_keys = 3 * len(human.models) ** 2
-    g_h = grouped_keys(np.bincount(human.keys()[keep], minlength=n_keys).astype(float), human.models)
+    g_h, g_j = _grouped(human, judged, weight, keep)
     theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
     if not weight or not len(judged.a):
         return theta
+    return fit_scaled(g_h, g_j, theta).theta
+
+
+def _grouped(human: Coded, judged: Coded, weight: float, keep: np.ndarray) -> tuple[Grouped, Grouped]:
+    """The `keep` human votes weighing 1 and every judgment weight/2, as outcome counts."""
+    n_keys = 3 * len(human.models) ** 2
+    g_h = grouped_keys(np.bincount(human.keys()[keep], minlength=n_keys).astype(float), human.models)
     g_j = grouped_keys(weight / 2 * np.bincount(judged.keys(), minlength=n_keys), human.models)
-    return fit_scaled(g_h, g_j, theta)[0]
+    return g_h, g_j
 
 
-def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> tuple[np.ndarray, float]:
+class Scaled(NamedTuple):
+    theta: np.ndarray
+    k: float
+    k_se: float  # from the negative Hessian at the optimum (inf where it cannot be inverted)
+
+
+def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> Scaled:
     """(theta, k) maximising the human votes' Bradley-Terry log-likelihood in theta plus the
     judgments' with win probability sigmoid(k (theta_a - theta_b)): a judge that prefers the
     better reply less often than people do (k < 1), or at random (k near 0), then tells the order
@@ -160,15 +201,17 @@ def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> tuple[np.n
                 hess[n, n] = float(np.sum(curvature * d * d)) + 1e-12
         return grad, hess
 
-    # Near the optimum first, by turns (each concave): theta at fixed k, then k at fixed theta; from
-    # there Newton on both, where the objective is concave too. (From theta = 0, k has no slope.)
+    # Near the optimum first, by turns (each concave): k at fixed theta, then theta at fixed k; from
+    # there Newton on both. k first: the objective is not concave in both at once (k times a
+    # difference), and a guessing judge's many verdicts at k = 1 would pull every rating to 0, a
+    # local optimum with k far from 0. (From theta = 0, k has no slope: `start` is people's fit.)
     def part(x: np.ndarray, keep: slice, free: np.ndarray) -> np.ndarray:
         whole = x.copy()
         whole[keep] = free
         return whole
 
     x = np.append(start, 1.0)
-    for keep in (slice(0, n), slice(n, n + 1)) * 3:
+    for keep in (slice(n, n + 1), slice(0, n)) * 3:
         fixed = x.copy()
 
         def block_objective(free: np.ndarray, fixed: np.ndarray = fixed, keep: slice = keep) -> float:
@@ -182,7 +225,12 @@ def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> tuple[np.n
 
         x[keep] = newton.maximise(block_objective, block_derivatives, x[keep], tol=1e-6)
     x = newton.maximise(objective, derivatives, x, tol=1e-9, max_iter=200)
-    return x[:n], float(x[n])
+    _, hessian = derivatives(x)
+    try:
+        k_variance = float(np.linalg.inv(hessian)[n, n])
+    except np.linalg.LinAlgError:
+        k_variance = math.inf
+    return Scaled(x[:n], float(x[n]), math.sqrt(k_variance) if k_variance > 0 else math.inf)
 
 
 def _log_likelihood(diff: np.ndarray, g: Grouped) -> float:
