@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -145,10 +146,39 @@ def test_the_command_line_shows_the_composite_board_of_a_simulated_judge(
     assert "granite-3-8b" in out and "provisional" not in out  # every model here has human votes
     assert judge_main([*command, "--composite", "--agreement"]) == 0  # auto: says how it chose
     out = capsys.readouterr().out
-    assert "agreement with ties" in out and "auto: the weight whose fit best predicts held-out human votes" in out
+    assert "agreement with ties" in out and "auto: its scale k = " in out
+    assert "the weight whose fit best predicts held-out human votes" in out
     with pytest.raises(SystemExit) as refused:  # argparse's own exit: 2, with the reason
         judge_main([*command, "--composite", "--judge-weight", "-1"])
     assert refused.value.code == 2 and "auto, or a number of 0 or more" in capsys.readouterr().err
+
+
+def test_the_composite_reads_a_replays_verdicts_on_pairs_nobody_voted_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replay report by the same judge and prompt adds its parsed orders (a new model nobody voted
+    on shows, provisional); another judge's report, a failed prompt, an unparsed order and a file that
+    is not a report add nothing."""
+    simulate(tmp_path, battles=600, seed=2)
+    simulate_verdicts(tmp_path, 0.8, name="sim")
+    replays = tmp_path / "replays"
+    replays.mkdir()
+
+    def report(judge: str, results: list[dict[str, object]]) -> dict[str, object]:
+        return {"model": "v2", "baseline": "granite-3-8b", "judge": judge, "prompt_version": PROMPT_VERSION,
+                "results": results}  # fmt: skip
+
+    won = {"verdicts": ["model_a", "model_a"], "error": None}
+    results = [won] * 20 + [{"verdicts": ["model_a", None], "error": None}, {"verdicts": [], "error": "stopped"}]
+    (replays / "replay-1.json").write_text(json.dumps(report("sim", results)))
+    (replays / "replay-2.json").write_text(json.dumps(report("another", [won] * 50)))
+    (replays / "broken.json").write_text("{not json")
+    command = [str(tmp_path), "--judge", "sim", "--prompt-version", PROMPT_VERSION, "--composite"]
+    assert judge_main([*command, "--judge-weight", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(with 41 judgments from replay reports: pairs nobody voted on)" in out
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["v2"])
+    assert row.split()[2:] == ["0", "41", "provisional", "(judge)"]  # no human battle, 41 judgments
 
 
 def test_a_simulated_judge_refuses_what_is_not_a_probability(tmp_path: Path) -> None:

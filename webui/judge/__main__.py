@@ -39,6 +39,8 @@ from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, 
 from webui.leaderboard.votes.index import VoteIndex
 from webui.progress import Progress, size
 from webui.records.storage import log_files
+from webui.replay.verdicts import FOLDER as REPLAYS
+from webui.replay.verdicts import replayed_judgments
 
 log = logging.getLogger("webui.judge")
 
@@ -229,7 +231,8 @@ def _agreement(args: argparse.Namespace, prompt: JudgePrompt, weight: float | st
     verdicts = [
         r for r in read_verdicts(args.log_dir) if r.get("judge") == args.judge and r.get("prompt_version") == version
     ]
-    if not verdicts:
+    replayed = replayed_judgments(args.log_dir / REPLAYS, args.judge, version) if args.composite else None
+    if not verdicts and (args.agreement or replayed is None or not len(replayed.judgments)):
         return _refuse(
             f"no verdicts of {args.judge} with prompt {version} in {args.log_dir}: judge some battles first "
             f"(the same command without --agreement or --composite)"
@@ -243,7 +246,7 @@ def _agreement(args: argparse.Namespace, prompt: JudgePrompt, weight: float | st
     if args.agreement:
         lines += report_lines(calibrate(verdicts, rows, args.judge, version, rounds=max(0, args.rounds)))
     if args.composite:
-        lines += composite_lines(args.judge, composite(verdicts, rows, weight))
+        lines += composite_lines(args.judge, composite(verdicts, rows, weight, replayed))
     print("\n".join(lines))
     return 0
 

@@ -1,10 +1,12 @@
-"""The composite board from the command line: the counted human votes of the vote index and a
-judge's verdicts, in one fit (webui.leaderboard.stats.composite has the method)."""
+"""The composite board from the command line and the tab: the counted human votes of the vote
+index, a judge's verdicts on them and its verdicts in replay reports (pairs nobody voted on), in
+one fit (webui.leaderboard.stats.composite has the method)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,6 +16,7 @@ from webui.judge.run import counted_rows
 from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
 from webui.leaderboard.stats.composite import AutoWeight, auto_weight, composite_board
 from webui.leaderboard.votes.index import VoteIndex
+from webui.replay.verdicts import Replayed, replayed_judgments
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,7 @@ class Composite:
     weight: float
     auto: AutoWeight | None  # how `auto` chose, when asked to
     table: pd.DataFrame
+    replayed: int = 0  # of the judgments, those from replay reports
 
 
 def human_battles(rows: pd.DataFrame) -> pd.DataFrame:
@@ -38,19 +42,23 @@ def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return judged[[outcome(w) is not None for w in judged["winner"]]].reset_index(drop=True)
 
 
-def composite(verdicts: Iterable[Mapping[str, Any]], rows: pd.DataFrame, weight: float | str) -> Composite:
+def composite(
+    verdicts: Iterable[Mapping[str, Any]], rows: pd.DataFrame, weight: float | str, replayed: Replayed | None = None
+) -> Composite:
+    """`verdicts` on logged battles and, where given, a replay's judgments, beside `rows`' human votes."""
     human, judged = human_battles(rows), judged_battles(verdicts)
+    extra = replayed.judgments if replayed is not None else judged.iloc[:0]
+    if len(extra):
+        judged = pd.concat([judged, extra], ignore_index=True)
     chosen = auto_weight(human, judged) if weight == "auto" else None
     w = chosen.weight if chosen is not None else float(weight)
-    return Composite(w, chosen, composite_board(human, judged, w))
+    return Composite(w, chosen, composite_board(human, judged, w), len(extra))
 
 
 def composite_lines(judge: str, c: Composite) -> list[str]:
-    how = ""
-    if c.auto is not None:
-        tried = ", ".join(f"{w:g}: {loss:.4f}" for w, loss in c.auto.log_loss.items())
-        how = f" (auto: the weight whose fit best predicts held-out human votes; log-loss by weight {tried})"
-    lines = [f"Composite board: a human vote weighs 1, a verdict of {judge} weighs {c.weight:g}{how}"]
+    lines = [f"Composite board: a human vote weighs 1, a verdict of {judge} weighs {c.weight:g}{_how(c.auto)}"]
+    if c.replayed:
+        lines.append(f"(with {c.replayed:,} judgments from replay reports: pairs nobody voted on)")
     shown = c.table.assign(
         rating=c.table["rating"].round().astype(int),
         note=["provisional (judge)" if p else "" for p in c.table["provisional"]],
@@ -59,8 +67,29 @@ def composite_lines(judge: str, c: Composite) -> list[str]:
     return lines
 
 
-def composite_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, weight: float | str) -> str:
-    """The Leaderboard tab's composite board: the most recent judge's (with its prompt), or why none."""
+def _how(auto: AutoWeight | None) -> str:
+    """How `auto` chose its weight, in words; empty for a weight given."""
+    if auto is None:
+        return ""
+    if auto.scale is None:
+        return " (auto: too few human votes, or no verdicts, to weigh the judge by)"
+    if not auto.scale.shows_signal:
+        return (
+            f" (auto: the judge's verdicts do not follow the people's ratings: its scale {auto.scale.text()} "
+            "is not clearly above 0)"
+        )
+    tried = ", ".join(f"{w:g}: {loss:.4f}" for w, loss in auto.log_loss.items())
+    return (
+        f" (auto: its scale {auto.scale.text()}; the weight whose fit best predicts held-out human votes, "
+        f"log-loss by weight {tried})"
+    )
+
+
+def composite_markdown(
+    verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, weight: float | str, replays: Path | None = None
+) -> str:
+    """The Leaderboard tab's composite board: the most recent judge's (with its prompt) and its
+    verdicts in the replay reports of `replays`, or why none."""
     newest: dict[tuple[str, str], float] = {}
     records = list(verdicts)
     for r in records:
@@ -71,7 +100,8 @@ def composite_markdown(verdicts: Iterable[Mapping[str, Any]], index: VoteIndex, 
         return "No judge has judged the battles here yet, so there is no composite board (docs/judge.md)."
     judge, version = max(newest, key=lambda k: newest[k])
     chosen = [r for r in records if (r.get("judge"), r.get("prompt_version")) == (judge, version)]
-    lines = composite_lines(judge, composite(chosen, index.rows(), weight))
+    replayed = replayed_judgments(replays, judge, version) if replays is not None else None
+    lines = composite_lines(judge, composite(chosen, index.rows(), weight, replayed))
     return (
         f"The human votes and the verdicts of **{judge}** (prompt {version}) in one fit; the board above stays "
         "human-only.\n\n```\n" + "\n".join(lines) + "\n```"

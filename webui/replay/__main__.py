@@ -44,8 +44,8 @@ from webui.records.storage import log_files
 from webui.replay.agreement import NoQueuedPairs, queued_agreement, queued_reports, report_lines
 from webui.replay.prompts import pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
+from webui.replay.verdicts import FOLDER
 
-FOLDER = "replays"
 SHOWN_PROMPTS = 10  # the prompts where the two differ most, in the report
 
 

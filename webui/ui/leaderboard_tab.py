@@ -26,6 +26,7 @@ from webui.leaderboard.board.view import EXPORTS, LeaderboardView
 from webui.leaderboard.stats.categories import ALL
 from webui.leaderboard.stats.families import family_prefixes
 from webui.models.specs import load_judge
+from webui.replay.verdicts import FOLDER as REPLAYS
 from webui.ui.common import client_of, owner_of, progress_on
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def _agreement_section(view: LeaderboardView, judge_weight: float | str) -> None
         return agreement_markdown(read_verdicts(view.log_dir), view.live.index)
 
     def composite() -> str:
-        return composite_markdown(read_verdicts(view.log_dir), view.live.index, judge_weight)
+        return composite_markdown(read_verdicts(view.log_dir), view.live.index, judge_weight, view.log_dir / REPLAYS)
 
     # Bootstraps and fits over every judged battle: a second or more, so one at a time.
     show.click(agreement, outputs=figures, api_name="leaderboard_agreement", concurrency_limit=1)
