@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from webui.db.columns import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
-from webui.leaderboard.votes.features import has_code, is_long, text_style
+from webui.leaderboard.votes.features import has_code, is_long, text_features, text_style
 from webui.leaderboard.votes.language import detect_language
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 from webui.types import MODEL_NAME_MAX_CHARS, PAIR_VOTES
@@ -234,6 +234,22 @@ def _row(
         "fingerprint_b": _fingerprint(state_b),
     }
     return row, replies_a, replies_b
+
+
+def vote_features(record: dict[str, Any]) -> dict[str, Any] | None:
+    """What a battle vote record's "features" key holds when the app writes it
+    (`features.text_features` of its states as logged, redacted or not: what the index would count
+    from them); None for a record that is no battle vote of a readable shape."""
+    states = record.get("states")
+    if record.get("type") not in WINNERS or not (isinstance(states, list) and len(states) == 2):
+        return None
+    if not all(isinstance(state, dict) for state in states):
+        return None
+    try:
+        prompts, replies_a = _texts(states[0])
+        return text_features(prompts, replies_a, _texts(states[1])[1])
+    except MALFORMED:
+        return None
 
 
 def _finish_reasons(state: dict[str, Any]) -> list:
