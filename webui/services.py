@@ -101,7 +101,9 @@ def build_services(settings: Settings, registry: Registry | None = None, recorde
     categories = load_declared(settings.categories_file)  # first: a malformed file stops the start at once
     registry = registry or build_registry(settings)
     if recorder is None:
+        from webui.leaderboard.votes.rows import vote_features
         from webui.records.storage import JsonlRecorder
 
-        recorder = JsonlRecorder.from_settings(settings, registry.names())
+        # each battle vote's features counted once, as it is written (the index then reads them)
+        recorder = JsonlRecorder.from_settings(settings, registry.names(), features=vote_features)
     return Services(settings, registry, recorder, categories=categories)

@@ -20,6 +20,8 @@ import pytest
 from webui.engine import collect
 from webui.engine.registry import build_registry
 from webui.leaderboard.board.build import BoardOptions, board_from_logs
+from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes.rows import vote_features
 from webui.records.events import ChatEvent, ClientInfo, Conversation, VoteEvent
 from webui.records.storage import JsonlRecorder
 from webui.types import Message
@@ -83,7 +85,7 @@ def new_conversation(registry, name: str, battle_id: str, anonymous: bool) -> Co
 @pytest.mark.timeout(300)
 def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
     registry = build_registry(settings)
-    recorder = JsonlRecorder.from_settings(settings, registry.names())
+    recorder = JsonlRecorder.from_settings(settings, registry.names(), features=vote_features)  # as the app's
     client = ClientInfo("192.0.2.33")
     plan = [
         ("tiny-a", "tiny-b", "leftvote", True, 1),
@@ -106,7 +108,8 @@ def test_clean_battle_data_recovers_every_battle(settings, tmp_path: Path):
         registry.close()
 
     files = sorted(settings.log_dir.glob("*-conv.json"))
-    assert files
+    votes = [r for p in files for r in map(json.loads, p.read_text().splitlines()) if r["type"] != "chat"]
+    assert len(votes) == len(plan) and all("features" in r for r in votes)  # FastChat reads them below
     battles = fastchat_battles(files)
     winner = {"leftvote": "model_a", "rightvote": "model_b", "tievote": "tie", "bothbad_vote": "tie (bothbad)"}
     got = [(x["model_a"], x["model_b"], x["winner"], x["anony"], x["turn"]) for x in battles]
@@ -180,3 +183,24 @@ def test_fastchat_and_we_keep_the_same_battles_of_ordinary_words_and_older_logs(
     assert len(theirs) == len(ours) == 5
     columns = ["model_a", "model_b", "winner", "anony", "judge", "language"]
     assert [tuple(b[c] for c in columns) for b in theirs] == [tuple(r) for r in ours[columns].itertuples(index=False)]
+
+
+def test_clean_battle_data_ignores_the_keys_written_with_a_vote(tmp_path: Path):
+    """The features and the word list's version that the app writes with each vote (issue 33): FastChat
+    reads a simulated log of current-format votes as it reads the same votes without those keys."""
+    kept, bare = tmp_path / "kept", tmp_path / "bare"
+    simulate(kept, 400, seed=3, days=2)
+    bare.mkdir()
+    written = 0
+    for path in sorted(kept.glob("*-conv.json")):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        written += sum("features" in r and "identity_words" in r["hygiene"] for r in records)
+        for record in records:
+            record.pop("features", None)
+            record.pop("hygiene", None)
+        (bare / path.name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert written > 300
+    theirs_kept = fastchat_battles(sorted(kept.glob("*-conv.json")))
+    theirs_bare = fastchat_battles(sorted(bare.glob("*-conv.json")))
+    assert len(theirs_kept) > 300  # the battles counted, not dropped as unreadable
+    assert theirs_kept == theirs_bare

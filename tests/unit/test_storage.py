@@ -14,6 +14,7 @@ import pytest
 import webui.records.storage as storage
 from tests.records import battle, chat_event, conversation, vote
 from webui.records.events import RecordError
+from webui.records.identity import word_list_version
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, day_file, iter_lines, read_logs
 from webui.types import FinishReason
@@ -63,7 +64,9 @@ def test_anonymous_battle_vote_hides_names_in_models_only(tmp_path: Path):
     assert [s["model_name"] for s in record["states"]] == ["tiny-a", "tiny-b"]
     assert [s["finish_reasons"] for s in record["states"]] == [["stop"], ["cancelled"]]
     assert record["anonymous"] is True and record["extra"] == {"note": "kept"}
-    assert len(record["vote_id"]) == 32 and record["hygiene"] == {"identity_leak": False}
+    assert len(record["vote_id"]) == 32 and record["hygiene"]["identity_leak"] is False
+    assert record["hygiene"]["identity_words"] == word_list_version(())  # (the recorder was given no words)
+    assert "features" not in record  # (nor a function to count them: the index counts them)
 
 
 def test_named_and_direct_votes(tmp_path: Path):

@@ -19,6 +19,10 @@ find). Known effects, so that each view can be checked:
   (the daily cap); every vote carries a session key, one per voter and day;
 * each reply's speed (time to first token, tokens/s): a model's own (`SPEEDS`) times 0.8 to 1.2,
   so its median is its own; none in the older-form votes and rare-1b's (not logged there);
+* the keys the app adds as it writes a vote (webui.records.storage.vote_record) on every vote but
+  the older-form ones: the identity check with the word list of an arena serving these models and
+  its version (`hygiene`), and the text's features (`features`), so that indexing the log reads
+  them as it reads the app's; the older-form votes have neither, as FastChat's logs;
 * each model's fingerprint (what served it, webui.models.fingerprint; none in the older-form
   votes); with `--requantise-late`, late-7b is served by other weights (a requantised file) for
   the last quarter of the log: a second fingerprint under the same name, which the board rates apart.
@@ -48,7 +52,9 @@ import numpy as np
 import pandas as pd
 
 from webui.db.columns import DECLARED_PREFIX
+from webui.leaderboard.votes.rows import vote_features
 from webui.progress import Progress
+from webui.records.identity import identity_words, leaked_identity, word_list_version
 from webui.records.storage import day_file_name
 
 TRUE = {
@@ -112,6 +118,15 @@ ORDINARY = [
     "The falcon is a fast bird.",
 ]
 FILLER = "the answer depends on what you need and here is a short explanation of it".split()
+
+
+def _as_written(record: dict, words: tuple[str, ...], version: str) -> dict:
+    """`record` with what the app adds to a battle vote as it writes it: the identity check of the
+    replies against `words` (of version `version`) and the features."""
+    replies = [text for state in record["states"] for role, text in state["messages"] if role == "assistant"]
+    record["hygiene"] = {"identity_leak": leaked_identity(replies, words), "identity_words": version}
+    record["features"] = vote_features(record)
+    return record
 
 
 def fingerprint_of(model: str, requantised: bool = False) -> str:
@@ -320,8 +335,12 @@ def simulate(
             "categories:\n" + "".join(f"  - name: {t}\n    keywords: [{t}]\n" for t in topics), encoding="utf-8"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
+    words = identity_words([*TRUE, RARE])  # an arena serving the simulated models, no extra words
+    version = word_list_version(words)
     by_day: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r["tstamp"]):
+        if "schema_version" in record:  # (not the older form: FastChat never wrote these keys)
+            record = _as_written(record, words, version)
         day = np.datetime64(int(record["tstamp"]), "s").astype("datetime64[D]").astype(str)
         by_day.setdefault(day, []).append(json.dumps(record, ensure_ascii=True))
     for day, lines in by_day.items():

@@ -29,6 +29,8 @@ ordinary text; a lower-case "i'm glacier" is missed, the price of the first.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -138,6 +140,20 @@ def identity_words(model_names: Iterable[str] = (), extra: str | Sequence[str] =
     extras = extra.split(",") if isinstance(extra, str) else list(extra)
     words.extend(w.strip().lower() for w in extras if w.strip())
     return tuple(dict.fromkeys(words))
+
+
+# The rules' own version, part of a word list's (`word_list_version`): a change to how words match
+# (this module's patterns) must make every stored check count as made with another list.
+IDENTITY_RULES = 1
+
+
+def word_list_version(words: Iterable[str]) -> str:
+    """Which word list (and matching rules) a check was made with, as a vote record keeps it
+    (`hygiene.identity_words`): 16 hex characters of a hash of the set of words. Equal lists give
+    equal versions whatever their order or repeats, so the leaderboard can reuse a check made when
+    the vote was written wherever its own list is the same, and check again elsewhere."""
+    text = json.dumps([IDENTITY_RULES, sorted(set(words))])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def word_pattern(word: str) -> str:

@@ -3,7 +3,10 @@
 Files are `LOG_DIR/YYYY-MM-DD-conv.json` (UTC dates), one JSON object per line, so that FastChat's
 `clean_battle_data` reads them unchanged; a server with a name (several sharing one vote index)
 writes `YYYY-MM-DD-NAME-conv.json`, so that its files never share a name with another's. Our additions ride along as extra keys that FastChat
-ignores; docs/logging.md lists them.
+ignores; docs/logging.md lists them. Among them what the leaderboard would otherwise compute from a
+battle vote's text every time it indexes it: the identity check and the word list's version
+(`hygiene`), and the text's features (`features`, counted by a function the app passes in:
+`VoteContext.features`, since this layer does not import the leaderboard).
 
 Durability rules, and why:
 - one record is one `write()` on an O_APPEND descriptor, under a thread lock (threads share the
@@ -34,7 +37,7 @@ from typing import Any
 
 from webui.config import Settings
 from webui.records.events import ChatEvent, Conversation, RecordError, VoteEvent
-from webui.records.identity import leaked_identity
+from webui.records.identity import leaked_identity, word_list_version
 from webui.records.privacy import IdentityPolicy, address_secret, build_policy
 from webui.types import PAIR_VOTES, SINGLE_VOTES
 
@@ -242,23 +245,35 @@ def chat_record(event: ChatEvent, policy: IdentityPolicy, tstamp: float) -> dict
     }
 
 
+# A battle vote record (all but "features") -> what its "features" key holds, or None for none.
+VoteFeatures = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
 @dataclass
 class VoteContext:
-    """What a vote record needs beyond the event: how its replies ended, identity words, redaction."""
+    """What a vote record needs beyond the event: how its replies ended, identity words, redaction,
+    and the function that counts a battle vote's features from its record as written (none: the
+    record has no "features" key, and the leaderboard counts them when it reads the vote)."""
 
     reply_ends: Callable[[Conversation], Sequence[ReplyEnd]]
     identity_words: Sequence[str] = ()
     redact: bool = False
     vote_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    features: VoteFeatures | None = None
 
 
 def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: VoteContext) -> dict[str, Any]:
-    """A FastChat vote line: battle votes carry `models` and `states`, direct votes `model`/`state`."""
+    """A FastChat vote line: battle votes carry `models` and `states`, direct votes `model`/`state`;
+    `hygiene` the identity check of the replies (before any redaction) and the version of the word
+    list it used; a battle vote `features`, where `ctx` counts them."""
     convs = list(event.conversations)
     _check_vote_shape(event.kind, convs)
     states = [vote_state(c, ctx.reply_ends(c)) for c in convs]
     replies = [text for s in states for role, text in s["messages"] if role == "assistant"]
-    hygiene = {"identity_leak": leaked_identity(replies, ctx.identity_words)}
+    hygiene = {
+        "identity_leak": leaked_identity(replies, ctx.identity_words),
+        "identity_words": word_list_version(ctx.identity_words),
+    }
     if ctx.redact:
         states = [redact_state(s) for s in states]
     record: dict[str, Any] = {"tstamp": round(tstamp, 4), "type": event.kind}
@@ -283,6 +298,10 @@ def vote_record(event: VoteEvent, policy: IdentityPolicy, tstamp: float, ctx: Vo
             "extra": dict(event.extra),
         }
     )
+    if ctx.features is not None and event.kind in BATTLE_VOTES:
+        found = ctx.features(record)
+        if found is not None:
+            record["features"] = found
     return record
 
 
@@ -318,6 +337,7 @@ class JsonlRecorder:
         writer: AppendLog | None = None,
         session_policy: IdentityPolicy | None = None,
         server_name: str = "",
+        features: VoteFeatures | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.server_name = server_name
@@ -326,6 +346,7 @@ class JsonlRecorder:
         self.session_policy = session_policy or (policy if policy.mode == "hash" else IdentityPolicy("none"))
         self.log_transcripts = log_transcripts
         self.identity_words = tuple(identity_words)
+        self.features = features
         self._clock = clock
         self._writer = writer or AppendLog()
         self._reasons: collections.OrderedDict[str, dict[int, ReplyEnd]] = collections.OrderedDict()
@@ -335,7 +356,9 @@ class JsonlRecorder:
         self.vote_listeners: list[Callable[[], None]] = []
 
     @classmethod
-    def from_settings(cls, settings: Settings, model_names: Iterable[str] = ()) -> JsonlRecorder:
+    def from_settings(
+        cls, settings: Settings, model_names: Iterable[str] = (), features: VoteFeatures | None = None
+    ) -> JsonlRecorder:
         from webui.records.identity import identity_words
 
         key = address_secret(settings)
@@ -349,6 +372,7 @@ class JsonlRecorder:
             identity_words=words,
             session_policy=sessions,
             server_name=settings.server_name,
+            features=features,
         )
 
     def chat(self, event: ChatEvent) -> None:
@@ -364,7 +388,9 @@ class JsonlRecorder:
     def vote(self, event: VoteEvent) -> None:
         """Log a vote and fsync it: when this returns the vote survives a crash."""
         tstamp = self._clock()
-        ctx = VoteContext(self._reply_ends, self.identity_words, redact=not self.log_transcripts)
+        ctx = VoteContext(
+            self._reply_ends, self.identity_words, redact=not self.log_transcripts, features=self.features
+        )
         self._write(vote_record(event, self.policy, tstamp, ctx), tstamp, durable=True, failure=VOTE_FAILED)
         for listener in list(self.vote_listeners):
             try:

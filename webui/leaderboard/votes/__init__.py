@@ -2,7 +2,8 @@
 
 - `rows`: a vote record's row (the columns are `webui.db.schema.ROW_COLUMNS`) and the hygiene rules
   that say which rows count (`drop_reasons`).
-- `features`: what a vote's texts say (style counts, code and long-prompt flags), counted when read.
+- `features`: what a vote's texts say (style counts, code and long-prompt flags), counted as the vote
+  is written (kept in its record) or, for a record without them, when read.
 - `language`: which language a prompt is written in, offline.
 - `declared`: the categories the operator declares (`--categories-file`) and which of them a vote is
   in (its rule on the first prompt, or a visitor's tag), read at board time from the vote's own line.

@@ -4,9 +4,13 @@
  * largest part of that (docs/performance.md). And the names a log's bytes hold, found without
  * parsing them (webui.leaderboard.votes.ingest.logged_names).
  *
- * configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max): once, with
- * the tables, the text functions the Python version uses (the counts and the language stay theirs)
- * and the longest model name a vote may give (a longer one: Python says the vote is invalid).
+ * configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max,
+ *           features_version, count_keys): once, with the tables, the text functions the Python
+ * version uses (the counts and the language stay theirs), the longest model name a vote may give
+ * (a longer one: Python says the vote is invalid), and what the features a vote record keeps from
+ * when it was written look like (features.FEATURES_VERSION, the style count columns' names). Where
+ * a record holds such features (features.stored_features, the same test) they are the row's, and
+ * no text is counted.
  *
  * vote_values(record) -> (values, replies, names) | None:
  *   values: the row as sql_values gives it (a list in ROW_COLUMNS order, flags as 0/1);
@@ -37,14 +41,15 @@ enum {
 static const int TEXT_COLUMNS[] = {MODEL_A, MODEL_B, MODE, BATTLE_ID, QUESTION_ID, LANGUAGE,
                                    VOTER, SESSION, FINGERPRINT_A, FINGERPRINT_B};
 
-static PyObject *winners, *anonymous, *text_style, *detect_language, *has_code, *is_long;
+static PyObject *winners, *anonymous, *text_style, *detect_language, *has_code, *is_long, *count_keys;
 static Py_ssize_t name_max = PY_SSIZE_T_MAX;
+static long long features_version = -1;
 
 /* Interned keys and constant texts. */
 static PyObject *k_type, *k_states, *k_models, *k_roles, *k_messages, *k_offset, *k_model_name,
     *k_ip, *k_finish_reasons, *k_redacted, *k_hygiene, *k_identity_leak, *k_tstamp, *k_mode,
     *k_battle_id, *k_conv_id, *k_user, *k_extra, *k_session, *k_ttft_s, *k_tokens_per_s,
-    *k_fingerprint, *s_user, *s_error, *s_cancelled, *s_battle, *s_side_by_side, *s_newline,
+    *k_fingerprint, *k_features, *k_version, *k_language, *k_coding, *k_long_prompt, *s_user, *s_error, *s_cancelled, *s_battle, *s_side_by_side, *s_newline,
     *s_arena_user, *s_user_prefix, *s_ip_prefix, *s_invalid, *s_same_model, *s_empty, *s_h3, *f_zero;
 
 /* A signal that the record is not of the usual shape (no Python error set). */
@@ -236,6 +241,62 @@ flag_of(PyObject *function, PyObject *argument)
     return truth;
 }
 
+/* An int in 0..LLONG_MAX (what SQLite holds) as features.stored_features takes it: 1 with its value,
+ * 0 where it is not one, -1 with an error set. */
+static int
+stored_int(PyObject *item, long long *out)
+{
+    if (item == NULL || !PyLong_CheckExact(item))
+        return 0;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    return !overflow && *out >= 0;
+}
+
+/* features.stored_features(record.get("features")): 1 with the stored counts put into
+ * values[LENGTH_A..LISTS_B], the language (borrowed) and the flags; 0 where the record keeps
+ * none of this version and shape (then the text is counted); -1 with an error set. */
+static int
+stored(PyObject *record, PyObject *values, PyObject **language, int *coding, int *long_prompt)
+{
+    PyObject *found, *item, *counts[8];
+    long long number;
+    int status;
+    if (get(record, k_features, &found) < 0)
+        return -1;
+    if (found == NULL || !PyDict_CheckExact(found) || count_keys == NULL)
+        return 0;
+    if (get(found, k_version, &item) < 0 || (status = stored_int(item, &number)) < 0)
+        return -1;
+    if (!status || number != features_version)
+        return 0;
+    if (get(found, k_language, language) < 0)
+        return -1;
+    if (*language == NULL || !PyUnicode_CheckExact(*language))
+        return 0;
+    PyObject *flag_keys[2] = {k_coding, k_long_prompt};
+    int *flags[2] = {coding, long_prompt};
+    for (int i = 0; i < 2; i++) {
+        if (get(found, flag_keys[i], &item) < 0)
+            return -1;
+        if (item == NULL || !PyBool_Check(item))
+            return 0;
+        *flags[i] = item == Py_True;
+    }
+    for (int i = 0; i < 8; i++) {
+        if (get(found, PyTuple_GET_ITEM(count_keys, i), &counts[i]) < 0
+            || (status = stored_int(counts[i], &number)) < 0)
+            return -1;
+        if (!status)
+            return 0;
+    }
+    for (int i = 0; i < 8; i++)
+        PyList_SET_ITEM(values, LENGTH_A + i, Py_NewRef(counts[i]));
+    return 1;
+}
+
 /* battles._base_reason: a borrowed constant (or Py_None); NULL with an error set. */
 static PyObject *
 base_reason(PyObject *state_a, PyObject *state_b, PyObject *model_a, PyObject *model_b, int anony_a,
@@ -383,16 +444,25 @@ fill(PyObject *record, PyObject *values, PyObject **replies_out, PyObject **name
     PyObject *reason = base_reason(state_a, state_b, model_a, model_b, anony_a, anony_b, name_a, name_b, turn);
     if (reason == NULL)
         goto done;
-    if ((prompt_text = PyUnicode_Join(s_newline, prompts)) == NULL)
+    PyObject *language = NULL;
+    int coding = 0, long_prompt = 0, kept = stored(record, values, &language, &coding, &long_prompt);
+    if (kept < 0)
         goto done;
-    if (styled(replies_a, values, LENGTH_A) < 0 || styled(replies_b, values, LENGTH_B) < 0)
-        goto done;
-    int coding = flag_of(has_code, prompt_text), long_prompt = coding < 0 ? -1 : flag_of(is_long, prompt_text);
-    if (long_prompt < 0)
-        goto done;
-    PyObject *language = PyObject_CallOneArg(detect_language, turn ? PyList_GET_ITEM(prompts, 0) : s_empty);
-    if (language == NULL)
-        goto done;
+    if (kept) {
+        Py_INCREF(language);
+    } else { /* counted now, by the functions the Python path calls */
+        if ((prompt_text = PyUnicode_Join(s_newline, prompts)) == NULL)
+            goto done;
+        if (styled(replies_a, values, LENGTH_A) < 0 || styled(replies_b, values, LENGTH_B) < 0)
+            goto done;
+        coding = flag_of(has_code, prompt_text);
+        long_prompt = coding < 0 ? -1 : flag_of(is_long, prompt_text);
+        if (long_prompt < 0)
+            goto done;
+        language = PyObject_CallOneArg(detect_language, turn ? PyList_GET_ITEM(prompts, 0) : s_empty);
+        if (language == NULL)
+            goto done;
+    }
     PyList_SET_ITEM(values, LANGUAGE, language);
     PyObject *judge = PyUnicode_Concat(s_arena_user, ip);
     if (judge == NULL)
@@ -525,11 +595,22 @@ vote_values(PyObject *module, PyObject *record)
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *new_winners, *new_anonymous, *style, *language, *code, *long_text;
+    PyObject *new_winners, *new_anonymous, *style, *language, *code, *long_text, *new_count_keys;
     Py_ssize_t new_name_max;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOn:configure", &PyDict_Type, &new_winners, &PyTuple_Type, &new_anonymous,
-                          &style, &language, &code, &long_text, &new_name_max))
+    long long new_features_version;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOnLO!:configure", &PyDict_Type, &new_winners, &PyTuple_Type, &new_anonymous,
+                          &style, &language, &code, &long_text, &new_name_max, &new_features_version,
+                          &PyTuple_Type, &new_count_keys))
         return NULL;
+    if (PyTuple_GET_SIZE(new_count_keys) != 8) {
+        PyErr_SetString(PyExc_TypeError, "configure: eight style count keys, side a's four then side b's");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 8; i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(new_count_keys, i))) {
+            PyErr_SetString(PyExc_TypeError, "configure: the style count keys must be str");
+            return NULL;
+        }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(new_anonymous); i++)
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(new_anonymous, i))) {
             PyErr_SetString(PyExc_TypeError, "configure: the anonymous names must be str");
@@ -544,6 +625,8 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(has_code, Py_NewRef(code));
     Py_XSETREF(is_long, Py_NewRef(long_text));
     name_max = new_name_max;
+    features_version = new_features_version;
+    Py_XSETREF(count_keys, Py_NewRef(new_count_keys));
     Py_RETURN_NONE;
 }
 
@@ -600,8 +683,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max) -> None: the "
-     "tables, text functions and longest model name of webui.leaderboard.votes.rows."},
+     "configure(winners, anonymous, text_style, detect_language, has_code, is_long, name_max, features_version, "
+     "count_keys) -> None: the tables, text functions, longest model name and stored features' shape of "
+     "webui.leaderboard.votes.rows."},
     {"vote_values", vote_values, METH_O,
      "vote_values(record) -> (values, replies, names) | None: a battle vote's index row as "
      "ingest.sql_values gives it, the replies to check and names_in(record); None where Python must read it."},
@@ -627,7 +711,8 @@ intern_all(void)
         {&k_identity_leak, "identity_leak"}, {&k_tstamp, "tstamp"}, {&k_mode, "mode"},
         {&k_battle_id, "battle_id"}, {&k_conv_id, "conv_id"}, {&k_user, "user"}, {&k_extra, "extra"},
         {&k_session, "session"}, {&k_ttft_s, "ttft_s"}, {&k_tokens_per_s, "tokens_per_s"},
-        {&k_fingerprint, "fingerprint"}, {&s_user, "user"}, {&s_error, "error"}, {&s_cancelled, "cancelled"},
+        {&k_fingerprint, "fingerprint"}, {&k_features, "features"}, {&k_version, "version"},
+        {&k_language, "language"}, {&k_coding, "coding"}, {&k_long_prompt, "long_prompt"}, {&s_user, "user"}, {&s_error, "error"}, {&s_cancelled, "cancelled"},
         {&s_battle, "battle"}, {&s_side_by_side, "side_by_side"}, {&s_newline, "\n"},
         {&s_arena_user, "arena_user_"}, {&s_user_prefix, "user:"}, {&s_ip_prefix, "ip:"},
         {&s_invalid, "invalid"}, {&s_same_model, "same_model"}, {&s_empty, ""}, {&s_h3, "<h3>"},

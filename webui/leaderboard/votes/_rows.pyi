@@ -9,6 +9,8 @@ def configure(
     has_code: Callable[[str], bool],
     is_long: Callable[[str], bool],
     name_max: int,
+    features_version: int,
+    count_keys: tuple[str, ...],
     /,
 ) -> None: ...
 def vote_values(record: object, /) -> tuple[list[Any], tuple[str, ...] | None, set[str]] | None: ...

@@ -1,19 +1,30 @@
-"""What a vote's texts say, counted once when the vote is read: the replies' style (words, markdown
-headers, bold spans, list items) for style control, and the prompt's flags (code, long) for the
-categories. Pure functions of text; the vote index stores what they return
-(webui.leaderboard.votes.rows), and the statistics read those columns, never the texts.
+"""What a vote's texts say, counted once: the replies' style (words, markdown headers, bold spans,
+list items) for style control, the prompt's language and flags (code, long) for the categories.
+Pure functions of text; the vote index stores what they return (webui.leaderboard.votes.rows), and
+the statistics read those columns, never the texts.
+
+Counted when the app writes the vote (`text_features`, kept in the record's "features" key with
+`FEATURES_VERSION`), and again when a vote is indexed only where its record has none of this
+version (older logs, FastChat's, a record changed by hand): `stored_features` says which.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
 from webui.db.columns import STYLE_COUNT_COLUMNS
+from webui.leaderboard.votes.language import detect_language
 
 LONG_PROMPT_WORDS = 400  # about 500 tokens, lmarena's "longer query"
+# The features' version in a vote record: raise it whenever a function here (or the language
+# detector) would count a text differently, so that the index counts every vote again.
+FEATURES_VERSION = 1
+FEATURE_FLAGS = ("coding", "long_prompt")
+_COUNT_LIMIT = 1 << 63  # what an SQLite INTEGER holds: a larger stored count is no count of ours
 
 # A prompt "has code" when it holds a fenced block, or a line that only code looks like: one that
 # starts (after blanks) with _CODE_LINE, or that ends in {, } or ;. A line's start past the first
@@ -28,6 +39,37 @@ _FLAGS = re.MULTILINE | re.IGNORECASE
 _CODE_FIRST_LINE = re.compile(_CODE_LINE, _FLAGS)
 _CODE_LATER_LINE = re.compile(rf"\n{_CODE_LINE}", _FLAGS)
 _CODE_LINE_END = re.compile(r"[{};]\s*$", _FLAGS)
+
+
+def text_features(prompts: list[str], replies_a: list[str], replies_b: list[str]) -> dict[str, Any]:
+    """A battle's features as a vote record keeps them: `FEATURES_VERSION`, the first prompt's
+    language, the prompts' flags (`FEATURE_FLAGS`) and each side's style counts, named by their
+    index columns (`STYLE_COUNT_COLUMNS`)."""
+    prompt_text = "\n".join(prompts)
+    counts = (*text_style("\n".join(replies_a)), *text_style("\n".join(replies_b)))
+    return {
+        "version": FEATURES_VERSION,
+        "language": detect_language(prompts[0] if prompts else ""),
+        "coding": has_code(prompt_text),
+        "long_prompt": is_long(prompt_text),
+        **dict(zip(STYLE_COUNT_COLUMNS, counts, strict=True)),
+    }
+
+
+def stored_features(value: Any) -> dict[str, Any] | None:
+    """A record's "features" value if it is what `text_features` of this version writes: the
+    version, the language as text, the flags as booleans, each count an int from 0 to what SQLite
+    holds (exact types: what JSON gives). None otherwise, and the index counts the texts again.
+    webui/leaderboard/votes/_rows.c applies the same test."""
+    if type(value) is not dict or value.get("version") != FEATURES_VERSION or type(value.get("version")) is not int:
+        return None
+    if type(value.get("language")) is not str or any(type(value.get(f)) is not bool for f in FEATURE_FLAGS):
+        return None
+    for column in STYLE_COUNT_COLUMNS:
+        count = value.get(column)
+        if type(count) is not int or not 0 <= count < _COUNT_LIMIT:
+            return None
+    return value
 
 
 def user_text(conversation: list[dict[str, str]]) -> str:

@@ -3,7 +3,9 @@
 `derive` parses the whole lines of one chunk and builds a row per battle vote
 (webui.leaderboard.votes.rows.vote_row), checking the replies against the identity words of the
 names known so far plus the chunk's own: each line's row first, keeping only the replies to
-check, since those words are known only once every line has been read. The index
+check, since those words are known only once every line has been read. A vote whose record keeps
+the check made when it was written with that very word list (`rows.written_check`) is not
+checked again; nor are the features it keeps counted again (`features.stored_features`). The index
 (webui.leaderboard.votes.index) decides where the chunks come from and commits them in order; on a long
 catch-up it hands chunks to a process pool, since parsing and checking text, not SQLite, is what
 takes the time, and first foresees the names to come (`logged_names`). `recheck` checks indexed
@@ -23,8 +25,8 @@ from typing import Any, BinaryIO
 
 import orjson  # several times faster than json on long vote lines; gradio depends on it
 
-from webui.db.columns import BOOL_COLUMNS, ROW_COLUMNS
-from webui.leaderboard.votes.features import has_code, is_long, text_style
+from webui.db.columns import BOOL_COLUMNS, ROW_COLUMNS, STYLE_COUNT_COLUMNS
+from webui.leaderboard.votes.features import FEATURES_VERSION, has_code, is_long, text_style
 from webui.leaderboard.votes.language import detect_language
 from webui.leaderboard.votes.rows import (
     ANONYMOUS_NAMES,
@@ -34,8 +36,9 @@ from webui.leaderboard.votes.rows import (
     identity_leak,
     names_in,
     unchecked_vote_row,
+    written_check,
 )
-from webui.records.identity import identity_words, json_first_tokens, leaked_identity
+from webui.records.identity import identity_words, json_first_tokens, leaked_identity, word_list_version
 from webui.types import MODEL_NAME_MAX_CHARS
 
 # A vote's values, replies to check and names in one pass (webui/leaderboard/votes/_rows.c), where the
@@ -47,7 +50,17 @@ try:
 except ImportError:
     _compiled_vote_values = _compiled_model_names_in = None
 else:
-    _rows.configure(WINNERS, ANONYMOUS_NAMES, text_style, detect_language, has_code, is_long, MODEL_NAME_MAX_CHARS)
+    _rows.configure(
+        WINNERS,
+        ANONYMOUS_NAMES,
+        text_style,
+        detect_language,
+        has_code,
+        is_long,
+        MODEL_NAME_MAX_CHARS,
+        FEATURES_VERSION,
+        STYLE_COUNT_COLUMNS,
+    )
     _compiled_vote_values, _compiled_model_names_in = _rows.vote_values, _rows.model_names_in
 
 CHUNK_BYTES = 4 << 20  # read per transaction: short write locks, bounded memory
@@ -90,7 +103,8 @@ def derive(
     end = data.rfind(b"\n") + 1
     names: set[str] = set()
     bad = 0
-    found: list[tuple[int, int, list[Any], tuple[str, ...] | None]] = []  # no record outlives its line
+    # (offset, length, values, replies to check, the check the record keeps): no record outlives its line
+    found: list[tuple[int, int, list[Any], tuple[str, ...] | None, tuple[str, bool] | None]] = []
     compiled = _compiled_vote_values
     for offset, length, record in parse_lines(data, start):  # (the lines before `end`)
         if record is None:
@@ -104,12 +118,15 @@ def derive(
             continue
         names |= record_names
         if values is not None:
-            found.append((offset, length, values, replies))
+            found.append((offset, length, values, replies, None if replies is None else written_check(record)))
     words = identity_words([*model_names, *sorted(set(known_names) | names)], extra_words)
+    version = word_list_version(words)
     rows = []
-    for offset, length, values, replies in found:
+    for offset, length, values, replies, written in found:
         if replies is not None:
-            values[_LEAK_AT] = int(leaked_identity(replies, words))
+            # checked with these very words when written: that answer, else the check now
+            leak = written[1] if written is not None and written[0] == version else leaked_identity(replies, words)
+            values[_LEAK_AT] = int(leak)
         rows.append((offset, length, replies is not None, *values))
     return Chunk(start, start + end, rows, names, words, bad, at_end and bool(data[end:].strip()))
 

@@ -20,8 +20,7 @@ from typing import Any
 import pandas as pd
 
 from webui.db.columns import FINGERPRINT_COLUMNS, ROW_COLUMNS, SPEED_COLUMNS, STYLE_COUNT_COLUMNS
-from webui.leaderboard.votes.features import has_code, is_long, text_style
-from webui.leaderboard.votes.language import detect_language
+from webui.leaderboard.votes.features import stored_features, text_features
 from webui.records.identity import DEFAULT_IDENTITY_WORDS, leaked_identity
 from webui.types import MODEL_NAME_MAX_CHARS, PAIR_VOTES
 
@@ -192,9 +191,8 @@ def _row(
     reasons = _finish_reasons(state_a) + _finish_reasons(state_b)
     redacted = bool(state_a.get("redacted")) or bool(state_b.get("redacted"))
     hygiene = get("hygiene")
-    prompt_text = "\n".join(prompts)
-    length_a, headers_a, bold_a, lists_a = text_style("\n".join(replies_a))
-    length_b, headers_b, bold_b, lists_b = text_style("\n".join(replies_b))
+    # counted when the vote was written, where its record says so; else now, the same way
+    found = stored_features(get("features")) or text_features(prompts, replies_a, replies_b)
     row = {
         "tstamp": float(get("tstamp", 0.0)),
         "model_a": name_a,
@@ -206,7 +204,7 @@ def _row(
         "question_id": state_a.get("conv_id"),
         "turn": len(prompts),
         "judge": f"arena_user_{ip}",  # FastChat's form, over the logged (hashed) address
-        "language": detect_language(prompts[0] if prompts else ""),
+        "language": found["language"],
         "voter": voter_of(record),
         "session": _session_key(record),
         "base_reason": _base_reason(state_a, state_b, model_a, model_b, name_a, name_b, prompts),
@@ -214,18 +212,18 @@ def _row(
         "leak": redacted and isinstance(hygiene, dict) and bool(hygiene.get("identity_leak")),
         "error": "error" in reasons,
         "stopped": "cancelled" in reasons,
-        "coding": has_code(prompt_text),
-        "long_prompt": is_long(prompt_text),
+        "coding": found["coding"],
+        "long_prompt": found["long_prompt"],
         # STYLE_COUNT_COLUMNS, SPEED_COLUMNS, FINGERPRINT_COLUMNS: named here rather than zipped from
         # those tables (a microsecond a vote); tests/unit/test_leaderboard_fast_paths.py checks the order
-        "length_a": length_a,
-        "headers_a": headers_a,
-        "bold_a": bold_a,
-        "lists_a": lists_a,
-        "length_b": length_b,
-        "headers_b": headers_b,
-        "bold_b": bold_b,
-        "lists_b": lists_b,
+        "length_a": found["length_a"],
+        "headers_a": found["headers_a"],
+        "bold_a": found["bold_a"],
+        "lists_a": found["lists_a"],
+        "length_b": found["length_b"],
+        "headers_b": found["headers_b"],
+        "bold_b": found["bold_b"],
+        "lists_b": found["lists_b"],
         "ttft_s_a": _judged_speed(state_a.get("ttft_s")),
         "tokens_per_s_a": _judged_speed(state_a.get("tokens_per_s")),
         "ttft_s_b": _judged_speed(state_b.get("ttft_s")),
@@ -234,6 +232,33 @@ def _row(
         "fingerprint_b": _fingerprint(state_b),
     }
     return row, replies_a, replies_b
+
+
+def written_check(record: dict[str, Any]) -> tuple[str, bool] | None:
+    """(the word list's version, did a reply name one of its words?) of the identity check a vote
+    record keeps from when it was written (`hygiene`, webui.records.storage.vote_record); None
+    where it keeps none (older logs, FastChat's) or not of that shape."""
+    hygiene = record.get("hygiene")
+    if type(hygiene) is not dict:
+        return None
+    version, leak = hygiene.get("identity_words"), hygiene.get("identity_leak")
+    return (version, leak) if type(version) is str and type(leak) is bool else None
+
+
+def vote_features(record: dict[str, Any]) -> dict[str, Any] | None:
+    """What a battle vote record's "features" key holds when the app writes it
+    (`features.text_features` of its states as logged, redacted or not: what the index would count
+    from them); None for a record that is no battle vote of a readable shape."""
+    states = record.get("states")
+    if record.get("type") not in WINNERS or not (isinstance(states, list) and len(states) == 2):
+        return None
+    if not all(isinstance(state, dict) for state in states):
+        return None
+    try:
+        prompts, replies_a = _texts(states[0])
+        return text_features(prompts, replies_a, _texts(states[1])[1])
+    except MALFORMED:
+        return None
 
 
 def _finish_reasons(state: dict[str, Any]) -> list:
