@@ -5,5 +5,6 @@ statistics checked on simulated votes with known true ratings. No server is star
     board.py          the board alone from a battles table
     style_tally.py    the tally with and without style control
     verdict_reads.py  reading a judge's verdicts
+    compiled_steps.py what each compiled module is worth to a cold index
     pairing.py decisions.py categories.py judge_composite.py   the statistics' goals, on simulations
 """

@@ -1,7 +1,7 @@
-"""What each compiled module is worth to a cold vote index: `python -m bench.compiled_steps`.
+"""What each compiled module is worth to a cold vote index: `python -m bench.votes.compiled_steps`.
 
-    python -m bench.compiled_steps --votes 1000000          # logs simulated into --work if missing
-    python -m bench.compiled_steps --votes 200000 --rounds 2
+    python -m bench.votes.compiled_steps --votes 1000000          # logs simulated into --work if missing
+    python -m bench.votes.compiled_steps --votes 200000 --rounds 2
 
 For one simulated log of current-format votes (features and identity check written with each
 vote, as the app writes them: webui.leaderboard.simulate), a cold `VoteIndex.catch_up` in a fresh
@@ -39,7 +39,7 @@ MODULES = (
     "webui.leaderboard.votes._counts",
     "webui.leaderboard.votes._language",
 )
-BLOCKER = '''"""Written by bench.compiled_steps: refuse the modules named in BENCH_WITHOUT, as if not built."""
+BLOCKER = '''"""Written by bench.votes.compiled_steps: refuse the modules named in BENCH_WITHOUT, as if not built."""
 import os
 import sys
 
@@ -49,7 +49,7 @@ _WITHOUT = frozenset(filter(None, os.environ.get("BENCH_WITHOUT", "").split(",")
 class _Refuse:
     def find_spec(self, name, path=None, target=None):
         if name in _WITHOUT:
-            raise ImportError(f"{name}: left out by bench.compiled_steps")
+            raise ImportError(f"{name}: left out by bench.votes.compiled_steps")
         return None
 
 
@@ -58,7 +58,7 @@ sys.meta_path.insert(0, _Refuse())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.compiled_steps", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.votes.compiled_steps", description=__doc__.split("\n")[0])
     parser.add_argument("--votes", type=int, default=1_000_000, help="simulated votes; default 1,000,000")
     parser.add_argument("--rounds", type=int, default=1, help="times each variant runs; default 1")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-votes"), help="where logs and indexes go")
@@ -112,7 +112,7 @@ def _without(blocker: str, modules: tuple[str, ...]) -> dict[str, str]:
 def _recorded(env: dict[str, str]) -> dict[str, float]:
     """`_recording` in a fresh interpreter with `env`."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.compiled_steps", "--recording-only"],
+        [sys.executable, "-m", "bench.votes.compiled_steps", "--recording-only"],
         capture_output=True,
         text=True,
         check=True,
