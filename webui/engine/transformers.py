@@ -3,9 +3,11 @@
 Two ways to run a request, chosen per set of weights when they load:
 
 * continuous batching (webui.engine.batching): one manager per set of weights decodes every running
-  request in one forward pass per step; the default wherever the manager serves the model;
-* one `generate()` thread per request: where the manager cannot serve (an architecture or attention
-  it refuses, a ZeroGPU Space, `--transformers-batching off`); the model status says why.
+  request in one forward pass per step; with `--transformers-batching on`, wherever the manager
+  serves the model (webui.engine.batching_load checks at load);
+* one `generate()` thread per request (webui.engine.hf_generate): the default, and where the
+  manager cannot serve (an architecture or attention it refuses, a ZeroGPU Space, a paged cache
+  that does not fit); the model status says why.
 
 Either way each request gets its own streamer, cancel event and stop filter; nothing request-shaped
 lives on the shared weights, so concurrent users never see each other's tokens.
