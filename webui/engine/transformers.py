@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -30,23 +30,16 @@ from webui.engine.base import (
     Slots,
     Weights,
     cancelled_before_start,
-    decode_rate,
     start_in_slot,
 )
 from webui.engine.batching import Batching
 from webui.engine.batching_load import start_batching
-from webui.engine.hf_generate import Halt, Streamer, generation_config, sampling_processors
-from webui.engine.stops import StopFilter, shown_until_stop
+from webui.engine.hf_generate import Halt, Streamer, generate_reply, reply_events
 from webui.engine.templates import PromptBuilder, Rendered, Template
-from webui.engine.zerogpu import generate as generate_on_device
 from webui.errors import ParamError
 from webui.handoff import Handoff, run_in_thread
-from webui.models.loading import import_transformers
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent
-
-import_transformers()  # under a lock: another loader thread may be importing transformers right now
-from transformers import StoppingCriteriaList  # noqa: E402
+from webui.types import Message, Route, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +163,7 @@ class TransformersBackend(Backend):
         )
         if thread is None:
             return cancelled_before_start(len(rendered.token_ids), rendered.text)
-        events = self._events(
+        events = reply_events(
             rendered,
             params,
             texts,
@@ -232,7 +225,7 @@ class TransformersBackend(Backend):
                 self.slots.release()
 
         reading = texts.until(lambda: cancel.is_set() or halt.is_set())
-        events = self._events(
+        events = reply_events(
             rendered,
             params,
             texts,
@@ -247,88 +240,16 @@ class TransformersBackend(Backend):
         )
         return ClosingStream(events, stop=halt.set, wait=finish)
 
-    def _events(
-        self,
-        rendered: Rendered,
-        params: SamplingParams,
-        texts: Handoff[str],
-        streamer: Streamer,
-        wait: Callable[[], None],
-        cancel: threading.Event,
-        halt: threading.Event,
-        started: float,
-        template_stops: Sequence[str],
-        template_name: str,
-        reading: Iterable[str] | None = None,
-    ) -> Generator[StreamEvent, None, None]:
-        reason: FinishReason | None = None
-        error: str | None = None
-        stops = StopFilter((*params.stop, *template_stops))
-        try:
-            # A stream cut short (Stop) may have held back half a stop string: not shown then.
-            if (
-                yield from shown_until_stop(texts if reading is None else reading, stops, complete=lambda: texts.ended)
-            ):
-                reason = FinishReason.STOP
-        except Exception as exc:  # the generate thread failed; reported as the finish
-            reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
-        if reason is None:
-            if cancel.is_set():
-                reason = FinishReason.CANCELLED
-            elif streamer.generated >= params.max_new_tokens:
-                reason = FinishReason.LENGTH
-            else:
-                reason = FinishReason.STOP
-        final = self._finished(reason, rendered, streamer, started, error, template_name)
-        # When the caller sees Finished, the model is idle and the slot is free.
-        halt.set()
-        wait()
-        yield final
-
     def _join(self, thread: threading.Thread) -> None:
         thread.join(self.join_timeout_s)
         if thread.is_alive():
             log.error("generate thread %s did not stop within %.0f s", thread.name, self.join_timeout_s)
 
-    def _finished(
-        self,
-        reason: FinishReason,
-        rendered: Rendered,
-        streamer: Streamer,
-        started: float,
-        error: str | None,
-        template_name: str,
-    ) -> Finished:
-        first = streamer.first_token_at
-        return Finished(
-            reason=reason,
-            prompt_tokens=len(rendered.token_ids),
-            completion_tokens=streamer.generated,
-            ttft_s=(first - started) if first is not None else None,
-            tokens_per_s=decode_rate(streamer.generated, first, time.perf_counter()),
-            error=error,
-            prompt=rendered.text,
-            extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
-        )
-
     def _generate(self, token_ids: list[int], params: SamplingParams, streamer: Streamer, halt: Halt) -> None:
         """Runs in its own thread because generate blocks until the last token; the consumer reads
         the hand-off meanwhile (run_in_thread reports a failure there and always ends it)."""
-        params = params.effective()  # a 1e-45 temperature is greedy: dividing by it overflows the logits
         try:
-            device = next(self.model.parameters()).device
-            input_ids = torch.tensor([token_ids], device=device)
-            with torch.inference_mode():
-                # On a ZeroGPU Space this runs inside spaces.GPU; elsewhere it is model.generate.
-                generate_on_device(
-                    self.model,
-                    input_ids=input_ids,
-                    attention_mask=torch.ones_like(input_ids),
-                    generation_config=generation_config(self.model, self.tokenizer, params),
-                    logits_processor=sampling_processors(params),
-                    stopping_criteria=StoppingCriteriaList([halt]),
-                    streamer=streamer,
-                )
+            generate_reply(self.model, self.tokenizer, token_ids, params, streamer, halt)
         except BaseException:
             log.exception("generation failed for %s", self.spec.name)
             raise
