@@ -28,14 +28,16 @@ class ParamError(ArenaError, ValueError):
 
 
 class PromptTooLong(ArenaError):
-    """The newest message alone does not fit the context together with max_new_tokens."""
+    """The newest message alone does not fit the context together with max_new_tokens. `within`
+    names what it must fit in: the model's context, or an engine's smaller limit (a paged cache)."""
 
-    def __init__(self, prompt_tokens: int, limit: int) -> None:
+    def __init__(self, prompt_tokens: int, limit: int, within: str = "this model's context") -> None:
         self.prompt_tokens = prompt_tokens
         self.limit = limit
+        self.within = within
         self.excess = prompt_tokens - limit
         super().__init__(
-            f"the prompt is {prompt_tokens} tokens but only {limit} fit in the context "
+            f"the prompt is {prompt_tokens} tokens but only {limit} fit in {within} "
             f"with the requested max_new_tokens ({self.excess} tokens too many); "
             "shorten the message or lower max_new_tokens"
         )

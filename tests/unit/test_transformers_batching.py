@@ -276,7 +276,7 @@ def test_a_reply_larger_than_the_whole_cache_is_refused_saying_so(tiny_model_dir
     it would grow past the last free block, and the manager then ends its loop with every request."""
     from webui.errors import ParamError, PromptTooLong
 
-    models = write_tiny_models(tmp_path, tiny_model_dir, [LONG])
+    models = write_tiny_models(tmp_path, tiny_model_dir, [{**LONG, "sampling": {"max_new_tokens": 16}}])
     registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
     try:
         assert (
@@ -289,9 +289,9 @@ def test_a_reply_larger_than_the_whole_cache_is_refused_saying_so(tiny_model_dir
         other = backend.stream(HELLO, running)
         first = next(other).text
         too_long = SamplingParams(temperature=0, max_new_tokens=300, ignore_eos=True)
-        with pytest.raises(ParamError, match="paged KV cache holds 256 tokens"):
+        with pytest.raises(ParamError, match="paged KV cache of 256 tokens"):
             backend.stream(HELLO, too_long)
-        with pytest.raises(ParamError, match="paged KV cache holds 256 tokens"):
+        with pytest.raises(ParamError, match="paged KV cache of 256 tokens"):
             backend.complete("hello world", too_long)
         with pytest.raises(PromptTooLong):  # fits the model's context, not the cache
             backend.stream([Message("user", "hello world " * 100)], running.replace(max_new_tokens=100))
@@ -309,7 +309,8 @@ def test_an_entry_sizes_its_own_cache_and_a_bad_size_names_the_key(tiny_model_di
     from webui.models.specs import parse_specs
 
     own = {**LONG, "name": "own", "transformers": {"kv_cache_tokens": 600}}
-    models = write_tiny_models(tmp_path, tiny_model_dir, [own, {**LONG, "name": "global"}])
+    shared = {**LONG, "name": "global", "sampling": {"max_new_tokens": 16}}
+    models = write_tiny_models(tmp_path, tiny_model_dir, [own, shared])
     registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
     try:
         own, shared = registry.get("own"), registry.get("global")
@@ -337,8 +338,9 @@ def test_an_architecture_the_manager_refuses_is_served_by_generate_with_the_reas
     config = MambaConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, state_size=4, eos_token_id=3)
     MambaForCausalLM(config).save_pretrained(tmp_path / "mamba")
     tokenizer.save_pretrained(tmp_path / "mamba")
-    models = tmp_path / "models.yaml"
-    models.write_text(f"models:\n  - {{name: mamba, backend: transformers, source: {tmp_path / 'mamba'}}}\n")
+    models = write_tiny_models(
+        tmp_path, tmp_path / "mamba", [{"name": "mamba", "backend": "transformers", "source": str(tmp_path / "mamba")}]
+    )
     registry = _registry(models, tmp_path)
     try:
         engine = registry.status("mamba").engine
@@ -347,6 +349,81 @@ def test_an_architecture_the_manager_refuses_is_served_by_generate_with_the_reas
         assert backend.batching is None
         assert backend.slots.size == registry.settings.max_concurrency  # one generate() thread per slot
         _text, final = collect(backend.stream(HELLO, SamplingParams(temperature=0, max_new_tokens=4, ignore_eos=True)))
+        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+    finally:
+        registry.close()
+
+
+def test_a_cache_larger_than_free_memory_is_refused_at_load_saying_so(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A cache the machine cannot hold (2**40 tokens: 256 TiB for the tiny model) is not handed to
+    the manager, which would allocate it at once (or, overcommitted, be killed for it later): the
+    model runs on generate() and its status says how much the cache needs and what fits."""
+    huge = {"name": "huge", "backend": "transformers", "sampling": {"max_new_tokens": 16}}
+    models = write_tiny_models(tmp_path, tiny_model_dir, [{**huge, "transformers": {"kv_cache_tokens": 2**40}}])
+    registry = _registry(models, tmp_path)
+    try:
+        engine = registry.status("huge").engine
+        said = re.search(
+            r"one generate\(\) per reply: its paged KV cache of 1099511627776 tokens needs 262144\.0 GiB, more than "
+            r"80% of the [\d.]+ GiB free on cpu: lower kv_cache_tokens \(models file\) or "
+            r"--transformers-kv-cache-tokens to at most (\d+)\)",
+            engine,
+        )
+        assert said, engine
+        assert 0 < int(said[1]) < 2**40 and int(said[1]) % 256 == 0
+        backend = registry.get("huge")
+        assert backend.batching is None and backend.slots.size == registry.settings.max_concurrency
+        _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
+        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+    finally:
+        registry.close()
+
+
+def test_the_cache_estimate_is_what_the_manager_allocates(batched: Registry) -> None:
+    from webui.engine.batching_load import cache_bytes
+
+    batching = batched.get("tiny-a").batching
+    model = batched.get("tiny-a").model
+    cache = batching.manager.batch_processor.cache
+    allocated = cache.num_sectors * cache.bytes_per_sector  # without the two trash sectors
+    assert cache.num_blocks * 256 == batching.kv_cache_tokens == 8192
+    assert cache_bytes(model.config, model.dtype, batching.kv_cache_tokens) == allocated
+
+
+def test_a_cache_that_cannot_hold_the_entrys_own_reply_is_refused_at_load(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Every reply with the entry's settings (300 new tokens) would be refused by a cache of 256:
+    the generate() path serves the entry, and the status says what cache size would do."""
+    wordy = {**LONG, "name": "wordy", "sampling": {"temperature": 0, "max_new_tokens": 300}}
+    models = write_tiny_models(tmp_path, tiny_model_dir, [wordy])
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256)
+    try:
+        engine = registry.status("wordy").engine
+        assert re.search(
+            r"one generate\(\) per reply: its paged KV cache of 256 tokens cannot hold a reply of max_new_tokens 300 "
+            r"\(sampling\) after the \d+-token prompt of a one-word message: raise kv_cache_tokens \(models file\) "
+            r"or --transformers-kv-cache-tokens to at least 512, or lower max_new_tokens",
+            engine,
+        ), engine
+        backend = registry.get("wordy")
+        assert backend.batching is None and backend.context_length == 1024
+        _text, final = collect(backend.stream(HELLO, backend.default_params().replace(ignore_eos=True)))
+        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 300)
+    finally:
+        registry.close()
+
+
+def test_auto_falling_back_to_transformers_sizes_the_entrys_own_cache(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`backend: auto` takes the same `transformers: {kv_cache_tokens: N}` as `backend: transformers`,
+    for when it falls back to transformers (here: vLLM and llama.cpp turned off)."""
+    own = {"name": "own", "context_length": 1024, "sampling": {"max_new_tokens": 16}}
+    models = write_tiny_models(tmp_path, tiny_model_dir, [{**own, "transformers": {"kv_cache_tokens": 600}}])
+    registry = _registry(models, tmp_path, transformers_kv_cache_tokens=256, vllm_python="none", llama_server="none")
+    try:
+        backend = registry.get("own")
+        assert (backend.batching.kv_cache_tokens, backend.context_length) == (768, 768)
+        engine = registry.status("own").engine
+        assert engine.startswith("transformers: ") and "the paged KV cache's 768 tokens" in engine, engine
+        _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
         assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
     finally:
         registry.close()

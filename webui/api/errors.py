@@ -74,7 +74,7 @@ def from_arena(exc: ArenaError, *, max_tokens: int | None = None, prompt_param: 
         asked = f" with max_tokens={max_tokens}" if max_tokens is not None else ""
         return ApiError(
             400,
-            f"The prompt is {exc.prompt_tokens} tokens but only {exc.limit} fit in this model's context{asked}: "
+            f"The prompt is {exc.prompt_tokens} tokens but only {exc.limit} fit in {exc.within}{asked}: "
             f"{exc.excess} tokens too many. Shorten the prompt or lower max_tokens.",
             param=prompt_param,
             code="context_length_exceeded",

@@ -36,7 +36,7 @@ from webui.api.schemas import ChatCompletionRequest, CompletionRequest, Sampling
 from webui.engine.base import Backend
 from webui.engine.registry import ModelState, Registry
 from webui.engine.replicas import conversation_key
-from webui.errors import ArenaError, PromptTooLong
+from webui.errors import ArenaError, ParamError, PromptTooLong
 from webui.records.events import ClientInfo
 from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
@@ -193,18 +193,29 @@ def _model_card(registry: Registry, name: str, created: int) -> dict[str, Any]:
 def _sampling(backend: Backend, body: SamplingFields, prompt: Sequence[Message] | str) -> SamplingParams:
     """The model entry's defaults, overridden by what the request gives; the entry's stop strings
     stay and the request's are added. Without max_tokens, the default shrinks to what the context
-    has room for (as OpenAI does); with it, a prompt that does not fit is refused, never cut."""
+    has room for (as OpenAI does); with it, a prompt that does not fit is refused, never cut. A
+    refusal names what the prompt must fit in (`backend.context_name`: the context, or a paged
+    cache smaller than it)."""
     params = backend.default_params().replace(**body.overrides())
-    params = params.replace(stop=(*params.stop, *body.stop_list())).validate(backend.context_length)
-    context, used = backend.context_length, backend.prompt_tokens(prompt)
+    params = params.replace(stop=(*params.stop, *body.stop_list()))
+    context, within = backend.context_length, backend.context_name
+    if context is not None and body.max_tokens is None:  # the entry's default is not the client's to fix
+        params = params.replace(max_new_tokens=min(params.max_new_tokens, context))
+    elif context is not None and body.max_tokens is not None and body.max_tokens > context:
+        raise ParamError(
+            "max_new_tokens",
+            f"must be 1..{context}, got {body.max_tokens}: a prompt and its reply must fit in {within}",
+        )
+    params = params.validate(context)
+    used = backend.prompt_tokens(prompt)
     if context is None or used is None:
         return params
     if body.max_tokens is None:
         if used >= context:
-            raise PromptTooLong(used, context - 1)
+            raise PromptTooLong(used, context - 1, within)
         return params.replace(max_new_tokens=min(params.max_new_tokens, context - used))
     if used > context - params.max_new_tokens:
-        raise PromptTooLong(used, context - params.max_new_tokens)
+        raise PromptTooLong(used, context - params.max_new_tokens, within)
     return params
 
 

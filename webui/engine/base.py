@@ -57,6 +57,12 @@ class Backend(ABC):
     def context_length(self) -> int | None:
         return self.spec.context_length
 
+    @property
+    def context_name(self) -> str:
+        """What a prompt and its reply must fit in, as error messages name it: the model's context,
+        or an engine's own smaller limit (transformers' paged KV cache) when that is what binds."""
+        return "this model's context"
+
     def default_params(self) -> SamplingParams:
         return self.spec.sampling
 

@@ -134,13 +134,18 @@ def _processors(params: SamplingParams) -> LogitsProcessorList:
     return LogitsProcessorList(processors)
 
 
+def whole_pages(tokens: int) -> int:
+    """A cache size in tokens, up to whole pages: what the manager allocates."""
+    return PAGE_SIZE * math.ceil(tokens / PAGE_SIZE)
+
+
 class Batching:
     """The manager of one set of weights, and the thread that routes its outputs to the requests."""
 
     def __init__(self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str) -> None:
         self.name = name
         self.eos = tuple(eos)
-        self.kv_cache_tokens = PAGE_SIZE * math.ceil(kv_cache_tokens / PAGE_SIZE)
+        self.kv_cache_tokens = whole_pages(kv_cache_tokens)
         config = ContinuousBatchingConfig(
             num_blocks=self.kv_cache_tokens // PAGE_SIZE,
             page_size=PAGE_SIZE,

@@ -3,9 +3,11 @@
 Two ways to run a request, chosen per set of weights when they load:
 
 * continuous batching (webui.engine.batching): one manager per set of weights decodes every running
-  request in one forward pass per step; the default wherever the manager serves the model;
-* one `generate()` thread per request: where the manager cannot serve (an architecture or attention
-  it refuses, a ZeroGPU Space, `--transformers-batching off`); the model status says why.
+  request in one forward pass per step; with `--transformers-batching on`, wherever the manager
+  serves the model (webui.engine.batching_load checks at load);
+* one `generate()` thread per request (webui.engine.hf_generate): the default, and where the
+  manager cannot serve (an architecture or attention it refuses, a ZeroGPU Space, a paged cache
+  that does not fit); the model status says why.
 
 Either way each request gets its own streamer, cancel event and stop filter; nothing request-shaped
 lives on the shared weights, so concurrent users never see each other's tokens.
@@ -14,10 +16,9 @@ lives on the shared weights, so concurrent users never see each other's tokens.
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -29,82 +30,18 @@ from webui.engine.base import (
     Slots,
     Weights,
     cancelled_before_start,
-    decode_rate,
     start_in_slot,
 )
 from webui.engine.batching import Batching
-from webui.engine.stops import StopFilter, shown_until_stop
+from webui.engine.batching_load import start_batching
+from webui.engine.hf_generate import Halt, Streamer, generate_reply, reply_events
 from webui.engine.templates import PromptBuilder, Rendered, Template
-from webui.engine.zerogpu import generate as generate_on_device
 from webui.errors import ParamError
 from webui.handoff import Handoff, run_in_thread
-from webui.models.loading import import_transformers
 from webui.models.specs import ModelSpec
-from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent
-
-import_transformers()  # under a lock: another loader thread may be importing transformers right now
-from transformers import (  # noqa: E402
-    GenerationConfig,
-    LogitsProcessor,
-    LogitsProcessorList,
-    StoppingCriteria,
-    StoppingCriteriaList,
-    TemperatureLogitsWarper,
-    TextStreamer,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from webui.types import Message, Route, SamplingParams, StreamEvent
 
 log = logging.getLogger(__name__)
-
-
-class _Streamer(TextStreamer):
-    """Decodes the generated tokens into text (transformers holds text back until it is safe to
-    show, e.g. a whole word) and hands it over; also counts the tokens and notes when the first
-    one came."""
-
-    def __init__(self, tokenizer: Any, handoff: Handoff[str]) -> None:
-        super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
-        self.handoff = handoff
-        self.generated = 0
-        self.first_token_at: float | None = None
-
-    def put(self, value: torch.Tensor) -> None:
-        if not (self.skip_prompt and self.next_tokens_are_prompt):
-            self.generated += int(value.numel())
-            if self.first_token_at is None:
-                self.first_token_at = time.perf_counter()
-        super().put(value)
-
-    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
-        if text:
-            self.handoff.put(text)
-
-
-class _Halt(StoppingCriteria):
-    """Stops generate at the next decoding step once any of the events is set."""
-
-    def __init__(self, *events: threading.Event) -> None:
-        self.events = events
-
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-        stop = any(e.is_set() for e in self.events)
-        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
-
-
-class _SeededSampler(LogitsProcessor):
-    """Samples with a per-request torch.Generator and leaves only the chosen token finite, so that
-    greedy decoding picks it. The global RNG is never touched: two concurrent requests with the same
-    seed each get the same output as they would alone."""
-
-    def __init__(self, seed: int) -> None:
-        self.generator = torch.Generator(device="cpu").manual_seed(seed)
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
-        probs = torch.softmax(scores.float(), dim=-1).cpu()
-        choice = torch.multinomial(probs, 1, generator=self.generator).to(scores.device)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, choice, 0.0)
 
 
 class TransformersBackend(Backend):
@@ -140,6 +77,15 @@ class TransformersBackend(Backend):
     def context_length(self) -> int:
         return self.prompts.context_length
 
+    @property
+    def context_name(self) -> str:
+        if self.cache_cap is None:
+            return super().context_name
+        return (
+            f"this model's paged KV cache of {self.cache_cap} tokens "
+            "(kv_cache_tokens in the models file, --transformers-kv-cache-tokens)"
+        )
+
     def render_prompt(self, messages: Sequence[Message]) -> str:
         return self.prompts.render(messages)
 
@@ -153,9 +99,8 @@ class TransformersBackend(Backend):
         if self.cache_cap is not None and params.validate().max_new_tokens > self.cache_cap:
             raise ParamError(
                 "max_new_tokens",
-                f"must be 1..{self.cache_cap}, got {params.max_new_tokens}: the model's paged KV cache holds "
-                f"{self.cache_cap} tokens for a prompt and its reply (kv_cache_tokens in the models file, "
-                "--transformers-kv-cache-tokens)",
+                f"must be 1..{self.cache_cap}, got {params.max_new_tokens}: a prompt and its reply must fit in "
+                f"{self.context_name}",
             )
 
     def stream(
@@ -204,10 +149,10 @@ class TransformersBackend(Backend):
         cancel = cancel or threading.Event()
         halt = threading.Event()  # set on a stop string, an error or an early close; `cancel` is the caller's
         texts: Handoff[str] = Handoff()
-        streamer = _Streamer(self.tokenizer, texts)
+        streamer = Streamer(self.tokenizer, texts)
 
         def generate() -> None:
-            self._generate(rendered.token_ids, params, streamer, _Halt(cancel, halt))
+            self._generate(rendered.token_ids, params, streamer, Halt(cancel, halt))
 
         thread = start_in_slot(
             self.slots,
@@ -218,7 +163,7 @@ class TransformersBackend(Backend):
         )
         if thread is None:
             return cancelled_before_start(len(rendered.token_ids), rendered.text)
-        events = self._events(
+        events = reply_events(
             rendered,
             params,
             texts,
@@ -248,7 +193,7 @@ class TransformersBackend(Backend):
         cancel = cancel or threading.Event()
         halt = threading.Event()
         texts: Handoff[str] = Handoff()
-        streamer = _Streamer(self.tokenizer, texts)
+        streamer = Streamer(self.tokenizer, texts)
         streamer.next_tokens_are_prompt = False  # the manager sends only new tokens
         ended = threading.Event()
 
@@ -280,7 +225,7 @@ class TransformersBackend(Backend):
                 self.slots.release()
 
         reading = texts.until(lambda: cancel.is_set() or halt.is_set())
-        events = self._events(
+        events = reply_events(
             rendered,
             params,
             texts,
@@ -295,120 +240,21 @@ class TransformersBackend(Backend):
         )
         return ClosingStream(events, stop=halt.set, wait=finish)
 
-    def _events(
-        self,
-        rendered: Rendered,
-        params: SamplingParams,
-        texts: Handoff[str],
-        streamer: _Streamer,
-        wait: Callable[[], None],
-        cancel: threading.Event,
-        halt: threading.Event,
-        started: float,
-        template_stops: Sequence[str],
-        template_name: str,
-        reading: Iterable[str] | None = None,
-    ) -> Generator[StreamEvent, None, None]:
-        reason: FinishReason | None = None
-        error: str | None = None
-        stops = StopFilter((*params.stop, *template_stops))
-        try:
-            # A stream cut short (Stop) may have held back half a stop string: not shown then.
-            if (
-                yield from shown_until_stop(texts if reading is None else reading, stops, complete=lambda: texts.ended)
-            ):
-                reason = FinishReason.STOP
-        except Exception as exc:  # the generate thread failed; reported as the finish
-            reason, error = FinishReason.ERROR, f"{type(exc).__name__}: {exc}"
-        if reason is None:
-            if cancel.is_set():
-                reason = FinishReason.CANCELLED
-            elif streamer.generated >= params.max_new_tokens:
-                reason = FinishReason.LENGTH
-            else:
-                reason = FinishReason.STOP
-        final = self._finished(reason, rendered, streamer, started, error, template_name)
-        # When the caller sees Finished, the model is idle and the slot is free.
-        halt.set()
-        wait()
-        yield final
-
     def _join(self, thread: threading.Thread) -> None:
         thread.join(self.join_timeout_s)
         if thread.is_alive():
             log.error("generate thread %s did not stop within %.0f s", thread.name, self.join_timeout_s)
 
-    def _finished(
-        self,
-        reason: FinishReason,
-        rendered: Rendered,
-        streamer: _Streamer,
-        started: float,
-        error: str | None,
-        template_name: str,
-    ) -> Finished:
-        first = streamer.first_token_at
-        return Finished(
-            reason=reason,
-            prompt_tokens=len(rendered.token_ids),
-            completion_tokens=streamer.generated,
-            ttft_s=(first - started) if first is not None else None,
-            tokens_per_s=decode_rate(streamer.generated, first, time.perf_counter()),
-            error=error,
-            prompt=rendered.text,
-            extra={"dropped_messages": rendered.dropped_messages, "template": template_name},
-        )
-
-    def _generate(self, token_ids: list[int], params: SamplingParams, streamer: _Streamer, halt: _Halt) -> None:
+    def _generate(self, token_ids: list[int], params: SamplingParams, streamer: Streamer, halt: Halt) -> None:
         """Runs in its own thread because generate blocks until the last token; the consumer reads
         the hand-off meanwhile (run_in_thread reports a failure there and always ends it)."""
-        params = params.effective()  # a 1e-45 temperature is greedy: dividing by it overflows the logits
         try:
-            device = next(self.model.parameters()).device
-            input_ids = torch.tensor([token_ids], device=device)
-            with torch.inference_mode():
-                # On a ZeroGPU Space this runs inside spaces.GPU; elsewhere it is model.generate.
-                generate_on_device(
-                    self.model,
-                    input_ids=input_ids,
-                    attention_mask=torch.ones_like(input_ids),
-                    generation_config=self._generation_config(params),
-                    logits_processor=_sampling_processors(params),
-                    stopping_criteria=StoppingCriteriaList([halt]),
-                    streamer=streamer,
-                )
+            generate_reply(self.model, self.tokenizer, token_ids, params, streamer, halt)
         except BaseException:
             log.exception("generation failed for %s", self.spec.name)
             raise
         finally:
             self.slots.release()
-
-    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
-        base = self.model.generation_config
-        eos = base.eos_token_id if base is not None else None
-        eos = eos if eos is not None else self.tokenizer.eos_token_id
-        pad = (base.pad_token_id if base is not None else None) or self.tokenizer.pad_token_id
-        return GenerationConfig(
-            max_new_tokens=params.max_new_tokens,
-            do_sample=False,
-            repetition_penalty=params.repetition_penalty,
-            min_new_tokens=params.max_new_tokens if params.ignore_eos else 0,
-            eos_token_id=eos,
-            pad_token_id=pad if pad is not None else eos,
-        )
-
-
-def _sampling_processors(params: SamplingParams) -> LogitsProcessorList:
-    if params.greedy:
-        return LogitsProcessorList()
-    processors: list[LogitsProcessor] = [TemperatureLogitsWarper(params.temperature)]
-    if params.top_k:
-        processors.append(TopKLogitsWarper(params.top_k))
-    if params.top_p < 1.0:
-        processors.append(TopPLogitsWarper(params.top_p))
-    seed = params.seed if params.seed is not None else secrets.randbits(63)
-    processors.append(_SeededSampler(seed))
-    return LogitsProcessorList(processors)
 
 
 def _model_context(model: Any, tokenizer: Any) -> int:
@@ -502,52 +348,3 @@ def _cache_note(batching: Batching | None, spec: ModelSpec, loaded: Any) -> str:
         batching.kv_cache_tokens,
     )
     return f"; context capped at the paged KV cache's {batching.kv_cache_tokens} tokens, the model's is {context}"
-
-
-PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
-
-
-def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settings) -> tuple[Batching | None, str]:
-    """The continuous-batching engine for these weights, or None and why the generate() path serves
-    them. A one-token request at load proves the manager runs the model: an architecture or
-    attention it cannot run fails here, not in a visitor's reply."""
-    from webui.engine.zerogpu import zero_gpu
-
-    if zero_gpu():
-        return None, "ZeroGPU lends the GPU per call, and the batching loop runs for good"
-    if not settings.transformers_batching:
-        return None, ""  # the default: nothing went wrong, so the status has nothing to explain
-    if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
-        return None, "the model is spread over several devices"
-    batching: Batching | None = None
-    try:
-        cache = spec.engine_options.get(
-            "kv_cache_tokens", settings.transformers_kv_cache_tokens
-        )  # the entry's own first
-        batching = Batching(model, _eos_ids(model, tokenizer), cache, spec.name)
-        probe = Handoff[list[int]]()
-        batching.submit(
-            [tokenizer.bos_token_id or 0] * 4,
-            SamplingParams(temperature=0.0, max_new_tokens=1, ignore_eos=True),
-            probe.put,
-            lambda error: probe.fail(RuntimeError(error)) if error else probe.close(),
-        )
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        if sum(len(ids) for ids in probe.until(lambda: time.monotonic() > deadline)) != 1:
-            raise RuntimeError(f"a one-token request gave no token within {PROBE_TIMEOUT_S:.0f} s")
-    except Exception as exc:  # any refusal of the manager means the generate() path, with the reason
-        log.warning("%s: continuous batching cannot serve it, one generate() per reply: %s", spec.name, exc)
-        if batching is not None:
-            batching.close()
-        kind = type(model).__name__
-        return None, f"continuous batching cannot run {kind}: {type(exc).__name__}: {str(exc)[:160]}"
-    return batching, ""
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    base = model.generation_config
-    eos = base.eos_token_id if base is not None else None
-    eos = eos if eos is not None else tokenizer.eos_token_id
-    if eos is None:
-        return []
-    return [eos] if isinstance(eos, int) else list(eos)

@@ -200,6 +200,7 @@ class AutoEntry(LocalEntry):
 
     backend: Literal["auto"] = "auto"
     vllm: VllmOptions = VllmOptions()
+    transformers: TransformersOptions = TransformersOptions()  # where it falls back to transformers
 
 
 class OpenAIEntry(Entry):

@@ -269,6 +269,8 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
         )
     if isinstance(entry, (VllmEntry, AutoEntry)):
         common["engine_options"] = entry.vllm.model_dump(exclude_defaults=True)
+    if isinstance(entry, AutoEntry):  # no key shared with vLLM's; each engine reads its own
+        common["engine_options"] = {**common["engine_options"], **entry.transformers.model_dump(exclude_defaults=True)}
     if isinstance(entry, LlamaCppEntry):
         common["engine_options"] = entry.llamacpp.model_dump(exclude_defaults=True)
     if isinstance(entry, TransformersEntry):
