@@ -59,8 +59,8 @@ def _battles(seed: int, truth: dict[str, float], count: int, tie_share: float) -
 
 def compare_coverage(args: argparse.Namespace) -> dict[str, Any]:
     from webui.leaderboard.simulate import TRUE
+    from webui.leaderboard.stats.bradley_terry import bradley_terry
     from webui.leaderboard.stats.compare import compare
-    from webui.leaderboard.stats.ratings import bradley_terry
 
     order = sorted(TRUE, key=TRUE.get)
     pairs = [(a, b) for a, b in itertools.pairwise(order) if TRUE[a] != TRUE[b]]
@@ -76,8 +76,8 @@ def compare_coverage(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def best_of_k(args: argparse.Namespace, lead: float) -> dict[str, Any]:
+    from webui.leaderboard.stats.bradley_terry import bootstrap_bt, bradley_terry, intervals
     from webui.leaderboard.stats.families import family_notes
-    from webui.leaderboard.stats.ratings import bootstrap_bt, bradley_terry, intervals
 
     truth = {**dict.fromkeys(VARIANTS, 1000.0), **OTHERS}
     truth[VARIANTS[0]] += lead

@@ -47,7 +47,7 @@ from webui.arena.pairing import Evidence, draw_smart, pair_gains
 from webui.arena.rules import draw_pair
 from webui.judge.records import ORDERS, WINNER_OF
 from webui.judge.simulate import judgment
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import scale
 from webui.leaderboard.stats.composite import auto_weight, composite_board
 
 JUDGES = {"knows (p = 0.7)": 0.7, "guesses (p = 1/3)": 1 / 3}
@@ -125,7 +125,7 @@ def run(seed: int, votes: int) -> Run:
         if done + REFRESH > votes:
             break
         evidence = Evidence(
-            dict(zip(names, to_points(theta) + ratings.INIT, strict=True)),
+            dict(zip(names, to_points(theta) + scale.INIT, strict=True)),
             {frozenset((x, y)): tally.games[i, j] for i, x in enumerate(names) for j, y in enumerate(names) if i < j},
         )
         gains = pair_gains(names, evidence)

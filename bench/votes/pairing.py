@@ -36,7 +36,7 @@ import pandas as pd
 from webui.arena.pairing import Evidence, draw_smart, pair_gains
 from webui.arena.rules import draw_pair
 from webui.leaderboard import simulate
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import battle_codes, bradley_terry, scale
 
 NEWCOMER = simulate.LATE
 ESTABLISHED = {name: rating for name, rating in simulate.TRUE.items() if name != NEWCOMER}
@@ -72,7 +72,7 @@ class Tally:
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         self.index = {name: k for k, name in enumerate(self.names)}
-        self.counts = np.zeros(3 * len(names) ** 2)  # by `ratings.Coded.keys`: (a, b, score) as one integer
+        self.counts = np.zeros(3 * len(names) ** 2)  # by `battle_codes.Coded.keys`: (a, b, score) as one integer
         self.games = np.zeros((len(names), len(names)))
         self.theta: np.ndarray | None = None
 
@@ -85,20 +85,22 @@ class Tally:
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
         """Ratings (log-odds, mean 0) by the leaderboard's fit, and their covariance: the inverse
         Fisher information, centred as the board's ratings are."""
-        g = ratings.grouped_keys(self.counts, self.names)
-        self.theta = ratings.fit_bt(g.outcomes, g.score, g.weight, len(self.names), start=self.theta)
+        g = battle_codes.grouped_keys(self.counts, self.names)
+        self.theta = bradley_terry.fit_bt(g.outcomes, g.score, g.weight, len(self.names), start=self.theta)
         p = 1.0 / (1.0 + np.exp(self.theta[None, :] - self.theta[:, None]))
         info = self.games * p * (1.0 - p)
-        hessian = np.diag(info.sum(axis=1) + ratings.RIDGE) - info
+        hessian = np.diag(info.sum(axis=1) + bradley_terry.RIDGE) - info
         centre = np.eye(len(self.names)) - 1.0 / len(self.names)  # rating minus the mean
         return self.theta - self.theta.mean(), centre @ np.linalg.inv(hessian) @ centre.T
 
     def bootstrap_hits(self, truth: np.ndarray, seed: int) -> np.ndarray:
         """Whether each model's interval on the board (its percentile bootstrap, BOOTSTRAP_ROUNDS
         rounds, mean of all models at 1000) holds the true rating."""
-        g = ratings.grouped_keys(self.counts, self.names)
-        bounds = ratings.intervals(ratings.bootstrap_grouped(g, BOOTSTRAP_ROUNDS, seed, reference=self.names))
-        true = pd.Series(to_points(truth) + ratings.INIT, index=self.names)
+        g = battle_codes.grouped_keys(self.counts, self.names)
+        bounds = bradley_terry.intervals(
+            bradley_terry.bootstrap_grouped(g, BOOTSTRAP_ROUNDS, seed, reference=self.names)
+        )
+        true = pd.Series(to_points(truth) + scale.INIT, index=self.names)
         return ((bounds["lower"] <= true) & (true <= bounds["upper"])).to_numpy()
 
 
@@ -143,7 +145,7 @@ def run(policy: str, seed: int, votes: int, bootstrap: bool = False) -> Run:
         if done + REFRESH > votes:
             break
         board = Evidence(
-            dict(zip(names, to_points(theta) + ratings.INIT, strict=True)),
+            dict(zip(names, to_points(theta) + scale.INIT, strict=True)),
             {frozenset((x, y)): tally.games[i, j] for i, x in enumerate(names) for j, y in enumerate(names) if i < j},
         )
         gains = pair_gains(names, board) if policy == "smart" else {}

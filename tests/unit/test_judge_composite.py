@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from webui.leaderboard.stats import composite
+from webui.leaderboard.stats.battle_codes import grouped_keys
+from webui.leaderboard.stats.bradley_terry import RIDGE, bradley_terry, fit_bt
 from webui.leaderboard.stats.composite import auto_weight, composite_board
-from webui.leaderboard.stats.ratings import RIDGE, bradley_terry, fit_bt, grouped_keys
 
 TRUE = {"w": -1.0, "x": -0.3, "y": 0.3, "z": 1.0}  # log-odds strengths
 

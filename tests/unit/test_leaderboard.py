@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from webui.leaderboard.board.build import BoardOptions, build_board
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import battle_codes, bradley_terry, ratings
+from webui.leaderboard.stats import elo as elo_module
 from webui.leaderboard.votes.rows import Hygiene, battles_frame, counted
 from webui.records.identity import identity_words
 
@@ -26,7 +27,7 @@ def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
 
 
 def test_online_elo_follows_the_k4_update():
-    elo = ratings.online_elo(frame([("a", "b", "model_a"), ("a", "b", "model_b")]))
+    elo = elo_module.online_elo(frame([("a", "b", "model_a"), ("a", "b", "model_b")]))
     first = 1000 + 4 * 0.5  # equal ratings: expected score 0.5
     expected_b = 1 / (1 + 10 ** ((first - (2000 - first)) / 400))
     b_after = (2000 - first) + 4 * (1 - expected_b)
@@ -37,15 +38,15 @@ def test_online_elo_follows_the_k4_update():
 def test_ties_count_half():
     """One win and one tie: a 0.75 share, so the MLE gap is 400 * log10(3) (the ridge moves it by
     far less than a point)."""
-    bt = ratings.bradley_terry(frame([("a", "b", "model_a"), ("b", "a", "tie (bothbad)")]))
+    bt = bradley_terry.bradley_terry(frame([("a", "b", "model_a"), ("b", "a", "tie (bothbad)")]))
     assert bt["a"] - bt["b"] == pytest.approx(400 * math.log10(3), abs=0.5)
     assert bt.mean() == pytest.approx(1000)
-    only_ties = ratings.bradley_terry(frame([("a", "b", "tie"), ("b", "c", "tie")]))
+    only_ties = bradley_terry.bradley_terry(frame([("a", "b", "tie"), ("b", "c", "tie")]))
     assert only_ties.max() - only_ties.min() == pytest.approx(0, abs=1e-6)
 
 
 def test_an_unbeaten_model_gets_a_finite_rating():
-    bt = ratings.bradley_terry(frame([("a", "b", "model_a")] * 5 + [("b", "c", "model_a")] * 5))
+    bt = bradley_terry.bradley_terry(frame([("a", "b", "model_a")] * 5 + [("b", "c", "model_a")] * 5))
     assert np.isfinite(bt).all() and bt["a"] > bt["b"] > bt["c"]
 
 
@@ -56,7 +57,7 @@ def test_bradley_terry_recovers_strengths():
         p = 1 / (1 + 10 ** ((true[y] - true[x]) / 400))
         wins = round(n * p)
         rows += [(x, y, "model_a")] * wins + [(y, x, "model_a")] * (n - wins)  # side does not matter
-    bt = ratings.bradley_terry(frame(rows))
+    bt = bradley_terry.bradley_terry(frame(rows))
     for model, value in true.items():
         assert bt[model] == pytest.approx(value, abs=5)
 
@@ -69,9 +70,9 @@ def test_rank_counts_models_whose_interval_is_entirely_above():
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
     battles = frame([("a", "b", "model_a")] * 30 + [("a", "b", "model_b")] * 10 + [("b", "c", "tie")] * 20)
-    first = ratings.bootstrap_bt(battles, rounds=50, seed=3)
-    assert first.equals(ratings.bootstrap_bt(battles, rounds=50, seed=3))
-    assert not first.equals(ratings.bootstrap_bt(battles, rounds=50, seed=4))
+    first = bradley_terry.bootstrap_bt(battles, rounds=50, seed=3)
+    assert first.equals(bradley_terry.bootstrap_bt(battles, rounds=50, seed=3))
+    assert not first.equals(bradley_terry.bootstrap_bt(battles, rounds=50, seed=4))
     table = ratings.leaderboard(battles, rounds=100, seed=0).set_index("model")
     assert (table["lower"] <= table["rating"]).all() and (table["rating"] <= table["upper"]).all()
     assert table.loc["a", "battles"] == 40 and table.loc["b", "battles"] == 60
@@ -88,10 +89,10 @@ def test_without_rounds_the_interval_is_the_point():
 
 def test_pair_counts_and_win_fraction():
     battles = frame([("a", "b", "model_a"), ("b", "a", "model_a"), ("a", "b", "tie"), ("a", "c", "model_b")])
-    counts = ratings.pair_counts(battles)
+    counts = battle_codes.pair_counts(battles)
     assert counts.loc["a", "b"] == counts.loc["b", "a"] == 3 and counts.loc["a", "c"] == 1
     assert counts.loc["b", "c"] == 0 and counts.loc["a", "a"] == 0
-    wins = ratings.win_fraction(battles)
+    wins = battle_codes.win_fraction(battles)
     assert wins.loc["a", "b"] == pytest.approx(0.5)  # a win, a loss and a tie, sides swapped
     assert wins.loc["c", "a"] == pytest.approx(1.0) and wins.loc["a", "c"] == pytest.approx(0.0)
     assert math.isnan(wins.loc["b", "c"])

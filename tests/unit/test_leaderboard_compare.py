@@ -10,8 +10,8 @@ import pytest
 
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.stats.bradley_terry import bradley_terry
 from webui.leaderboard.stats.compare import compare
-from webui.leaderboard.stats.ratings import bradley_terry
 
 
 def battles(rows: list[tuple[str, str, str, int]]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pytest
 from tests.records import battle, chat_event, vote
 from webui.db.columns import STYLE_COUNT_COLUMNS
 from webui.leaderboard.board.build import BoardOptions, board_from_logs
-from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats import ratings, scale, style
 from webui.leaderboard.stats.confidence import battles_to_separate, gain_per_battle, next_comparison, order_probability
 from webui.leaderboard.stats.speed import model_speeds
 from webui.leaderboard.votes.rows import vote_row
@@ -22,7 +22,7 @@ from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, read_logs
 from webui.types import Finished, FinishReason
 
-POINTS_PER_LOG_ODDS = ratings.SCALE / math.log(ratings.BASE)  # 173.7
+POINTS_PER_LOG_ODDS = scale.SCALE / math.log(scale.BASE)  # 173.7
 
 
 def counts(*pairs: tuple[str, str, int, int]) -> pd.DataFrame:

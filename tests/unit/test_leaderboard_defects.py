@@ -10,7 +10,7 @@ import pytest
 
 from webui.leaderboard.board.build import BoardOptions, build_board
 from webui.leaderboard.board.export import preference_pairs
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import bradley_terry, ratings
 from webui.leaderboard.votes.rows import battles_frame
 from webui.records.identity import find_identity, identity_words
 
@@ -160,7 +160,7 @@ def test_a_model_that_lost_its_only_two_battles_is_preliminary_with_an_honest_in
 
 def test_bootstrap_leaves_out_rounds_without_the_model():
     battles = frame([("a", "b", "model_a")] * 50 + [("a", "b", "model_b")] * 50 + [("x", "a", "model_b")])
-    samples = ratings.bootstrap_bt(battles, rounds=200, seed=1)
+    samples = bradley_terry.bootstrap_bt(battles, rounds=200, seed=1)
     absent = samples["x"].isna()
     assert 0 < absent.sum() < 200  # P(no battle of x in a resample) = (1 - 1/101)^101, about 37%
     assert not samples.loc[absent, ["a", "b"]].isna().any().any()

@@ -24,7 +24,8 @@ import pandas as pd
 import pytest
 
 from webui.db import columns as db_columns
-from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats import elo as elo_module
+from webui.leaderboard.stats import style
 from webui.leaderboard.votes import features, ingest, language
 from webui.leaderboard.votes import rows as vote_rows
 
@@ -381,7 +382,7 @@ def built() -> bool:
         and features._compiled_word_count is not None
         and language._compiled_ascii_language is not None
         and language._compiled_scripts is not None
-        and ratings._compiled_elo_updates is not None
+        and elo_module._compiled_elo_updates is not None
         and ingest._compiled_vote_values is not None
     )
 
@@ -393,7 +394,7 @@ def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     Python versions that run where those were not built."""
     if request.param == "python":
         monkeypatch.setattr(ingest, "_compiled_vote_values", None)
-        monkeypatch.setattr(ratings, "_compiled_elo_updates", None)
+        monkeypatch.setattr(elo_module, "_compiled_elo_updates", None)
         monkeypatch.setattr(identity, "_compiled_tokens_in", None)
         monkeypatch.setattr(features, "_compiled_word_count", None)
         monkeypatch.setattr(language, "_compiled_ascii_language", None)
@@ -718,17 +719,17 @@ def test_the_online_elo_is_unchanged(compiled: str):
         b = (a + rng.integers(1, n, count)) % n if n > 1 else a
         score = rng.choice([0.0, 0.5, 1.0], count, p=[0.2, 0.1, 0.7])  # skewed: ratings spread wide
         start = list(rng.normal(1000.0, 300.0, n))
-        got = ratings.elo_updates(start, a, b, score, k, scale, base)
+        got = elo_module.elo_updates(start, a, b, score, k, scale, base)
         assert got == ref_elo_updates(start, a, b, score, k, scale, base)
-        assert ratings.elo_updates(start, a.astype(np.int32), b.astype(np.int16), score, k, scale, base) == got
+        assert elo_module.elo_updates(start, a.astype(np.int32), b.astype(np.int16), score, k, scale, base) == got
     nothing = np.zeros(0, np.int64)
-    assert ratings.elo_updates([1000.0, 1010.0], nothing, nothing, np.zeros(0)) == [1000.0, 1010.0]
+    assert elo_module.elo_updates([1000.0, 1010.0], nothing, nothing, np.zeros(0)) == [1000.0, 1010.0]
 
 
 def test_the_compiled_online_elo_refuses_what_it_cannot_rate():
-    if ratings._compiled_elo_updates is None:
+    if elo_module._compiled_elo_updates is None:
         pytest.skip(NOT_BUILT)
-    elo = ratings._compiled_elo_updates
+    elo = elo_module._compiled_elo_updates
     one, two = np.array([0]), np.array([2])
     with pytest.raises(IndexError, match="model 2 of 2"):
         elo([1000.0, 1000.0], one, two, np.array([1.0]), 4.0, 400.0, 10.0)

@@ -17,7 +17,7 @@ import pytest
 from webui.db.columns import STYLE_COUNT_COLUMNS
 from webui.leaderboard.board.build import Board, BoardOptions, board_from_logs
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats import battle_codes, bradley_terry, ratings, style
 from webui.leaderboard.stats.history import cut_points
 
 
@@ -35,7 +35,7 @@ def reference_groups(battles: pd.DataFrame) -> tuple[list[str], np.ndarray, np.n
         {
             "a": [models.index(m) for m in battles["model_a"]],
             "b": [models.index(m) for m in battles["model_b"]],
-            "s": ratings.scores(battles),
+            "s": battle_codes.scores(battles),
         }
     )
     counts = frame.groupby(["a", "b", "s"], sort=True).size().reset_index(name="n")
@@ -57,7 +57,7 @@ def reference_raw(battles: pd.DataFrame, reference: list[str], rounds: int) -> p
     centre = [models.index(m) for m in reference]
 
     def fit(w: np.ndarray) -> np.ndarray:
-        theta = ratings.fit_bt(outcomes, score, w, len(models))
+        theta = bradley_terry.fit_bt(outcomes, score, w, len(models))
         return elo(theta - theta[centre].mean())
 
     draws = np.random.default_rng(0).multinomial(int(weight.sum()), weight / weight.sum(), size=rounds)
@@ -88,12 +88,12 @@ def test_style_ratings_are_the_reference_and_ranks_near_the_bootstraps(board: Bo
     a = np.array([models.index(m) for m in battles["model_a"]])
     b = np.array([models.index(m) for m in battles["model_b"]])
     x = style.style_matrix(counts)
-    params = style.fit_bt_style(a, b, ratings.scores(battles), x, np.ones(len(a)), len(models))  # from zero
+    params = style.fit_bt_style(a, b, battle_codes.scores(battles), x, np.ones(len(a)), len(models))  # from zero
     theta = pd.Series(params[: len(models)], index=models)
     expected = pd.Series(elo(theta - theta[ranked].mean()), index=models).loc[ranked]
     assert (table.loc[ranked, "style_rating"] - expected).abs().max() < 0.5
     samples = style.style_bootstrap(battles, board.options.rounds, 0, counts, ranked)
-    bounds = ratings.intervals(samples)[lambda f: f.index.isin(ranked)]
+    bounds = bradley_terry.intervals(samples)[lambda f: f.index.isin(ranked)]
     moved = table.loc[ranked, "style_rank"].astype(int) - ratings.ranks(bounds["lower"], bounds["upper"]).loc[ranked]
     assert moved.abs().max() <= 1 and (moved != 0).sum() <= 2
     width = (table.loc[ranked, "style_upper"] - table.loc[ranked, "style_lower"]) / (bounds["upper"] - bounds["lower"])
@@ -107,7 +107,7 @@ def test_history_is_the_reference(board: Board):
     for k in cut_points(len(ordered), board.options.history_points)[::4]:
         upto = ordered.iloc[:k]
         present = [m for m in ranked if m in set(upto["model_a"]).union(upto["model_b"])]
-        expected = ratings.bradley_terry(upto, reference=present or None)
+        expected = bradley_terry.bradley_terry(upto, reference=present or None)
         got = history[history["battles"] == k].set_index("model")["rating"]
         assert (got - expected.loc[got.index]).abs().max() < 1e-6
         assert set(got.index) == set(present)
@@ -115,7 +115,7 @@ def test_history_is_the_reference(board: Board):
 
 def test_win_fraction_pair_counts_and_records_are_the_reference(board: Board, tmp_path: Path):
     battles, order = board.counted, list(board.table["model"])
-    s = ratings.scores(battles)
+    s = battle_codes.scores(battles)
     points = pd.concat(
         [
             pd.DataFrame({"row": battles["model_a"].to_numpy(), "col": battles["model_b"].to_numpy(), "p": s}),

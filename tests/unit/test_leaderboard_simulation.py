@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.stats import ratings, style
+from webui.leaderboard.stats import bradley_terry, ratings, style
 
 TRUE = {"m0": 1150.0, "m1": 1050.0, "m2": 1000.0, "m3": 900.0, "m4": 900.0}
 
@@ -48,8 +48,8 @@ def coverage(level: float, simulations: int = 60, rounds: int = 200, battles: in
     truth = centred(TRUE)
     hits: list[bool] = []
     for sim in range(simulations):
-        samples = ratings.bootstrap_bt(tournament(TRUE, battles, rng), rounds, seed=sim)
-        bounds = ratings.intervals(samples, level)
+        samples = bradley_terry.bootstrap_bt(tournament(TRUE, battles, rng), rounds, seed=sim)
+        bounds = bradley_terry.intervals(samples, level)
         hits += list((bounds["lower"] <= truth[bounds.index]) & (truth[bounds.index] <= bounds["upper"]))
     return float(np.mean(hits))
 
@@ -118,6 +118,6 @@ def test_the_style_coverage_check_can_fail():
 def test_style_control_recovers_a_known_style_effect():
     frame, counts = style_tournament(20000, 1.5, np.random.default_rng(3))
     rating, _ = style.style_fit(frame, counts)
-    raw = ratings.bradley_terry(frame)
+    raw = bradley_terry.bradley_terry(frame)
     truth = centred(TRUE)
     assert (rating - truth).abs().max() < 20 < (raw - truth).abs().max()

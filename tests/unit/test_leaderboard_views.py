@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from webui.leaderboard.board.build import BoardOptions, build_board, category_board, my_votes
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import bradley_terry
 from webui.leaderboard.stats.categories import CODING, category_masks
 from webui.leaderboard.stats.history import ratings_over_time
 from webui.leaderboard.stats.style import style_table
@@ -47,7 +47,7 @@ def style_battles(n: int, beta: float, seed: int = 0) -> pd.DataFrame:
 
 def test_a_model_that_wins_only_by_length_loses_its_lead_under_style_control():
     battles = style_battles(4000, beta=1.5)
-    raw = ratings.bradley_terry(battles)
+    raw = bradley_terry.bradley_terry(battles)
     styled, coefficients = style_table(battles, rounds=30)
     styled = styled.set_index("model")
     assert raw["verbose"] - raw["plain"] > 60  # raw: verbose looks far better than plain
@@ -63,7 +63,7 @@ def test_a_model_that_wins_only_by_length_loses_its_lead_under_style_control():
 
 def test_without_a_style_effect_style_control_changes_little():
     battles = style_battles(4000, beta=0.0, seed=1)
-    raw = ratings.bradley_terry(battles)
+    raw = bradley_terry.bradley_terry(battles)
     styled, coefficients = style_table(battles, rounds=0)
     diff = styled.set_index("model")["style_rating"] - raw
     assert diff.abs().max() < 15 and abs(coefficients["length"]) < 0.1
@@ -107,8 +107,8 @@ def test_categories_split_the_board():
     masks = category_masks(battles)
     assert masks[CODING].sum() == sum("```" in c[0]["content"] for c in battles["conversation_a"])
     assert masks["language: English"].sum() == len(battles) - masks[CODING].sum()
-    overall = ratings.bradley_terry(battles)
-    coding = ratings.bradley_terry(battles[masks[CODING]])
+    overall = bradley_terry.bradley_terry(battles)
+    coding = bradley_terry.bradley_terry(battles[masks[CODING]])
     assert overall["talker"] > overall["coder"] and coding["coder"] - coding["talker"] > 200
 
 
@@ -172,7 +172,7 @@ def test_ratings_over_time_end_at_the_tables_ratings():
     first_seen = history.groupby("model")["battles"].min()
     assert first_seen["newcomer"] == 400 and first_seen["strong"] == 100
     last = history[history["battles"] == 600].set_index("model")["rating"]
-    assert (last - ratings.bradley_terry(battles)).abs().max() < 1e-9
+    assert (last - bradley_terry.bradley_terry(battles)).abs().max() < 1e-9
 
 
 def test_my_votes_are_only_the_sessions_own():

@@ -32,7 +32,20 @@ __all__ = [
 ]
 
 
+# Where each of them lives, under webui.leaderboard.stats.
+_HOMES = {
+    "bootstrap_bt": "bradley_terry",
+    "bradley_terry": "bradley_terry",
+    "intervals": "bradley_terry",
+    "leaderboard": "ratings",
+    "online_elo": "elo",
+    "pair_counts": "battle_codes",
+    "ranks": "ratings",
+    "win_fraction": "battle_codes",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("webui.leaderboard.stats.ratings"), name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"webui.leaderboard.stats.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

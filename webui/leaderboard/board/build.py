@@ -17,7 +17,7 @@ import pandas as pd
 
 from webui.config import Settings
 from webui.db.columns import SPEED_FIELDS
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import battle_codes, ratings
 from webui.leaderboard.stats.categories import ALL, category_counts, category_masks
 from webui.leaderboard.stats.fingerprints import fingerprints_of, split_by_fingerprint
 from webui.leaderboard.stats.history import ratings_over_time
@@ -187,10 +187,10 @@ def hygiene_for(names: Iterable[str], options: BoardOptions) -> Hygiene:
     )
 
 
-def rate(used: pd.DataFrame, options: BoardOptions, coded: ratings.Coded | None = None) -> Rated:
+def rate(used: pd.DataFrame, options: BoardOptions, coded: battle_codes.Coded | None = None) -> Rated:
     """Raw and style-controlled ratings, win fractions and pair counts of the battles `used`
     (`coded`: the same, encoded)."""
-    coded = coded or (ratings.encode(used) if not used.empty else None)
+    coded = coded or (battle_codes.encode(used) if not used.empty else None)
     table = ratings.leaderboard(
         used, rounds=options.rounds, seed=options.seed, min_battles=options.min_battles, coded=coded
     )
@@ -211,8 +211,8 @@ def rate(used: pd.DataFrame, options: BoardOptions, coded: ratings.Coded | None 
     return Rated(
         table,
         coefficients,
-        ratings.win_fraction(used, order, g) if order else pd.DataFrame(),
-        ratings.pair_counts(used, order, g) if order else pd.DataFrame(),
+        battle_codes.win_fraction(used, order, g) if order else pd.DataFrame(),
+        battle_codes.pair_counts(used, order, g) if order else pd.DataFrame(),
     )
 
 
@@ -246,7 +246,7 @@ def board_from_battles(all_battles: pd.DataFrame, options: BoardOptions, skipped
     dropped = {str(k): int(v) for k, v in all_battles["drop_reason"].value_counts().items()}
     if not options.include_named:
         dropped[NAMED] = int(named.sum())
-    coded = ratings.encode(used)  # the model names, read once for every table below
+    coded = battle_codes.encode(used)  # the model names, read once for every table below
     rated = rate(used, options, coded)
     return Board(
         battles=all_battles,
@@ -266,7 +266,7 @@ def all_names(battles: pd.DataFrame) -> set[str]:
     return set(battles["model_a"].dropna()) | set(battles["model_b"].dropna()) if len(battles) else set()
 
 
-def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, coded: ratings.Coded) -> pd.DataFrame:
+def _history(used: pd.DataFrame, table: pd.DataFrame, options: BoardOptions, coded: battle_codes.Coded) -> pd.DataFrame:
     if not options.history_points or used.empty:
         return pd.DataFrame(columns=["battles", "tstamp", "model", "rating"])
     ranked = list(table.loc[~table["preliminary"].astype(bool), "model"])

@@ -40,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard.board.build import NAMED, Board, BoardOptions, Rated
-from webui.leaderboard.stats import ratings
+from webui.leaderboard.stats import battle_codes, ratings
+from webui.leaderboard.stats.elo import elo_updates
 from webui.leaderboard.stats.style import (
     StyleFit,
     battle_terms,
@@ -62,7 +63,7 @@ class Tally:
 
     base: Board  # the last full build
     models: list[str]
-    counts: np.ndarray  # votes per outcome key (ratings.Coded.keys)
+    counts: np.ndarray  # votes per outcome key (battle_codes.Coded.keys)
     elo: list[float]
     newest: float  # the newest tstamp read, counted or not
     per_day: dict[tuple[str, int], int]  # eligible votes per (voter, UTC day), when a cap is set
@@ -97,7 +98,7 @@ class Tally:
 
     @classmethod
     def of(cls, board: Board) -> Tally:
-        coded = ratings.encode(board.counted)
+        coded = battle_codes.encode(board.counted)
         size = 3 * len(coded.models) ** 2
         counts = np.bincount(coded.keys(), minlength=size) if len(coded.a) else np.zeros(size, np.int64)
         elo = board.table.set_index("model")["elo"].reindex(coded.models) if len(board.table) else pd.Series()
@@ -174,21 +175,21 @@ class Tally:
         if used.empty:
             return
         a, b, score = self._coded(used)
-        coded = ratings.Coded(self.models, a, b, score)
+        coded = battle_codes.Coded(self.models, a, b, score)
         self.counts += np.bincount(coded.keys(), minlength=len(self.counts))
         order = np.argsort(used["tstamp"].to_numpy(float), kind="stable")
-        self.elo = ratings.elo_updates(self.elo, a[order], b[order], score[order])
+        self.elo = elo_updates(self.elo, a[order], b[order], score[order])
 
     def _coded(self, used: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each vote's models' positions (A, B) and score."""
         position = {m: i for i, m in enumerate(self.models)}
         a = used["model_a"].map(position).to_numpy(np.int64)
-        return a, used["model_b"].map(position).to_numpy(np.int64), ratings.scores(used)
+        return a, used["model_b"].map(position).to_numpy(np.int64), battle_codes.scores(used)
 
     def board(self) -> Board:
         """The board as of the votes added so far."""
         base, options = self.base, self.options
-        g = ratings.grouped_keys(self.counts, self.models)
+        g = battle_codes.grouped_keys(self.counts, self.models)
         elo = pd.Series(self.elo, index=self.models, name="elo", dtype=float)
         table = ratings.grouped_table(g, elo, options.rounds, options.seed, options.min_battles)
         coefficients = base.rated.style_coefficients
@@ -207,8 +208,8 @@ class Tally:
         rated = Rated(
             table,
             coefficients,
-            ratings.win_fraction(none, order, g),
-            ratings.pair_counts(none, order, g),
+            battle_codes.win_fraction(none, order, g),
+            battle_codes.pair_counts(none, order, g),
         )
         recent = pd.concat(self.recent, ignore_index=True) if self.recent else base.battles.iloc[0:0]
         return dataclasses.replace(
@@ -272,7 +273,7 @@ class StyleTally:
     last: StyleFit | None = None  # the fit of every battle so far (None: not asked for yet)
 
     @classmethod
-    def of(cls, board: Board, coded: ratings.Coded) -> StyleTally | None:
+    def of(cls, board: Board, coded: battle_codes.Coded) -> StyleTally | None:
         """The expansion of `board`'s fit (read back from its table); None without style columns."""
         table = board.table.set_index("model")
         if board.counted.empty or "style_rating" not in table:

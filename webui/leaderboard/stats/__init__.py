@@ -1,6 +1,10 @@
 """Statistics: pure functions of tables (pandas/numpy in, tables and numbers out), no I/O, no threads.
 
-- `ratings`: online Elo, Bradley-Terry with bootstrap intervals, ranks, win fractions.
+- `ratings`: the table: ratings with intervals and ranks, Elo beside them, each model's record.
+- `battle_codes`: battles as numbers (models as indices, scores), grouped outcomes, counts per model
+  and pair, win fractions.
+- `bradley_terry`: the Bradley-Terry fit, its ratings, bootstrap and likelihood-ratio intervals.
+- `elo`: online Elo. `scale`: the rating scale every fit reports on.
 - `style`: Bradley-Terry with the replies' style held equal (style control) and its sandwich intervals.
 - `confidence`: how sure the board is of each neighbouring pair, and which battles would settle it.
 - `categories`: the category masks (language, multi-turn, long prompt, coding, the declared ones'

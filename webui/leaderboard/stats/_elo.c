@@ -1,4 +1,4 @@
-/* The online Elo of a board, compiled (webui.leaderboard.stats.ratings.elo_updates).
+/* The online Elo of a board, compiled (webui.leaderboard.stats.elo.elo_updates).
  *
  * elo_updates(rating, a, b, score, k, scale, base) -> list[float]: `rating` (per model index)
  * carried on through the battles (a[i], b[i], score[i]) in that order, with the arithmetic of the
@@ -115,7 +115,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"elo_updates", elo_updates, METH_VARARGS,
-     "elo_updates(rating, a, b, score, k, scale, base) -> list[float]: ratings.elo_updates, compiled."},
+     "elo_updates(rating, a, b, score, k, scale, base) -> list[float]: elo.elo_updates, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from webui.leaderboard.stats.bradley_terry import bradley_terry
 from webui.leaderboard.stats.confidence import Z
-from webui.leaderboard.stats.ratings import bradley_terry
 
 OUTCOMES = ("model_a", "model_b", "tie")
 ORDER_COLUMNS = ("verdict_ab", "verdict_ba")  # each order's verdict, in the battles table's words, or None

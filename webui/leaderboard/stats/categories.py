@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from webui.db.columns import DECLARED_PREFIX
-from webui.leaderboard.stats.ratings import Coded, encode
+from webui.leaderboard.stats.battle_codes import Coded, encode
 
 ALL = "all"
 MULTI_TURN = "multi-turn"

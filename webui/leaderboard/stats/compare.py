@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard.stats import confidence
-from webui.leaderboard.stats.ratings import BASE, SCALE, bootstrap_bt
+from webui.leaderboard.stats.bradley_terry import bootstrap_bt
+from webui.leaderboard.stats.scale import BASE, SCALE
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard.stats import newton
-from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, Grouped, encode, fit_bt, grouped_keys
+from webui.leaderboard.stats.battle_codes import Coded, Grouped, encode, grouped_keys
+from webui.leaderboard.stats.bradley_terry import RIDGE, fit_bt
+from webui.leaderboard.stats.scale import BASE, INIT, SCALE
 
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)  # what `auto` tries
 FOLDS = 5

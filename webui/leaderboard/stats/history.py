@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.stats.ratings import Coded, Grouped, bt_ratings, encode, grouped_keys
+from webui.leaderboard.stats.battle_codes import Coded, Grouped, encode, grouped_keys
+from webui.leaderboard.stats.bradley_terry import bt_ratings
 
 HISTORY_COLUMNS = ("battles", "tstamp", "model", "rating")
 DEFAULT_POINTS = 20

@@ -1,12 +1,12 @@
 """Newton's method with step halving, for the strictly concave objectives of the board's fits:
-Bradley-Terry (`ratings.fit_bt`), style control (`style.fit_bt_style`) and the position term
+Bradley-Terry (`bradley_terry.fit_bt`), style control (`style.fit_bt_style`) and the position term
 (`position.position_term`).
 
 Plain Newton can overshoot where one model wins (or loses) nearly everything, so each step is
 halved until the objective does not fall (within 1e-12, its rounding) or the step is a millionth
 of Newton's. Guarantee, which lets a caller keep work from `objective` for `derivatives`:
 `derivatives` is only ever called at the point `objective` was evaluated at last. (The bootstrap's
-batched fit, `ratings.fit_bt_many`, runs the same steps as arrays over the rounds.)
+batched fit, `bradley_terry.fit_bt_many`, runs the same steps as arrays over the rounds.)
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 
 from webui.leaderboard.stats import newton
+from webui.leaderboard.stats.battle_codes import encode
+from webui.leaderboard.stats.bradley_terry import RIDGE
 from webui.leaderboard.stats.confidence import Z
-from webui.leaderboard.stats.ratings import BASE, RIDGE, SCALE, encode
+from webui.leaderboard.stats.scale import BASE, SCALE
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,10 @@ import pandas as pd
 
 from webui.db.columns import FEATURES, STYLE_COUNT_COLUMNS
 from webui.leaderboard.stats import confidence, newton
-from webui.leaderboard.stats.ratings import BASE, INIT, RIDGE, SCALE, Coded, encode, fit_bt, ranks
+from webui.leaderboard.stats.battle_codes import Coded, encode
+from webui.leaderboard.stats.bradley_terry import RIDGE, fit_bt
+from webui.leaderboard.stats.ratings import ranks
+from webui.leaderboard.stats.scale import BASE, INIT, SCALE
 
 STYLE_COLUMNS = (
     "model",

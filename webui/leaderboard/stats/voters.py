@@ -23,7 +23,8 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from webui.leaderboard.stats.ratings import Coded, encode, fit_bt, fit_bt_many
+from webui.leaderboard.stats.battle_codes import Coded, encode
+from webui.leaderboard.stats.bradley_terry import fit_bt, fit_bt_many
 
 MIN_VOTES = 20  # decisive votes before a voter is checked
 ALPHA = 0.01  # family-wise false-flag rate over the voters checked
