@@ -17,7 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.test_browser import PHONE, shot
 from tests.uiapp import RunningUI, start_ui, ui_settings
-from webui.leaderboard.board.view import COMPACT_COLUMNS, DISPLAY_COLUMNS
+from webui.leaderboard.board.display import COMPACT_COLUMNS, DISPLAY_COLUMNS
 from webui.leaderboard.simulate import simulate
 
 pytestmark = pytest.mark.browser

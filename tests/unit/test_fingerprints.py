@@ -21,7 +21,7 @@ from webui.arena.rules import Owner, PaneSettings
 from webui.engine.registry import build_registry
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board.build import BoardOptions, board_from_index, board_from_logs
-from webui.leaderboard.board.view import display_table
+from webui.leaderboard.board.display import display_table
 from webui.leaderboard.simulate import simulate
 from webui.leaderboard.stats.fingerprints import SEPARATOR, labelled
 from webui.leaderboard.votes.index import VoteIndex

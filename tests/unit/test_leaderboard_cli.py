@@ -15,8 +15,9 @@ import pytest
 from tests.records import battle, chat_event, conversation, vote
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board.build import BoardOptions, board_from_logs
+from webui.leaderboard.board.display import DISPLAY_COLUMNS, display_table
 from webui.leaderboard.board.export import preference_pairs, write_table
-from webui.leaderboard.board.view import DISPLAY_COLUMNS, LeaderboardView, display_table
+from webui.leaderboard.board.view import LeaderboardView
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
 from webui.types import Finished, FinishReason
@@ -286,7 +287,7 @@ def test_display_table_of_nothing():
 
 
 def test_view_shows_categories_and_my_votes(log_dir: Path):
-    from webui.leaderboard.board.view import category_choices
+    from webui.leaderboard.board.display import category_choices
 
     view = LeaderboardView(log_dir, BoardOptions(rounds=0))
     view.live.sync()

@@ -59,7 +59,7 @@ def test_the_command_line_answers_and_refuses_an_unknown_row(
 
 
 def test_rank_ranges_by_hand() -> None:
-    from webui.leaderboard.board.view import display_table
+    from webui.leaderboard.board.display import display_table
     from webui.leaderboard.stats.ratings import ranks, worst_ranks
 
     lower = pd.Series({"a": 10.0, "b": 15.0, "c": 30.0})
