@@ -4,7 +4,7 @@
 
 Simulated logs (`webui.leaderboard.simulate`, kept in --work), then, in turn for each store and
 round: a cold `VoteIndex.catch_up` into a fresh store (votes/s) and every row read back
-(`VoteIndex._fetch`, without the columnar copy). PostgreSQL is a throwaway server started in a
+(`IndexReader.fetch`, without the columnar copy). PostgreSQL is a throwaway server started in a
 temporary folder by tests/postgres.py (the Debian binaries; scripts/install-postgres.sh), on the
 same machine, over TCP on 127.0.0.1, with fsync off as in the tests. Figures, never asserts.
 """
@@ -68,7 +68,7 @@ def cold_index(logs: Path, work: Path, database: str, server_busy: Callable[[], 
         started, cpu, server_before = time.perf_counter(), os.times(), server_busy()
         report = index.catch_up()
         indexed, cpu_after, server_after = time.perf_counter(), os.times(), server_busy()
-        rows = index._fetch(0)
+        rows = index.reader.fetch(0)
         loaded = time.perf_counter()
     finally:
         index.close()

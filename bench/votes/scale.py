@@ -144,7 +144,7 @@ def _index(index: Any) -> dict[str, Any]:
 
 
 def _end_fork_server() -> None:
-    """The index's workers are children of the fork server (webui.leaderboard.votes.index), so their CPU,
+    """The index's workers are children of the fork server (webui.leaderboard.votes.workers), so their CPU,
     and the server's, reaches this process's RUSAGE_CHILDREN only once the server has ended and
     been waited for: end it (a private call; a bench may)."""
     from multiprocessing import forkserver

@@ -30,8 +30,7 @@ from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
 from webui.leaderboard.board.live import LiveBoard
 from webui.leaderboard.board.view import LeaderboardView
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.votes import index as index_module
-from webui.leaderboard.votes import ingest
+from webui.leaderboard.votes import catch_up, identity_checks, ingest, workers
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder
@@ -310,11 +309,11 @@ def test_a_catch_up_survives_a_worker_that_dies(
     alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
     alone.catch_up()
     alone.catch_up(extra_words="terminal")  # a word added: every row checked again
-    monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)  # workers for these few megabytes
-    monkeypatch.setattr(index_module, "FORESEE_BYTES", 256 << 10)
-    for module in (ingest, index_module):  # many chunks in flight, and names foreseen first
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)  # workers for these few megabytes
+    monkeypatch.setattr(catch_up, "FORESEE_BYTES", 256 << 10)
+    for module in (ingest, catch_up):  # many chunks in flight, and names foreseen first
         monkeypatch.setattr(module, "CHUNK_BYTES", 256 << 10)
-    monkeypatch.setattr(index_module, step, dying)
+    monkeypatch.setattr(identity_checks if step == "recheck" else catch_up, step, dying)
     pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
     with caplog.at_level(logging.WARNING):
         assert pooled.catch_up().votes == alone.count() > 1000

@@ -19,7 +19,8 @@ from webui.leaderboard.board.lease import Lease, LeaseLost, Published, SharedBoa
 from webui.leaderboard.board.live import LiveBoard
 from webui.leaderboard.board.tally import Tally
 from webui.leaderboard.simulate import simulate
-from webui.leaderboard.votes.index import LOADED_COLUMNS, VoteIndex
+from webui.leaderboard.votes.index import VoteIndex
+from webui.leaderboard.votes.reading import LOADED_COLUMNS
 
 LEASE_S = 30.0
 

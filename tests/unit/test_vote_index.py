@@ -20,6 +20,9 @@ from webui.db.columns import SPEED_COLUMNS
 from webui.db.schema import MIGRATIONS
 from webui.leaderboard.board.build import BoardOptions, board_from_index, board_from_logs
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes import catch_up, identity_checks, reading
+from webui.leaderboard.votes import workers as worker_processes
+from webui.leaderboard.votes.catch_up import CatchUp
 from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
 from webui.records.privacy import IdentityPolicy
 from webui.records.storage import JsonlRecorder, ReplyEnd, VoteContext, encode, log_files, vote_record
@@ -110,8 +113,8 @@ def test_a_crash_between_the_log_and_the_index_loses_nothing(tmp_path: Path, mon
         raise KeyboardInterrupt("killed mid-write")
 
     reopened = VoteIndex(logs)
-    original = VoteIndex._commit
-    monkeypatch.setattr(VoteIndex, "_commit", lambda self, *a, **k: (original(self, *a, **k), die()))
+    original = CatchUp._commit
+    monkeypatch.setattr(CatchUp, "_commit", lambda self, *a, **k: (original(self, *a, **k), die()))
     with pytest.raises(KeyboardInterrupt):
         reopened.catch_up()  # rows inserted, then killed before the commit
     assert reopened.count() == 5
@@ -310,7 +313,7 @@ def vm_steps(index: VoteIndex) -> list[int]:
         steps[0] += 1
         return 0  # go on
 
-    index._db._db.set_progress_handler(count, 1)  # type: ignore[attr-defined]
+    index.tables.db._db.set_progress_handler(count, 1)  # type: ignore[attr-defined]
     return steps
 
 
@@ -332,24 +335,23 @@ def test_a_catch_up_with_nothing_new_reads_no_rows(tmp_path: Path):
         costs.append((later, steps[0] - later))
     assert costs[1] == costs[0], costs
     # An index from before the word lists in use were kept finds them once, by reading the rows.
-    started._db.execute("DELETE FROM meta WHERE key LIKE 'word_sets_in_use:%'")
+    started.tables.db.execute("DELETE FROM meta WHERE key LIKE 'word_sets_in_use:%'")
     assert started.catch_up(extra_words="hello").rechecked == 1100  # all but the 100 that leak already
     same_board(started, logs, BoardOptions(rounds=0, extra_identity_words="hello"))
 
 
 def test_worker_processes_index_what_one_process_does(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from webui.leaderboard.votes import index as index_module
     from webui.leaderboard.votes import ingest
 
     # Without foreseeing names (test_a_long_catch_up_foresees_the_names_to_come): late-7b joins
     # halfway, and the votes before it are checked again.
-    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
+    monkeypatch.setattr(CatchUp, "_foresee", lambda self, ranges, pool: set())
     alone = VoteIndex(simulated, tmp_path / "alone.sqlite3")
     by_one, rows_by_one = alone.catch_up(), alone.rows()
     again_by_one = alone.catch_up(extra_words="terminal")  # a word added: a recheck alone
-    monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(worker_processes, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)  # many chunks in flight at once
-    monkeypatch.setattr(index_module, "RECHECK_BATCH", 97)  # rows checked again in many batches
+    monkeypatch.setattr(identity_checks, "RECHECK_BATCH", 97)  # rows checked again in many batches
     pooled = VoteIndex(simulated, tmp_path / "pooled.sqlite3")
     by_workers = pooled.catch_up()
     assert by_workers.votes == 3000 and by_workers.rechecked == by_one.rechecked > 0  # late-7b joins halfway
@@ -366,17 +368,16 @@ def test_a_long_catch_up_foresees_the_names_to_come(
 ):
     """The names in the unread bytes are known before the first chunk is checked: no vote is read
     twice, and the rows are those of a catch-up that learnt late-7b halfway and checked again."""
-    from webui.leaderboard.votes import index as index_module
     from webui.leaderboard.votes import ingest
 
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
     if workers:
-        monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
-        monkeypatch.setattr(index_module, "FORESEE_BYTES", 1 << 20)  # pieces that split lines
+        monkeypatch.setattr(worker_processes, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(catch_up, "FORESEE_BYTES", 1 << 20)  # pieces that split lines
     foreseeing = VoteIndex(simulated, tmp_path / "foreseeing.sqlite3")
     report = foreseeing.catch_up()
     with monkeypatch.context() as patch:
-        patch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
+        patch.setattr(CatchUp, "_foresee", lambda self, ranges, pool: set())
         surprised = VoteIndex(simulated, tmp_path / "surprised.sqlite3")
         assert surprised.catch_up().rechecked > 0
     assert report.votes == 3000 and report.rechecked == 0
@@ -398,7 +399,7 @@ def test_a_name_foreseen_wrongly_costs_a_check_of_the_leaks_only(
     foreseeing = VoteIndex(logs, tmp_path / "foreseeing.sqlite3")
     rechecked = foreseeing.catch_up().rechecked
     with monkeypatch.context() as patch:
-        patch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())
+        patch.setattr(CatchUp, "_foresee", lambda self, ranges, pool: set())
         surprised = VoteIndex(logs, tmp_path / "surprised.sqlite3")
         surprised.catch_up()
     leaks_with_terminal = int(surprised.rows()["leak"].sum())
@@ -424,20 +425,19 @@ def test_words_taken_away_check_again_only_the_votes_that_leaked(simulated: Path
 def test_a_long_catch_up_gives_back_the_memory_it_freed(
     simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from webui.leaderboard.votes import index as index_module
 
     calls: list[int] = []  # by thread: a live board left running by another test may catch up meanwhile
-    monkeypatch.setattr(index_module, "give_back_freed_memory", lambda: calls.append(threading.get_ident()))
+    monkeypatch.setattr(catch_up, "give_back_freed_memory", lambda: calls.append(threading.get_ident()))
     VoteIndex(simulated, tmp_path / "short.sqlite3").catch_up()  # under 64 MB: kept for the next one
     assert threading.get_ident() not in calls
-    monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(worker_processes, "PARALLEL_MIN_BYTES", 0)
     VoteIndex(simulated, tmp_path / "long.sqlite3").catch_up()
     assert calls.count(threading.get_ident()) == 1
 
 
 _FREED_HEAP = """
 import ctypes, sys
-from webui.leaderboard.votes.index import give_back_freed_memory
+from webui.leaderboard.votes.catch_up import give_back_freed_memory
 def rss():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS"))
 kept = [b"x" * 1000 + bytes([i % 256]) for i in range(200_000)]  # 200 MB in blocks malloc keeps
@@ -533,16 +533,15 @@ def test_exports_read_the_text_back_from_the_lines(tmp_path: Path):
 def test_the_columnar_copy_always_gives_the_rows_sqlite_holds(
     simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from webui.leaderboard.votes import index as index_module
 
-    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    monkeypatch.setattr(reading, "SNAPSHOT_MIN_ROWS", 1)
     logs, path = tmp_path / "logs", tmp_path / "index.sqlite3"
     shutil.copytree(simulated, logs)
     index = VoteIndex(logs, path)
     index.catch_up()
 
     def check() -> None:
-        pd.testing.assert_frame_equal(index.rows(), index._fetch(0))  # straight from SQLite
+        pd.testing.assert_frame_equal(index.rows(), index.reader.fetch(0))  # straight from SQLite
 
     check()
     assert index.snapshot_path.exists()
@@ -568,13 +567,12 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
 ):
     """Built as the chunks commit, the copy holds what SQLite holds, in its order, with the
     identity checks that the catch-up's own recheck changed; so the first load reads no row back."""
-    from webui.leaderboard.votes import index as index_module
     from webui.leaderboard.votes import ingest
 
-    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
-    monkeypatch.setattr(VoteIndex, "_foresee", lambda self, ranges, pool: set())  # zeta-9 comes as a surprise
+    monkeypatch.setattr(reading, "SNAPSHOT_MIN_ROWS", 1)
+    monkeypatch.setattr(CatchUp, "_foresee", lambda self, ranges, pool: set())  # zeta-9 comes as a surprise
     if workers:
-        monkeypatch.setattr(index_module, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(worker_processes, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "CHUNK_BYTES", 256 << 10)
     logs = tmp_path / "logs"
     shutil.copytree(simulated, logs)
@@ -584,7 +582,7 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
     report = index.catch_up()
     assert report.rechecked > 0 and index.snapshot_path.exists()
     fetched = 0
-    fetch = index._fetch
+    fetch = index.reader.fetch
 
     def counted(after_id: int) -> pd.DataFrame:
         nonlocal fetched
@@ -592,7 +590,7 @@ def test_a_catch_up_into_an_empty_index_writes_the_columnar_copy(
         fetched += len(rows)
         return rows
 
-    monkeypatch.setattr(index, "_fetch", counted)
+    monkeypatch.setattr(index.reader, "fetch", counted)
     rows = index.rows()
     assert fetched == 0  # every row from the copy
     pd.testing.assert_frame_equal(rows, fetch(0))  # straight from SQLite
@@ -604,43 +602,42 @@ def test_a_cold_catch_up_makes_the_session_index_at_its_end(tmp_path: Path, monk
     place); it is there once the catch-up ends, and made again on open if one died before that."""
 
     def indexes(index: VoteIndex) -> set[str]:
-        return {n for (n,) in index._db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        return {n for (n,) in index.tables.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
     logs = tmp_path / "logs"
     record_votes(logs, 3, clock=1_767_225_600.0)
     index = VoteIndex(logs)
     during: list[set[str]] = []
-    commit = index._commit
+    commit = index.writer._commit
 
     def watched(*args: Any) -> bool:
         during.append(indexes(index))
         return commit(*args)
 
-    monkeypatch.setattr(index, "_commit", watched)
+    monkeypatch.setattr(index.writer, "_commit", watched)
     index.catch_up()
     assert during and all("votes_session" not in found for found in during)
     assert {"votes_session", "votes_file"} <= indexes(index)
     record_votes(logs, 2, clock=1_767_312_000.0)
     index.catch_up()  # not into an empty index: the index stays
     assert "votes_session" in during[-1]
-    index._db.execute("DROP INDEX votes_session")  # as a catch-up that died mid-way leaves it
+    index.tables.db.execute("DROP INDEX votes_session")  # as a catch-up that died mid-way leaves it
     index.close()
     again = VoteIndex(logs)
     assert "votes_session" in indexes(again)
-    (session,) = again._db.execute("SELECT session FROM votes LIMIT 1").fetchone()
+    (session,) = again.tables.db.execute("SELECT session FROM votes LIMIT 1").fetchone()
     assert len(again.session_rows(session)) >= 1
     empty = VoteIndex(tmp_path / "empty")  # polled while no vote is logged: nothing is written
     writes = []
-    transaction = empty._transaction
-    monkeypatch.setattr(empty, "_transaction", lambda: writes.append(1) or transaction())
+    transaction = empty.tables.transaction
+    monkeypatch.setattr(empty.tables, "transaction", lambda: writes.append(1) or transaction())
     empty.catch_up()
     assert writes == []
 
 
 def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_path: Path, monkeypatch):
-    from webui.leaderboard.votes import index as index_module
 
-    monkeypatch.setattr(index_module, "SNAPSHOT_MIN_ROWS", 1)
+    monkeypatch.setattr(reading, "SNAPSHOT_MIN_ROWS", 1)
     logs = tmp_path / "logs"
     record_votes(logs, 3, clock=1_767_225_600.0)
     index = VoteIndex(logs)
@@ -659,7 +656,7 @@ def test_a_catch_up_into_an_index_with_rows_or_an_odd_value_writes_no_copy(tmp_p
     index = VoteIndex(odd)
     index.catch_up()
     assert not index.snapshot_path.exists()
-    pd.testing.assert_frame_equal(index.rows(), index._fetch(0))
+    pd.testing.assert_frame_equal(index.rows(), index.reader.fetch(0))
 
 
 def test_the_placeholders_of_anonymous_battles_are_not_identity_words(tmp_path: Path):
@@ -708,14 +705,14 @@ def test_readers_do_not_wait_for_a_long_catch_up(tmp_path: Path, monkeypatch: py
     index.catch_up()
     record_votes(logs, 2)
     inside, release = threading.Event(), threading.Event()
-    original = VoteIndex._catch_up_file
+    original = CatchUp._catch_up_file
 
     def slow(self, *args, **kwargs):
         inside.set()
         assert release.wait(60)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(VoteIndex, "_catch_up_file", slow)
+    monkeypatch.setattr(CatchUp, "_catch_up_file", slow)
     writer = threading.Thread(target=index.catch_up)
     writer.start()
     try:

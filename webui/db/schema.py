@@ -95,7 +95,7 @@ def _board_in_parts(d: Dialect) -> tuple[str, ...]:
 
 
 # An index that a catch-up into an empty SQLite index drops while it inserts and makes again at
-# its end (webui.leaderboard.votes.index): each row would update it at a random place, a page written
+# its end (webui.leaderboard.votes.catch_up): each row would update it at a random place, a page written
 # to the WAL per row at a million rows. Made again on every open too, should that catch-up die.
 DEFERRED_INDEXES = ("CREATE INDEX IF NOT EXISTS votes_session ON votes (session)",)
 DEFERRED_INDEX_NAMES = ("votes_session",)

@@ -1,9 +1,12 @@
 """The leaderboard: votes in, ratings out. docs/leaderboard.md explains the method. A map:
 
-    votes/       a vote record's index row and features, the vote index and its catch-up, the row cache
-    stats/       pure statistics: ratings, style control, confidence, categories, fingerprints, voters
+    votes/       a vote record's index row and features (rows, features, language, ingest), the vote
+                 index (index: tables, catch_up, workers, cold_copy, identity_checks, reading) and
+                 the row cache
+    stats/       pure statistics: the ratings table (ratings: battle_codes, bradley_terry, elo, scale),
+                 style control, confidence, categories, fingerprints, voters
     board/       the board built from votes and stats, the live tally, the lease among servers, its
-                 codec, the view the tab shows, plots and exports
+                 codec, the view the tab shows (view, display), plots and exports
     snapshots/   saved boards and what changed between two
     __main__.py  the command line: `python -m webui.leaderboard LOGDIR`
     simulate.py  a simulated log with known answers: `python -m webui.leaderboard.simulate OUTDIR`

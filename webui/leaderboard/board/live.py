@@ -43,7 +43,8 @@ from webui.db.store import StoreError
 from webui.leaderboard.board.build import Board, BoardOptions, board_from_rows
 from webui.leaderboard.board.lease import LeaseLost, Published, SharedBoard
 from webui.leaderboard.board.tally import Tally
-from webui.leaderboard.votes.index import VoteIndex, append_rows
+from webui.leaderboard.votes.index import VoteIndex
+from webui.leaderboard.votes.reading import append_rows
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,8 @@ from webui.leaderboard.stats.fingerprints import served_rows
 from webui.leaderboard.stats.history import wide
 from webui.leaderboard.stats.position import position_line, position_term
 from webui.leaderboard.votes.declared import Declared, Membership
-from webui.leaderboard.votes.index import INDEX_NAME, LOADED_COLUMNS, VoteIndex
+from webui.leaderboard.votes.index import INDEX_NAME, VoteIndex
+from webui.leaderboard.votes.reading import LOADED_COLUMNS
 from webui.leaderboard.votes.rows import drop_reasons
 
 log = logging.getLogger(__name__)

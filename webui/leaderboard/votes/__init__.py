@@ -10,7 +10,12 @@
 - `labels`: a judge's category labels (`python -m webui.judge --label-categories`), read back from
   their own files beside the logs for what no rule and no tag places.
 - `ingest`: a piece of a log file to rows, pure, so that worker processes can run it.
-- `index`: the vote index beside the logs (`VoteIndex`) and its catch-up.
+- `index`: the vote index beside the logs (`VoteIndex`), made of the parts below.
+- `tables`: the index's store, its two connections and its bookkeeping (generation, word lists).
+- `catch_up`: what the logs hold beyond what was read, into the index, in order (`CatchUp`);
+  `workers`: its worker processes; `cold_copy`: the columnar copy a catch-up into an empty index
+  builds; `identity_checks`: rows checked again when the word list changes.
+- `reading`: the rows the board and the exports read (`IndexReader`), `LOADED_COLUMNS`.
 - `row_cache`: the index's rows as one numpy file, to load a million in a fraction of a second.
 - `_rows`, `_counts`, `_language`: compiled versions of the hottest steps, optional (setup.py).
 

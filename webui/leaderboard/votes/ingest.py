@@ -5,8 +5,8 @@
 names known so far plus the chunk's own: each line's row first, keeping only the replies to
 check, since those words are known only once every line has been read. A vote whose record keeps
 the check made when it was written with that very word list (`rows.written_check`) is not
-checked again; nor are the features it keeps counted again (`features.stored_features`). The index
-(webui.leaderboard.votes.index) decides where the chunks come from and commits them in order; on a long
+checked again; nor are the features it keeps counted again (`features.stored_features`). The index's
+catch-up (webui.leaderboard.votes.catch_up) decides where the chunks come from and commits them in order; on a long
 catch-up it hands chunks to a process pool, since parsing and checking text, not SQLite, is what
 takes the time, and first foresees the names to come (`logged_names`). `recheck` checks indexed
 rows again against another word list, re-reading their lines, in those processes too.

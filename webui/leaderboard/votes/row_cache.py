@@ -5,7 +5,7 @@ The vote index keeps its rows in SQLite, where reading them back costs a Python 
 and booleans as they are, text as integer codes plus the list of distinct values (so no pickle is
 needed or allowed when loading); `load` reads it back. Written to a temporary name and renamed,
 so a reader sees the old file or the new one, never half of one. Only the index uses it, as a
-cache of its own rows (webui.leaderboard.votes.index says when it is valid).
+cache of its own rows (webui.leaderboard.votes.reading says when it is valid).
 """
 
 from __future__ import annotations

@@ -5,19 +5,27 @@ system, a crash in compiled code): every task still in it then fails with Broken
 so would the catch-up. Each task given to `Workers` keeps its call, so that one whose worker died
 is done again in this process, as is every task after it: that catch-up is slower, never
 different, and the log says so once. Without a pool (a short catch-up) each task is done here at
-once, as it is given.
+once, as it is given. `pool_for` says when a catch-up is long enough for worker processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
+import os
 import signal
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
+from webui.leaderboard.votes import ingest
+
 log = logging.getLogger(__name__)
+
+PARALLEL_MIN_BYTES = 64 << 20  # less to read: not worth starting worker processes
+MAX_WORKERS = 4
 
 T = TypeVar("T")
 
@@ -92,3 +100,26 @@ class Task(Generic[T]):
     def cancel(self) -> None:
         if self._future is not None:
             self._future.cancel()
+
+
+@contextlib.contextmanager
+def pool_for(unread: int) -> Iterator[Workers]:
+    """Worker processes for a long catch-up on a machine with cores to spare, else this one."""
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if unread < PARALLEL_MIN_BYTES or workers < 2:
+        yield Workers()
+        return
+    with ProcessPoolExecutor(workers, mp_context=_worker_context()) as pool:
+        yield Workers(pool)
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Not a plain fork: the caller may be a thread of a server (a fork would copy its locks
+    mid-use). A fork server is a fresh single-threaded process that imports the workers' modules
+    once (pandas among them, most of a spawned worker's start-up) and forks every worker of this
+    and later catch-ups from itself; spawn where there is none."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([ingest.derive.__module__])  # read when the server starts (once)
+    return context
