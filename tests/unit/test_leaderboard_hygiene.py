@@ -173,12 +173,15 @@ def test_cli_prints_every_view(sim, tmp_path: Path, capsys: pytest.CaptureFixtur
             "coding",
             "--votes-per-day",
             "100",
+            "--category-prior-sd",  # the category's own fit, which names the next comparison
+            "0",
         ]
     )
     printed = capsys.readouterr().out
     assert code == 0
     for text in (
         "Category 'coding':",
+        "Not shrunk toward the overall board",
         "Style coefficients",
         "Left out, by filter:",
         "over daily cap",
