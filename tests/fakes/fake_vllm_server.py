@@ -1,9 +1,15 @@
 """A stand-in for `python -m vllm.entrypoints.openai.api_server` in process tests: it answers
 /health on --port after --delay seconds, starts a worker child in its own process group (as vLLM
-does), and exits with an error instead when --fail is given."""
+does), and exits with an error instead when --fail is given.
+
+It also answers what the app asks of an engine server of its own (webui.engine.own_server): a
+streamed `/v1/completions` whose prompt is a list of token ids. The reply is those ids, one per
+chunk ("17 "), up to max_tokens, so a test reads back exactly what the engine received.
+"""
 
 import argparse
 import http.server
+import json
 import subprocess
 import sys
 import time
@@ -33,8 +39,27 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
 
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        prompt = body.get("prompt")
+        if self.path != "/v1/completions" or not isinstance(prompt, list) or not body.get("stream"):
+            self.send_response(400)
+            self.end_headers()
+            return
+        reply = prompt[: int(body.get("max_tokens") or 16)]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        finish = "length" if len(reply) < len(prompt) else "stop"
+        chunks = [{"choices": [{"index": 0, "text": f"{token} ", "finish_reason": None}]} for token in reply]
+        chunks.append({"choices": [{"index": 0, "text": "", "finish_reason": finish}]})
+        chunks.append({"choices": [], "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(reply)}})
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
     def log_message(self, *a):
         pass
 
 
-http.server.HTTPServer(("127.0.0.1", args.port), Health).serve_forever()
+http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Health).serve_forever()

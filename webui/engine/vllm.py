@@ -158,13 +158,19 @@ def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     return _serve(spec, settings, install, folder)
 
 
-def default_concurrency(settings: Settings) -> int:
-    """Generations at once for an entry that may run on vLLM: vLLM's batch where it is installed
-    (an `auto` entry it cannot serve is resized to transformers' when it falls back)."""
+def why_not_here(spec: ModelSpec, settings: Settings) -> str | None:
+    """`backend: auto`'s question (webui.models.entries.AutoChoice): why vLLM cannot serve this
+    entry here, None when it can. Raises VllmUnavailable when vLLM is not installed or does not run."""
+    install = _install(settings)  # first: a missing vLLM says so before a GGUF is dequantised for it
+    return why_not(spec, _folder(spec, settings), install)
+
+
+def default_concurrency(settings: Settings) -> int | None:
+    """Generations at once for an entry on vLLM: its batch, where it is installed (None elsewhere)."""
     from webui.config import PACKAGE_DIR
 
     installed = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
-    return settings.vllm_concurrency if installed else settings.max_concurrency
+    return settings.vllm_concurrency if installed else None
 
 
 def _install(settings: Settings) -> VllmInstall:
