@@ -4,10 +4,12 @@ server of ours that loads folders (vLLM).
 
 Why not transformers: the app needs only the text and the ids of the prompt, and importing
 transformers (with torch) for that took seconds and 700 MB in a process that runs no model itself.
-A fast tokenizer's `tokenizer.json` is the tokenizer transformers runs (its `PreTrainedTokenizerFast`
-wraps the same file); the chat template and the special tokens a template may name are read where
-transformers reads them. tests/unit/test_folder_tokenizer.py holds the two side by side, ids and
-rendered prompts, on the tiny model and both demo models.
+A fast tokenizer's `tokenizer.json` is the tokenizer transformers runs: its generic backend wraps
+the file as it is, post-processor (BOS) included, whatever `add_bos_token` the config says; a
+model's own class (GemmaTokenizer) rebuilds it from the same vocabulary and merges, to the same ids
+for a folder that transformers wrote. The chat template and the special tokens a template may name
+are read where transformers reads them. tests/unit/test_folder_tokenizer.py holds the two side by
+side, ids and rendered prompts, on the tiny model and both demo models.
 
 A folder without `tokenizer.json` (a slow, SentencePiece-only tokenizer) is read by transformers
 as before (`read_folder` says so in the log).
@@ -56,35 +58,18 @@ def read_folder(folder: Path) -> Any:
     from tokenizers import Tokenizer
 
     config = _json(folder / "tokenizer_config.json")
-    named = special_tokens(folder, config)
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    if "add_bos_token" in config or "add_eos_token" in config:
-        tokenizer.post_processor = _bos_eos(tokenizer, named, config)
-    return FolderTokenizer(tokenizer, chat_template(folder, config), named)
-
-
-def _bos_eos(tokenizer: Any, named: Mapping[str, str], config: Mapping[str, Any]) -> Any:
-    """The BOS and EOS that encoding adds where the tokenizer's config says `add_bos_token` or
-    `add_eos_token`: transformers then writes its own post-processor in place of tokenizer.json's."""
-    from tokenizers import processors
-
-    def added(name: str, flag: str) -> list[tuple[str, int]]:
-        token = named.get(name)
-        token_id = tokenizer.token_to_id(token) if config.get(flag) and token is not None else None
-        return [(str(token), token_id)] if token_id is not None else []
-
-    bos, eos = added("bos_token", "add_bos_token"), added("eos_token", "add_eos_token")
-    single = " ".join([*(f"{t}:0" for t, _ in bos), "$A:0", *(f"{t}:0" for t, _ in eos)])
-    return processors.TemplateProcessing(single=single, special_tokens=list(dict.fromkeys(bos + eos)))
+    return FolderTokenizer(tokenizer, chat_template(folder, config), special_tokens(folder, config))
 
 
 def chat_template(folder: Path, config: Mapping[str, Any]) -> str | None:
-    """The default chat template, where transformers finds it: `chat_template.jinja` first, then
-    `chat_template.json`, then the tokenizer's config (a text, or a list of named templates)."""
+    """The default chat template, where transformers' tokenizer finds it: `chat_template.jinja`
+    first, then the tokenizer's config (a text, or a list of named templates). A processor's
+    `chat_template.json` is not the tokenizer's, as transformers has it."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
         return jinja.read_text(encoding="utf-8")
-    found: Any = _json(folder / "chat_template.json").get("chat_template") or config.get("chat_template")
+    found: Any = config.get("chat_template")
     if isinstance(found, list):  # [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
         named = {t.get("name"): t.get("template") for t in found if isinstance(t, Mapping)}
         found = named.get("default")

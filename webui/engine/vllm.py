@@ -22,6 +22,7 @@ from typing import Any
 
 from webui.config import Settings
 from webui.engine.base import EngineUnavailable, Weights
+from webui.engine.folder_tokenizer import read_folder
 from webui.engine.own_server import Dialect, RunningServer, file_name, server_weights, trained_context
 from webui.engine.process import EngineServer
 from webui.engine.vllm_server import ServerConfig
@@ -211,7 +212,7 @@ def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Pa
         )
     )
     server.launch()
-    try:  # our tokenizer (and the transformers import) while vLLM boots: ~15 s off every start
+    try:  # our tokenizer while vLLM boots
         tokenizer = _tokenizer(folder)
     except BaseException:
         server.stop()
@@ -236,12 +237,8 @@ def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vL
 
 
 def _tokenizer(folder: Path) -> Any:
-    from webui.models.loading import import_transformers
-
-    import_transformers()
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(folder)
+    """`tokenizers` and jinja2, not transformers: nothing of torch in the app for a model on vLLM."""
+    return read_folder(folder)
 
 
 def _model_context(folder: Path) -> int | None:
