@@ -175,8 +175,8 @@ def load_parrot(spec: ModelSpec, settings: Settings) -> Weights:
     )
 
 
-def parrot_why_not(spec: ModelSpec, settings: Settings) -> str | None:
-    return None if spec.dtype == "auto" else f"it repeats in its own dtype, not {spec.dtype}"
+def parrot_try_serve(spec: ModelSpec, settings: Settings) -> Weights | str:
+    return load_parrot(spec, settings) if spec.dtype == "auto" else f"it repeats in its own dtype, not {spec.dtype}"
 
 
 def parrot_concurrency(settings: Settings) -> int:
@@ -195,7 +195,7 @@ def parrot_registered(monkeypatch: pytest.MonkeyPatch) -> None:
             place="webui.engine.placement:place",
             options="parrot",
             gpu_share=True,
-            auto=entries.AutoChoice(5, "parrot", f"{HERE}:parrot_why_not"),  # tried before every other engine
+            auto=entries.AutoChoice(5, "parrot", f"{HERE}:parrot_try_serve"),  # tried before every other engine
         ),
     )
 

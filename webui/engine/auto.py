@@ -54,13 +54,11 @@ def _try(choice: AutoChoice, row: Backend, spec: ModelSpec, settings: Settings) 
     """The entry on this engine when it can serve it here; else why not ("" where it never was a
     candidate for the entry)."""
     try:
-        reason = engine_function(choice.why_not)(spec, settings) if choice.why_not else None
-        if reason is None:
-            return engine_function(row.load)(spec, settings), ""
+        served = engine_function(choice.try_serve or row.load)(spec, settings)
     except (EngineUnavailable, EngineStartError) as exc:
         log.warning("%s: not on %s: %s", spec.name, choice.label, exc)  # the status gets the public reason only
         return None, exc.public
-    return None, reason
+    return (None, served) if isinstance(served, str) else (served, "")
 
 
 def default_concurrency(settings: Settings) -> int:

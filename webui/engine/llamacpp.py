@@ -199,15 +199,16 @@ def load_llamacpp(spec: ModelSpec, settings: Settings) -> Weights:
     return serve(spec, settings, binary, source)
 
 
-def why_not_here(spec: ModelSpec, settings: Settings) -> str | None:
-    """`backend: auto`'s question (webui.models.entries.AutoChoice): why llama.cpp does not serve
-    this entry here, None when it does; "" where it never would: a model folder, or a machine with
-    an NVIDIA GPU, which vLLM serves better. Raises LlamaCppUnavailable when it is not installed."""
+def try_serve(spec: ModelSpec, settings: Settings) -> Weights | str:
+    """`backend: auto`'s call (webui.models.entries.AutoChoice): the entry on llama.cpp when it can
+    serve it here; else why not, or "" where it never would (a model folder, or a machine with an
+    NVIDIA GPU, which vLLM serves better). Raises LlamaCppUnavailable when it is not installed. The
+    source is resolved once (a packaged model's assembler checks its whole file on every call)."""
     source = resolve_source(spec.source)
     if not source.gguf_file or has_nvidia_gpu():
         return ""
-    installed_server(settings)
-    return why_not(spec, source)
+    binary = installed_server(settings)
+    return why_not(spec, source) or serve(spec, settings, binary, source)
 
 
 def installed_server(settings: Settings) -> str:

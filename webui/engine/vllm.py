@@ -151,19 +151,19 @@ def _architecture(folder: Path) -> str:
 # ---- loaders ----------------------------------------------------------------------------------------
 def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     """Registry loader for `backend: vllm`: a server of our own for these weights."""
-    install = _install(settings)
-    folder = _folder(spec, settings)
-    problem = why_not(spec, folder, install)
-    if problem:
-        raise VllmUnavailable(problem)
-    return _serve(spec, settings, install, folder)
+    served = try_serve(spec, settings)
+    if isinstance(served, str):
+        raise VllmUnavailable(served)
+    return served
 
 
-def why_not_here(spec: ModelSpec, settings: Settings) -> str | None:
-    """`backend: auto`'s question (webui.models.entries.AutoChoice): why vLLM cannot serve this
-    entry here, None when it can. Raises VllmUnavailable when vLLM is not installed or does not run."""
+def try_serve(spec: ModelSpec, settings: Settings) -> Weights | str:
+    """`backend: auto`'s call (webui.models.entries.AutoChoice): the entry on a vLLM server of its
+    own when vLLM can serve it here, else why not. Raises VllmUnavailable when vLLM is not installed
+    or does not run, EngineStartError when its server does not start."""
     install = _install(settings)  # first: a missing vLLM says so before a GGUF is dequantised for it
-    return why_not(spec, _folder(spec, settings), install)
+    folder = _folder(spec, settings)
+    return why_not(spec, folder, install) or _serve(spec, settings, install, folder)
 
 
 def default_concurrency(settings: Settings) -> int | None:

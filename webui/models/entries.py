@@ -277,15 +277,16 @@ class AutoChoice:
 
     - `label`: the engine's name in the status ("llama.cpp"), written before a reason of its that
       does not name it already ("transformers: llama.cpp: engine failed to start").
-    - `why_not(spec, settings) -> str | None`: why the engine cannot serve this entry on this
-      machine, None when it can (then its `load` serves it), "" when it is never a candidate for it
-      (llama.cpp for a model folder: said nowhere). It may raise EngineUnavailable instead, whose
-      `public` is the reason. Not asked of the fallback.
+    - `try_serve(spec, settings) -> Weights | str`: the entry served by the engine when it can serve
+      it on this machine; else why not, or "" where it never is a candidate (llama.cpp for a model
+      folder: said nowhere). It may raise EngineUnavailable or EngineStartError instead, whose
+      `public` is the reason. One call, so that what the check found (the resolved source, the
+      install) serves the entry without being looked up again. The fallback has none: its `load`.
     """
 
     rank: int
     label: str
-    why_not: str | None = None
+    try_serve: str | None = None
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ BACKENDS: dict[str, Backend] = {
         place="webui.engine.placement:place",
         options="vllm",
         gpu_share=True,
-        auto=AutoChoice(20, "vLLM", "webui.engine.vllm:why_not_here"),
+        auto=AutoChoice(20, "vLLM", "webui.engine.vllm:try_serve"),
     ),
     "llamacpp": Backend(
         LlamaCppEntry,
@@ -341,7 +342,7 @@ BACKENDS: dict[str, Backend] = {
         concurrency="webui.engine.llamacpp:default_concurrency",
         place="webui.engine.placement:place",
         options="llamacpp",
-        auto=AutoChoice(10, "llama.cpp", "webui.engine.llamacpp:why_not_here"),
+        auto=AutoChoice(10, "llama.cpp", "webui.engine.llamacpp:try_serve"),
     ),
     "transformers": Backend(
         TransformersEntry,
