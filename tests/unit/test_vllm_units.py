@@ -64,7 +64,7 @@ def test_auto_falls_back_to_transformers_when_the_vllm_engine_fails_to_start(
 ) -> None:
     """vLLM is there and could serve the entry, but its engine exits during start-up (here the stand-in
     server, told to fail as vLLM does on an unsupported CPU): the model is served by transformers,
-    the status says the engine failed to start, and the log keeps vLLM's own words."""
+    the status says which engine failed to start, and the log keeps vLLM's own words."""
     install = VllmInstall(sys.executable, "0.32.0", "cpu", frozenset({"LlamaForCausalLM"}))  # can serve it
     monkeypatch.setattr("webui.engine.vllm._install", lambda _settings: install)
     # the stand-in answers as vllm.entrypoints.openai.api_server in the server's environment
@@ -88,7 +88,7 @@ def test_auto_falls_back_to_transformers_when_the_vllm_engine_fails_to_start(
     assert registry.wait_idle(120)
     status = registry.status("m")
     assert status.state is ModelState.READY, status.describe()
-    assert status.engine == "transformers: engine failed to start", status.engine
+    assert status.engine == "transformers: vLLM: engine failed to start", status.engine
     assert "no AVX512 here" in caplog.text and "serving with transformers" in caplog.text
     _text, final = collect(
         registry.get("m").stream(

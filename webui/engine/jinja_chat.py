@@ -1,7 +1,7 @@
 """A model's chat template rendered with jinja2 alone, as transformers' `apply_chat_template` does.
 
 Why not transformers: importing it (with torch) takes seconds and 700 MB, and an engine server of
-our own (llama.cpp) needs nothing else from it. The environment is the one transformers builds for
+our own (llama.cpp, vLLM) needs nothing else from it. The environment is the one transformers builds for
 chat templates (a sandbox; trim_blocks, lstrip_blocks, loop controls; `raise_exception`,
 `strftime_now`, a `tojson` that keeps non-ASCII text), and the template sees the same names (the
 messages, `add_generation_prompt` and the special tokens such as `bos_token`), so a template renders
@@ -22,12 +22,34 @@ from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
+class ChatTemplateText:
+    """`apply_chat_template(..., tokenize=False)` as webui.engine.templates asks it of a tokenizer,
+    for the tokenizers that are not transformers' (webui.engine.server_tokenizer, folder_tokenizer):
+    they set `chat_template` (None: the model has none) and `special_tokens` (names a template may
+    use, such as `bos_token`)."""
+
+    chat_template: str | None
+    special_tokens: dict[str, Any]
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        chat_template: str | None = None,
+        tokenize: bool = False,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        source = chat_template or self.chat_template
+        if tokenize or source is None:
+            raise ValueError("only rendering to text, with a template, is offered")
+        return render(source, messages, add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens)
+
+
 def render(
     source: str,
     messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = True,
-    special_tokens: Mapping[str, str] | None = None,
+    special_tokens: Mapping[str, Any] | None = None,
 ) -> str:
     """The conversation as the template writes it; jinja2's TemplateError when the template refuses it."""
     return _compile(source).render(

@@ -32,6 +32,7 @@ import httpx
 from webui.config import PACKAGE_DIR, Settings
 from webui.engine.base import EngineUnavailable, Weights
 from webui.engine.own_server import Dialect, file_name, server_weights
+from webui.engine.placement import has_nvidia_gpu
 from webui.engine.process import EngineServer
 from webui.engine.server_tokenizer import ServerTokenizer, special_tokens
 from webui.models.fingerprint import local_components
@@ -182,9 +183,9 @@ class LlamaServerConfig:
         return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
 
 
-def default_concurrency(settings: Settings) -> int:
-    """Slots of one llama.cpp server: it batches them, as vLLM does."""
-    return settings.vllm_concurrency
+def default_concurrency(settings: Settings) -> int | None:
+    """Slots of one llama.cpp server: it batches them, as vLLM does (None where it is not installed)."""
+    return settings.vllm_concurrency if find_llama_server(settings.llama_server) else None
 
 
 # ---- loaders ----------------------------------------------------------------------------------------
@@ -196,6 +197,18 @@ def load_llamacpp(spec: ModelSpec, settings: Settings) -> Weights:
     if problem:
         raise LlamaCppUnavailable(problem)
     return serve(spec, settings, binary, source)
+
+
+def try_serve(spec: ModelSpec, settings: Settings) -> Weights | str:
+    """`backend: auto`'s call (webui.models.entries.AutoChoice): the entry on llama.cpp when it can
+    serve it here; else why not, or "" where it never would (a model folder, or a machine with an
+    NVIDIA GPU, which vLLM serves better). Raises LlamaCppUnavailable when it is not installed. The
+    source is resolved once (a packaged model's assembler checks its whole file on every call)."""
+    source = resolve_source(spec.source)
+    if not source.gguf_file or has_nvidia_gpu():
+        return ""
+    binary = installed_server(settings)
+    return why_not(spec, source) or serve(spec, settings, binary, source)
 
 
 def installed_server(settings: Settings) -> str:

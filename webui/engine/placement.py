@@ -1,19 +1,21 @@
 """Shares this machine's devices out among the engine servers before anything loads.
 
-Every server of ours (vLLM's, llama.cpp's) runs its model on threads pinned to cores, and every vLLM
-server takes a fixed share of a GPU's memory: left to themselves, they would all pin to the first
-cores and each claim most of the GPU. The shares are written into each entry's `engine_options`.
+Every server of ours runs its model on threads pinned to cores, and a server on a GPU (vLLM's)
+takes a fixed share of its memory: left to themselves, they would all pin to the first cores and
+each claim most of the GPU. The shares are written into each entry's `engine_options`; which
+engines take a GPU share their rows say (`Backend.gpu_share` in webui.models.entries).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
+from webui.models.entries import BACKENDS
 from webui.models.specs import ModelSpec
 
-GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the vLLM models on it divide among themselves
-_ON_GPU = ("auto", "vllm")  # the backends whose servers may take a GPU share (llama.cpp's runs on the CPU)
+GPU_MEMORY_BUDGET = 0.9  # the share of a GPU that the models on it divide among themselves
 
 
 def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
@@ -22,11 +24,11 @@ def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
 
 
 def share_gpu_memory(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """Entries (that may run on vLLM) that do not set gpu_memory_utilization get an equal part of
+    """Entries that may take a GPU share (may run on vLLM) and do not set gpu_memory_utilization get an equal part of
     what the others leave of GPU_MEMORY_BUDGET, so that several models fit on one GPU together,
     or the one that does not fit fails with vLLM's own reason (not an out-of-memory later on).
     Variants share one server, so a set of weights counts once."""
-    candidates = [s for s in specs if s.backend in _ON_GPU]
+    candidates = [s for s in specs if BACKENDS[s.backend].gpu_share]
     fixed = {
         s.weights_key: s.engine_options["gpu_memory_utilization"]
         for s in candidates
@@ -65,3 +67,8 @@ def share_cpu_cores(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
         else s
         for s in specs
     ]
+
+
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver's device nodes, without importing torch."""
+    return Path("/dev/nvidiactl").exists()

@@ -14,7 +14,7 @@ makes them. A server that does not answer raises ModelNotReady, as any request t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -24,13 +24,13 @@ from webui.engine.base import ENGINE_EXITED
 from webui.errors import ModelNotReady
 
 
-class ServerTokenizer:
+class ServerTokenizer(jinja_chat.ChatTemplateText):
     def __init__(
         self, name: str, client: httpx.Client, chat_template: str | None, special_tokens: Mapping[str, str]
     ) -> None:
         self.name = name
         self.chat_template = chat_template or None
-        self.special_tokens = dict(special_tokens)  # bos_token, eos_token: names a template may use
+        self.special_tokens: dict[str, Any] = dict(special_tokens)  # bos_token, eos_token: names a template may use
         self._client = client  # on the server's base URL; ours to close
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
@@ -42,20 +42,6 @@ class ServerTokenizer:
         except (httpx.HTTPError, ValueError, KeyError, RuntimeError) as exc:  # RuntimeError: a closed client
             raise ModelNotReady(f"{self.name} is not ready ({ENGINE_EXITED})") from exc
         return {"input_ids": [int(t) for t in tokens]}
-
-    def apply_chat_template(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        chat_template: str | None = None,
-        tokenize: bool = False,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        source = chat_template or self.chat_template
-        if tokenize or source is None:
-            raise ValueError("only rendering to text, with a template, is offered")
-        return jinja_chat.render(
-            source, messages, add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens
-        )
 
     def close(self) -> None:
         self._client.close()

@@ -22,6 +22,7 @@ from typing import Any
 
 from webui.config import Settings
 from webui.engine.base import EngineUnavailable, Weights
+from webui.engine.folder_tokenizer import read_folder
 from webui.engine.own_server import Dialect, RunningServer, file_name, server_weights, trained_context
 from webui.engine.process import EngineServer
 from webui.engine.vllm_server import ServerConfig
@@ -150,21 +151,27 @@ def _architecture(folder: Path) -> str:
 # ---- loaders ----------------------------------------------------------------------------------------
 def load_vllm(spec: ModelSpec, settings: Settings) -> Weights:
     """Registry loader for `backend: vllm`: a server of our own for these weights."""
-    install = _install(settings)
+    served = try_serve(spec, settings)
+    if isinstance(served, str):
+        raise VllmUnavailable(served)
+    return served
+
+
+def try_serve(spec: ModelSpec, settings: Settings) -> Weights | str:
+    """`backend: auto`'s call (webui.models.entries.AutoChoice): the entry on a vLLM server of its
+    own when vLLM can serve it here, else why not. Raises VllmUnavailable when vLLM is not installed
+    or does not run, EngineStartError when its server does not start."""
+    install = _install(settings)  # first: a missing vLLM says so before a GGUF is dequantised for it
     folder = _folder(spec, settings)
-    problem = why_not(spec, folder, install)
-    if problem:
-        raise VllmUnavailable(problem)
-    return _serve(spec, settings, install, folder)
+    return why_not(spec, folder, install) or _serve(spec, settings, install, folder)
 
 
-def default_concurrency(settings: Settings) -> int:
-    """Generations at once for an entry that may run on vLLM: vLLM's batch where it is installed
-    (an `auto` entry it cannot serve is resized to transformers' when it falls back)."""
+def default_concurrency(settings: Settings) -> int | None:
+    """Generations at once for an entry on vLLM: its batch, where it is installed (None elsewhere)."""
     from webui.config import PACKAGE_DIR
 
     installed = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
-    return settings.vllm_concurrency if installed else settings.max_concurrency
+    return settings.vllm_concurrency if installed else None
 
 
 def _install(settings: Settings) -> VllmInstall:
@@ -205,7 +212,7 @@ def _serve(spec: ModelSpec, settings: Settings, install: VllmInstall, folder: Pa
         )
     )
     server.launch()
-    try:  # our tokenizer (and the transformers import) while vLLM boots: ~15 s off every start
+    try:  # our tokenizer while vLLM boots
         tokenizer = _tokenizer(folder)
     except BaseException:
         server.stop()
@@ -230,12 +237,8 @@ def attach(spec: ModelSpec, settings: Settings, base_url: str, engine: str = "vL
 
 
 def _tokenizer(folder: Path) -> Any:
-    from webui.models.loading import import_transformers
-
-    import_transformers()
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(folder)
+    """`tokenizers` and jinja2, not transformers: nothing of torch in the app for a model on vLLM."""
+    return read_folder(folder)
 
 
 def _model_context(folder: Path) -> int | None:

@@ -96,6 +96,11 @@ class Entry(_Strict):
         None, min_length=1, description="a family of variants: the leaderboard says when its best is the best of many"
     )
 
+    def spec_fields(self) -> dict[str, Any]:
+        """What this kind of entry adds to its ModelSpec beyond the shared keys (a remote entry's
+        server); the engine's own options block is the row's `options`."""
+        return {}
+
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, value: str | list[str]) -> list[str]:
@@ -221,6 +226,16 @@ class OpenAIEntry(Entry):
         "(--remote-concurrency): the server batches them",
     )
 
+    def spec_fields(self) -> dict[str, Any]:
+        first = self.base_url if isinstance(self.base_url, str) else self.base_url[0]
+        return {
+            "base_url": first.rstrip("/"),
+            "remote_model": self.remote_model,
+            "api_key_env": self.api_key_env,
+            "timeout_s": float(self.timeout_s),
+            "connect_timeout_s": float(self.connect_timeout_s),
+        }
+
     @field_validator("base_url")
     @classmethod
     def _urls(cls, value: str | list[str]) -> str | list[str]:
@@ -257,16 +272,41 @@ class JudgeBlock(_Strict):
 
 
 @dataclass(frozen=True)
+class AutoChoice:
+    """Where `backend: auto` puts an engine (webui.engine.auto): it tries the engines in `rank`
+    order, best first, and the last one is the fallback, which serves every entry everywhere.
+
+    - `label`: the engine's name in the status ("llama.cpp"), written before a reason of its that
+      does not name it already ("transformers: llama.cpp: engine failed to start").
+    - `try_serve(spec, settings) -> Weights | str`: the entry served by the engine when it can serve
+      it on this machine; else why not, or "" where it never is a candidate (llama.cpp for a model
+      folder: said nowhere). It may raise EngineUnavailable or EngineStartError instead, whose
+      `public` is the reason. One call, so that what the check found (the resolved source, the
+      install) serves the entry without being looked up again. The fallback has none: its `load`.
+    """
+
+    rank: int
+    label: str
+    try_serve: str | None = None
+
+
+@dataclass(frozen=True)
 class Backend:
     """One backend: the keys its entries take, and its engine as "module:function" names that are
     imported on first use (a remote-only setup never imports torch).
 
     - `load(spec, settings) -> Weights`: the registry's loader.
-    - `concurrency(settings) -> int`: generations one copy of the weights runs well at once, for an
-      engine that batches; without it, settings.max_concurrency.
+    - `concurrency(settings) -> int | None`: generations one copy of the weights runs well at once,
+      for an engine that batches; None where it cannot say (not installed here). Without it, or on
+      None, settings.max_concurrency.
     - `place(specs, cores) -> specs`: shares devices out among this engine's entries before
       anything loads (each vLLM server its own cores and part of the GPU).
     - `own_weights`: every entry is its own copy (a remote server), never a variant of another.
+    - `options`: the entry's keys holding the engine's own options (`llamacpp: {...}`), merged into
+      `spec.engine_options` (with what `place` shares out added); `auto` reads vLLM's and
+      transformers' (no key is shared; each engine reads its own).
+    - `gpu_share`: its servers take a part of a GPU's memory (webui.engine.placement shares it out).
+    - `auto`: where `backend: auto` tries it, if it does (AutoChoice).
     """
 
     entry: type[Entry]
@@ -274,6 +314,9 @@ class Backend:
     concurrency: str | None = None
     place: str | None = None
     own_weights: bool = False
+    options: tuple[str, ...] = ()
+    gpu_share: bool = False
+    auto: AutoChoice | None = None
 
 
 # Adding a backend: an engine module with its loader, an entry class above, and one row here.
@@ -283,23 +326,32 @@ BACKENDS: dict[str, Backend] = {
         "webui.engine.auto:load_auto",
         concurrency="webui.engine.auto:default_concurrency",
         place="webui.engine.placement:place",
+        options=("vllm", "transformers"),
+        gpu_share=True,  # it may run on vLLM
     ),
     "vllm": Backend(
         VllmEntry,
         "webui.engine.vllm:load_vllm",
         concurrency="webui.engine.vllm:default_concurrency",
         place="webui.engine.placement:place",
+        options=("vllm",),
+        gpu_share=True,
+        auto=AutoChoice(20, "vLLM", "webui.engine.vllm:try_serve"),
     ),
     "llamacpp": Backend(
         LlamaCppEntry,
         "webui.engine.llamacpp:load_llamacpp",
         concurrency="webui.engine.llamacpp:default_concurrency",
         place="webui.engine.placement:place",
+        options=("llamacpp",),
+        auto=AutoChoice(10, "llama.cpp", "webui.engine.llamacpp:try_serve"),
     ),
     "transformers": Backend(
         TransformersEntry,
         "webui.engine.transformers:load_transformers",
         concurrency="webui.engine.transformers:default_concurrency",
+        options=("transformers",),
+        auto=AutoChoice(90, "transformers"),
     ),
     "openai": Backend(
         OpenAIEntry,

@@ -19,16 +19,11 @@ from webui.errors import ConfigError, ParamError
 from webui.models.entries import (
     BACKENDS,
     DEFAULT_BACKEND,
-    AutoEntry,
     Entry,
     JudgeBlock,
-    LlamaCppEntry,
     LocalEntry,
     MaxMemory,
-    OpenAIEntry,
     Sampling,
-    TransformersEntry,
-    VllmEntry,
     resolve_relative,
 )
 from webui.types import SamplingParams
@@ -72,7 +67,7 @@ class ModelSpec:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
-    # the engine's own options as given (`vllm:`, `llamacpp:` or `transformers:`), with what `place` shares out added
+    # the engine's own options as given (its row's `options` block), with what `place` shares out added
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = ""  # "file: models[i] (name)", for messages
     entry: Entry | None = field(default=None, compare=False, repr=False)  # as checked: a backend's own keys
@@ -100,9 +95,11 @@ def engine_function(name: str) -> Any:
 
 
 def default_concurrency(spec: ModelSpec, settings: Settings) -> int:
-    """Generations one copy of `spec`'s weights runs at once unless the models file says."""
+    """Generations one copy of `spec`'s weights runs at once unless the models file says: the
+    engine's own figure, or settings.max_concurrency where it has none."""
     hook = BACKENDS[spec.backend].concurrency
-    return int(engine_function(hook)(settings)) if hook else settings.max_concurrency
+    value = engine_function(hook)(settings) if hook else None
+    return int(value) if value is not None else settings.max_concurrency
 
 
 def place(specs: Sequence[ModelSpec], cores: int) -> list[ModelSpec]:
@@ -267,23 +264,12 @@ def _to_spec(entry: Entry, backend: str, where: str, base_dir: Path | None) -> M
             device=_device(entry.device),
             template=_template(entry.template, base_dir),
         )
-    if isinstance(entry, (VllmEntry, AutoEntry)):
-        common["engine_options"] = entry.vllm.model_dump(exclude_defaults=True)
-    if isinstance(entry, AutoEntry):  # no key shared with vLLM's; each engine reads its own
-        common["engine_options"] = {**common["engine_options"], **entry.transformers.model_dump(exclude_defaults=True)}
-    if isinstance(entry, LlamaCppEntry):
-        common["engine_options"] = entry.llamacpp.model_dump(exclude_defaults=True)
-    if isinstance(entry, TransformersEntry):
-        common["engine_options"] = entry.transformers.model_dump(exclude_defaults=True)
-    if isinstance(entry, OpenAIEntry):
-        first = entry.base_url if isinstance(entry.base_url, str) else entry.base_url[0]
-        common.update(
-            base_url=first.rstrip("/"),
-            remote_model=entry.remote_model,
-            api_key_env=entry.api_key_env,
-            timeout_s=float(entry.timeout_s),
-            connect_timeout_s=float(entry.connect_timeout_s),
-        )
+    for block in BACKENDS[backend].options:
+        common["engine_options"] = {
+            **common.get("engine_options", {}),
+            **getattr(entry, block).model_dump(exclude_defaults=True),
+        }
+    common.update(entry.spec_fields())
     return ModelSpec(**common)
 
 
