@@ -5,7 +5,7 @@
 #   docker run -p 7860:7860 -v arena-data:/data pairwise-arena
 # Every step after a base image is a script that CI runs too (there is no Docker engine there):
 # scripts/docker-build-native.sh in the build stage; scripts/install.sh as in the README, then
-# scripts/docker-setup.sh in the image. tests/unit/test_deploy_files.py checks that this file keeps
+# scripts/docker-setup.sh in the image. tests/unit/config/test_deploy_files.py checks that this file keeps
 # calling them. docs/deploy.md has the options.
 FROM python:3.11-slim AS native
 # 0 leaves llama.cpp's server out (GGUF models are then served by transformers)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Dockerfile's steps after scripts/install.sh, kept in a script so that CI runs exactly them
-# (there is no Docker engine on the CI machines): tests/unit/test_deploy_files.py runs it.
+# (there is no Docker engine on the CI machines): tests/unit/config/test_deploy_files.py runs it.
 #   APP_USER   user the server runs as; created if missing (needs root). Empty: the current user.
 #   APP_UID    its uid when created (default 1000, as Hugging Face Docker Spaces expect)
 #   DATA_DIR   logs and caches, the image's VOLUME (default /data)

@@ -21,6 +21,6 @@ export PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 HF_HUB_O
 export LD_PRELOAD
 LD_PRELOAD=$(gcc -print-file-name=libasan.so)
 "$PYTHON" scripts/sanitize_c_fuzz.py
-"$PYTHON" -m pytest -q -p no:cacheprovider tests/unit/test_leaderboard_fast_paths.py \
-  tests/unit/test_index_faults.py -k "compiled or cut_anywhere or nested"
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py \
+  tests/unit/leaderboard/votes/test_index_faults.py -k "compiled or cut_anywhere or nested"
 echo "sanitize-c: no error found"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.unit.test_leaderboard_fast_paths import WORDS, odd
+from tests.unit.leaderboard.votes.test_leaderboard_fast_paths import WORDS, odd
 from webui.leaderboard.simulate import simulate
 from webui.leaderboard.votes import _rows, ingest
 from webui.records import _tokens, identity

@@ -9,7 +9,7 @@ normal difference of sd 40), the overall board, and each category's board, own a
 (`webui.leaderboard.stats.shrink`). The figure is the root-mean-square error against the true
 category ratings, both centred on their mean (a Bradley-Terry fit fixes only differences), averaged
 over the categories and seeds, and in how many categories the shrunk board was the nearer.
-Figures, never asserts (tests/unit/test_declared_categories.py asserts the direction).
+Figures, never asserts (tests/unit/leaderboard/votes/test_declared_categories.py asserts the direction).
 """
 
 from __future__ import annotations

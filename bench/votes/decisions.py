@@ -11,7 +11,7 @@
 2. **Best of k** (`webui.leaderboard.stats.families`): four variants of one family among five other
    models; how often the warning fires when the four are equally good (goal: it fires), and when
    one is truly better by 150 points (goal: quiet where the intervals resolve it).
-Figures, never asserts (tests/unit/test_leaderboard_families.py and test_leaderboard_compare.py
+Figures, never asserts (tests/unit/leaderboard/stats/test_leaderboard_families.py and test_leaderboard_compare.py
 check the rules on hand-made cases).
 """
 

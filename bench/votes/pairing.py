@@ -18,7 +18,7 @@ Measured per policy, over the seeds:
 - coverage of every model's 95% interval at the end of the run.
 The checkpoints use closed-form intervals (the inverse Fisher information at the fit, 1.96
 standard errors, centred on the mean as the board's are): the board's bootstrap at every checkpoint
-would take hours; it is checked when the newcomer's interval narrows and at the end. Figures, never asserts: tests/unit/test_pairing.py checks a small fixed set of seeds.
+would take hours; it is checked when the newcomer's interval narrows and at the end. Figures, never asserts: tests/unit/arena/test_pairing.py checks a small fixed set of seeds.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.integration.apiserver import RunningServer, start_arena
+from tests.apps import RunningServer, start_app
 from tests.integration.test_api_shapes import checked_http_client
+from tests.tiny import tiny_models
 from webui.config import Settings
 
 CACHE = "this model's paged KV cache of 256 tokens"
@@ -19,11 +20,8 @@ CACHE = "this model's paged KV cache of 256 tokens"
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("api-cache")
-    models = root / "models.yaml"
-    models.write_text(
-        f"models:\n  - {{name: tiny, backend: transformers, source: {tiny_model_dir}, context_length: 1024,"
-        " sampling: {temperature: 0, max_new_tokens: 16}}\n"
-    )
+    entry = {"name": "tiny", "backend": "transformers", "context_length": 1024}
+    models = tiny_models(root, tiny_model_dir, [{**entry, "sampling": {"temperature": 0, "max_new_tokens": 16}}])
     settings = Settings(
         models_file=models,
         log_dir=root / "logs",
@@ -32,7 +30,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         transformers_batching=True,
         transformers_kv_cache_tokens=256,
     )
-    running = start_arena(settings, ui=False)
+    running = start_app(settings, ui=False)
     yield running
     running.stop()
 

@@ -13,7 +13,7 @@ upper-case field name (ARENA_PORT=8000); command-line options win over the envir
 Adding a setting is one row in serving.py, leaderboard.py or deploy.py, placed where --help should
 list it: `rate_x: int = setting(5, flag="--rate-x", help="...; default 5", check=OFF_OR_MORE)`.
 ARENA_RATE_X, the flag's type (the default's), the check and --help follow. A check that ties two
-settings together goes with the others at the end of settings.py. tests/unit/test_config_table.py
+settings together goes with the others at the end of settings.py. tests/unit/config/test_config_table.py
 checks that the help states the row's default and that the flag and the variable read text alike.
 """
 

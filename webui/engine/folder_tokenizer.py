@@ -8,7 +8,7 @@ A fast tokenizer's `tokenizer.json` is the tokenizer transformers runs: its gene
 the file as it is, post-processor (BOS) included, whatever `add_bos_token` the config says; a
 model's own class (GemmaTokenizer) rebuilds it from the same vocabulary and merges, to the same ids
 for a folder that transformers wrote. The chat template and the special tokens a template may name
-are read where transformers reads them. tests/unit/test_folder_tokenizer.py holds the two side by
+are read where transformers reads them. tests/unit/engine/test_folder_tokenizer.py holds the two side by
 side, ids and rendered prompts, on the tiny model and both demo models.
 
 A folder without `tokenizer.json` (a slow, SentencePiece-only tokenizer) is read by transformers

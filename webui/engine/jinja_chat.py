@@ -5,7 +5,7 @@ our own (llama.cpp, vLLM) needs nothing else from it. The environment is the one
 chat templates (a sandbox; trim_blocks, lstrip_blocks, loop controls; `raise_exception`,
 `strftime_now`, a `tojson` that keeps non-ASCII text), and the template sees the same names (the
 messages, `add_generation_prompt` and the special tokens such as `bos_token`), so a template renders
-to the same text on every engine (tests/unit/test_jinja_chat.py holds the two side by side).
+to the same text on every engine (tests/unit/engine/test_jinja_chat.py holds the two side by side).
 """
 
 from __future__ import annotations

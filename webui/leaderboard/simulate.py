@@ -34,7 +34,7 @@ the topic's own true ratings: truth.json's `categories`) and writes OUTDIR/categ
 `--categories-file`. `category_battles` (no log: a battles table) simulates categories with true ratings of their own:
 each model's rating in a category is its overall one plus a normal difference (`CATEGORY_SPREAD`),
 for the check that a declared category's board shrunk toward the overall one is nearer the truth
-than the category's own fit (tests/unit/test_declared_categories.py, bench/votes/categories.py).
+than the category's own fit (tests/unit/leaderboard/votes/test_declared_categories.py, bench/votes/categories.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
  * case; escapes only separate runs), or None where the bytes cannot tell (identity.json_first_tokens).
  *
  * Built where a C compiler is (setup.py, optional); identity.py falls back to the Python
- * version elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
+ * version elsewhere, and tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -5,7 +5,7 @@ A full build (`board.board_from_rows`) stays the truth. `Tally.of(board)` keeps 
 raw ratings need: the votes per outcome (model A, model B, score), the online Elo of every model,
 the eligible votes per voter and UTC day (for the daily cap), the drop counts and the newest vote's
 time. `Tally.add(rows)` sets the new rows' drop reasons by the same rules and gives the board with
-them counted. Equal to a full build of the same rows (tests/unit/test_incremental_board.py):
+them counted. Equal to a full build of the same rows (tests/unit/leaderboard/board/test_incremental_board.py):
 - the drop counts (hygiene, named votes, the daily cap), the battle counts, wins, ties and losses,
   pair counts and win fractions;
 - the Bradley-Terry ratings, their bootstrap intervals and the preliminary models' likelihood

@@ -11,7 +11,7 @@
  * board has any), and an update that overflows raises OverflowError as `**` does.
  *
  * Built where a C compiler is (setup.py, optional); ratings.py falls back to its Python version
- * elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
+ * elsewhere, and tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -22,7 +22,7 @@ Hessian of the objective at the optimum and B the sum over battles of the outer 
 battle's score (gradient) vector; it does not lean on the logistic model's variance being right.
 The ratings are centred on the reference models' mean, so the standard error is that of the
 centred contrast (the covariance transformed by the centring matrix), and the 95% interval is the
-estimate +- 1.96 standard errors on the Elo scale. tests/unit/test_leaderboard_simulation.py
+estimate +- 1.96 standard errors on the Elo scale. tests/unit/leaderboard/stats/test_leaderboard_simulation.py
 checks that it covers known ratings at the promised rate. `style_bootstrap` remains, unused by
 the board. Pure numpy/pandas.
 

@@ -5,7 +5,7 @@
  * uses), for any text, ASCII or not.
  *
  * Built where a C compiler is (setup.py, optional); style.py falls back to its Python version
- * elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
+ * elsewhere, and tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

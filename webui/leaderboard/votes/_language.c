@@ -18,7 +18,7 @@
  * `letters only` counts only the code points that str.isalpha() takes (Py_UNICODE_ISALPHA, its test).
  *
  * Built where a C compiler is (setup.py, optional); language.py falls back to its Python versions
- * elsewhere, and tests/unit/test_leaderboard_fast_paths.py checks that both agree.
+ * elsewhere, and tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py checks that both agree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -21,7 +21,7 @@
  * not text, a public name in a heading, text that is a str subclass, ...). The caller then takes
  * the Python path, which also decides what such a record means (not a vote, an invalid one).
  * So this never answers differently from Python: it answers less often.
- * tests/unit/test_leaderboard_fast_paths.py compares both on simulated votes and odd variants.
+ * tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py compares both on simulated votes and odd variants.
  *
  * Built where a C compiler is (setup.py, optional).
  */

@@ -215,7 +215,7 @@ def _row(
         "coding": found["coding"],
         "long_prompt": found["long_prompt"],
         # STYLE_COUNT_COLUMNS, SPEED_COLUMNS, FINGERPRINT_COLUMNS: named here rather than zipped from
-        # those tables (a microsecond a vote); tests/unit/test_leaderboard_fast_paths.py checks the order
+        # those tables (a microsecond a vote); tests/unit/leaderboard/votes/test_leaderboard_fast_paths.py checks the order
         "length_a": found["length_a"],
         "headers_a": found["headers_a"],
         "bold_a": found["bold_a"],

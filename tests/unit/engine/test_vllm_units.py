@@ -23,7 +23,7 @@ from webui.engine.vllm_server import ServerConfig
 from webui.models.specs import parse_specs, place
 from webui.types import Message, SamplingParams
 
-FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm_server.py"
+FAKE = Path(__file__).resolve().parents[2] / "fakes" / "fake_vllm_server.py"
 
 
 def _registry(settings: Settings, tiny_model_dir: Path, backend: str) -> Registry:
@@ -275,7 +275,7 @@ def test_an_app_killed_outright_leaves_no_engine_process(tmp_path: Path, fake_vl
         [sys.executable, "-c", _APP, str(tmp_path), str(fake_vllm)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     try:
         pgid = int(app.stdout.readline())

@@ -30,7 +30,7 @@ from webui.types import Finished, FinishReason, Message, Route, SamplingParams, 
 
 HERE = __name__
 # A real server process: /health, and a streamed /v1/completions that replies with the token ids it got
-ECHO_SERVER = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm_server.py"
+ECHO_SERVER = Path(__file__).resolve().parents[2] / "fakes" / "fake_vllm_server.py"
 
 
 class EchoEntry(entries.LocalEntry):

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # ---- Dockerfile --------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services
+from tests.unit.arena.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services
 from webui.arena import rules as arena
 from webui.arena.handlers import Handlers
 from webui.arena.rules import PaneSettings, Refused

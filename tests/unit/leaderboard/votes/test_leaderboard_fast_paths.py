@@ -962,7 +962,7 @@ def odd(record: dict, rng: random.Random) -> dict:
             break  # past changing
         rng.choice(CHANGES)(r, states[k], k, rng)
     # No longer the record the app wrote: without what it kept from then, its rows are counted from
-    # its text, which the reference does (tests/unit/test_written_features.py tests the kept ones).
+    # its text, which the reference does (tests/unit/leaderboard/votes/test_written_features.py tests the kept ones).
     r.pop("features", None)
     if isinstance(r.get("hygiene"), dict):
         r["hygiene"].pop("identity_words", None)

@@ -25,7 +25,7 @@ from webui.records.events import NullRecorder
 from webui.services import Services
 from webui.types import RANGES, Finished, FinishReason, Message, SamplingParams, TextDelta
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
 
 
 def chat(**fields: object) -> ChatCompletionRequest:

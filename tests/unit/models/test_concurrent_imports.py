@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Eight threads released together, as loader threads are: each does what a loader does first (the
 # engine module's imports, or the names from_pretrained(gguf_file=...) imports before it reads the

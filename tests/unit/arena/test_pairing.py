@@ -14,7 +14,7 @@ import pytest
 
 from bench.votes import pairing as simulation
 from tests.records import battle, vote
-from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
+from tests.unit.arena.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
 from webui.arena.handlers import Handlers
 from webui.arena.pairing import RIDGE, Evidence, choose_pair, draw_smart, pair_gains
 from webui.arena.rules import Refused

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
+from tests.unit.arena.test_arena_handlers import CLIENT, ME, OWN, drain, fake_services, rendered
 from webui.arena.handlers import NO_PREPARED, Handlers
 from webui.arena.rules import Refused
 from webui.arena.streaming import stored_reply

@@ -173,7 +173,7 @@ def test_the_published_schema_is_current_and_checks_a_file() -> None:
 
     from webui.models.entries import models_schema
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     published = json.loads((root / "assets" / "models.schema.json").read_text())
     assert published == models_schema(), "regenerate: python -m webui.models.entries > assets/models.schema.json"
     for name in ("models.yaml", "models-remote.example.yaml"):

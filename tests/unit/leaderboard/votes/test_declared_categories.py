@@ -339,7 +339,7 @@ def test_through_the_logs_a_small_category_is_nearer_the_truth_shrunk(tmp_path: 
 
 
 def test_the_example_file_is_a_good_categories_file():
-    example = Path(__file__).resolve().parents[2] / "assets" / "categories.example.yaml"
+    example = Path(__file__).resolve().parents[4] / "assets" / "categories.example.yaml"
     assert load(example).names == ("maths", "writing", "long-german", "our-product")
 
 

@@ -351,7 +351,7 @@ def test_the_compiled_name_scan_reads_log_bytes_cut_anywhere_as_python_does(reco
         assert ingest._compiled_model_names_in(exact(piece)) == ingest._python_model_names_in(piece) == set()
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_rebuilding_the_c_modules_in_place_leaves_a_loaded_one_whole(tmp_path: Path):
