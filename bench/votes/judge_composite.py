@@ -18,8 +18,8 @@ reach with ties) and one that guesses (p = 1/3):
   comes), as `python -m webui.judge` does; each verdict is about the vote a person cast.
 - `logged + J`: the same, and J battles of the newcomer that no person voted on (opponents drawn
   by weight, judged against the vote a person would have cast): what a judge-only source of the
-  newcomer's battles (a replay's pairs, say) would add. The arena's composite reads verdicts on
-  logged battles only; this row says what more would buy.
+  newcomer's battles would add: a replay's pairs, whose verdicts the arena's composite reads as
+  battles nobody voted on (the FRESH rows, weighed apart by `auto`).
 
 At every checkpoint (every REFRESH human votes) the newcomer's rank is read off the human board
 (bench.votes.pairing's fit of the human votes) and off the composite (webui.leaderboard.stats.composite:
@@ -48,7 +48,7 @@ from webui.arena.rules import draw_pair
 from webui.judge.records import ORDERS, WINNER_OF
 from webui.judge.simulate import judgment
 from webui.leaderboard.stats import scale
-from webui.leaderboard.stats.composite import auto_weight, composite_board
+from webui.leaderboard.stats.composite import FRESH, auto_weight, composite_board
 
 JUDGES = {"knows (p = 0.7)": 0.7, "guesses (p = 1/3)": 1 / 3}
 JUDGE_ONLY = 1_000  # the newcomer's battles judged with no person's vote, in the `logged + J` source
@@ -64,14 +64,15 @@ class Source:
     accuracy: float
     judge_only: int
     fixed: float | None = None  # a weight set by hand instead of `auto` (a diagnostic row)
-    rows: list[tuple[str, str, str]] = field(default_factory=list)  # model_a, model_b, winner
+    rows: list[tuple[str, str, str, bool]] = field(default_factory=list)  # model_a, model_b, winner, fresh
     weights: list[float] = field(default_factory=list)  # `auto`'s pick at each checkpoint
     right: list[bool] = field(default_factory=list)  # the newcomer's rank right, per checkpoint
 
-    def judge(self, rng: np.random.Generator, a: str, b: str, human: str) -> None:
+    def judge(self, rng: np.random.Generator, a: str, b: str, human: str, fresh: bool = False) -> None:
+        """Both orders; `fresh`: a battle nobody voted on (`human` is the vote a person would cast)."""
         for order in ORDERS:
             mark = judgment(rng, human, order, self.accuracy, 0.0)
-            self.rows.append((a, b, WINNER_OF[order][mark]))
+            self.rows.append((a, b, WINNER_OF[order][mark], fresh))
 
 
 @dataclass
@@ -115,7 +116,7 @@ def run(seed: int, votes: int) -> Run:
             a, b = NEWCOMER, draws.choice(list(ESTABLISHED))  # (all of weight 1)
             if draws.random() < 0.5:  # sides drawn, as in any battle
                 a, b = b, a
-            source.judge(judging, a, b, OUTCOME[vote(outcomes, a, b)])
+            source.judge(judging, a, b, OUTCOME[vote(outcomes, a, b)], fresh=True)
     humans: list[bool] = []
     done = 0
     while True:
@@ -138,9 +139,10 @@ def run(seed: int, votes: int) -> Run:
 def checkpoint(human: pd.DataFrame, sources: dict[str, Source]) -> None:
     """Each source's composite board (at auto's weight, or its fixed one): the newcomer's rank."""
     for source in sources.values():
-        judged = pd.DataFrame(source.rows, columns=["model_a", "model_b", "winner"])
-        weight = source.fixed if source.fixed is not None else auto_weight(human, judged).weight
-        board = composite_board(human, judged, weight)
+        judged = pd.DataFrame(source.rows, columns=["model_a", "model_b", "winner", FRESH])
+        chosen = auto_weight(human, judged) if source.fixed is None else None
+        weight = chosen.weight if chosen is not None else float(source.fixed or 0.0)
+        board = composite_board(human, judged, weight, chosen.fresh_weight if chosen is not None else weight)
         source.weights.append(weight)
         ranked = list(board["model"])  # (without the newcomer while no vote or verdict rates it)
         source.right.append(NEWCOMER in ranked and ranked.index(NEWCOMER) == TRUE_RANK)

@@ -14,7 +14,7 @@ import pandas as pd
 from webui.judge.calibration import verdict_table
 from webui.judge.run import counted_rows
 from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
-from webui.leaderboard.stats.composite import AutoWeight, auto_weight, composite_board
+from webui.leaderboard.stats.composite import FRESH, AutoWeight, auto_weight, composite_board
 from webui.leaderboard.votes.index import VoteIndex
 from webui.replay.verdicts import Replayed, replayed_judgments
 
@@ -25,6 +25,7 @@ class Composite:
     auto: AutoWeight | None  # how `auto` chose, when asked to
     table: pd.DataFrame
     replayed: int = 0  # of the judgments, those from replay reports
+    replayed_weight: float = 0.0  # what each of those weighs
 
 
 def human_battles(rows: pd.DataFrame) -> pd.DataFrame:
@@ -45,20 +46,24 @@ def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 def composite(
     verdicts: Iterable[Mapping[str, Any]], rows: pd.DataFrame, weight: float | str, replayed: Replayed | None = None
 ) -> Composite:
-    """`verdicts` on logged battles and, where given, a replay's judgments, beside `rows`' human votes."""
-    human, judged = human_battles(rows), judged_battles(verdicts)
+    """`verdicts` on logged battles and, where given, a replay's judgments (battles nobody voted on),
+    beside `rows`' human votes. A weight given applies to both; `auto` chooses each (stats.composite)."""
+    human, judged = human_battles(rows), judged_battles(verdicts).assign(**{FRESH: False})
     extra = replayed.judgments if replayed is not None else judged.iloc[:0]
     if len(extra):
-        judged = pd.concat([judged, extra], ignore_index=True)
+        judged = pd.concat([judged, extra.assign(**{FRESH: True})], ignore_index=True)
     chosen = auto_weight(human, judged) if weight == "auto" else None
     w = chosen.weight if chosen is not None else float(weight)
-    return Composite(w, chosen, composite_board(human, judged, w), len(extra))
+    fresh_w = chosen.fresh_weight if chosen is not None else w
+    return Composite(w, chosen, composite_board(human, judged, w, fresh_w), len(extra), fresh_w)
 
 
 def composite_lines(judge: str, c: Composite) -> list[str]:
     lines = [f"Composite board: a human vote weighs 1, a verdict of {judge} weighs {c.weight:g}{_how(c.auto)}"]
     if c.replayed:
-        lines.append(f"(with {c.replayed:,} judgments from replay reports: pairs nobody voted on)")
+        lines.append(
+            f"(and {c.replayed:,} judgments from replay reports, pairs nobody voted on, each weighing {c.replayed_weight:g})"
+        )
     shown = c.table.assign(
         rating=c.table["rating"].round().astype(int),
         note=["provisional (judge)" if p else "" for p in c.table["provisional"]],

@@ -176,7 +176,7 @@ def test_the_composite_reads_a_replays_verdicts_on_pairs_nobody_voted_on(
     command = [str(tmp_path), "--judge", "sim", "--prompt-version", PROMPT_VERSION, "--composite"]
     assert judge_main([*command, "--judge-weight", "1"]) == 0
     out = capsys.readouterr().out
-    assert "(with 41 judgments from replay reports: pairs nobody voted on)" in out
+    assert "(and 41 judgments from replay reports, pairs nobody voted on, each weighing 1)" in out
     row = next(line for line in out.splitlines() if line.split()[:1] == ["v2"])
     assert row.split()[2:] == ["0", "41", "provisional", "(judge)"]  # no human battle, 41 judgments
 

@@ -97,7 +97,7 @@ def test_a_guessing_judges_many_verdicts_do_not_pull_the_ratings_together() -> N
     stay people's (k and the ratings fitted at once from k = 1 would sink every rating toward 0)."""
     human, judged = battles(120, 5), battles(3000, 6, judge="guesses")
     coded_h, coded_j = composite._coded(human, judged)
-    g_h, g_j = composite._grouped(coded_h, coded_j, 1.0, np.ones(len(coded_h.a), dtype=bool))
+    g_h, g_j = composite._grouped(coded_h, coded_j, np.ones(len(coded_j.a)), np.ones(len(coded_h.a), dtype=bool))
     people = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
     fitted = composite.fit_scaled(g_h, g_j, people)
     assert abs(fitted.k) < 3 * fitted.k_se < 0.3
@@ -138,3 +138,19 @@ def test_held_out_votes_count_by_the_fewer_votes_of_their_two_models() -> None:
     coded, _ = composite._coded(human, human.iloc[:0])
     # x: 8 votes, y: 6, new: 2
     assert composite.sparse_emphasis(coded).tolist() == [1 / 6] * 6 + [1 / 2] * 2
+
+
+def test_verdicts_on_battles_nobody_voted_on_weigh_apart() -> None:
+    """FRESH rows (a replay's pairs) take their own weight: at 0 for the logged verdicts and 1 for
+    them the board is the one of the fresh verdicts alone at 1; `auto` gives them 1 for a judge
+    that knows, 0 for one that guesses."""
+    human = battles(300, 21)
+    logged, fresh = battles(400, 22, judge="knows"), battles(400, 23, judge="knows")
+    both = pd.concat([logged.assign(fresh=False), fresh.assign(fresh=True)], ignore_index=True)
+    apart = composite_board(human, both, 0.0, 1.0).set_index("model")["rating"]
+    alone = composite_board(human, fresh, 1.0).set_index("model")["rating"]
+    assert apart.to_dict() == pytest.approx(alone.to_dict(), abs=1e-6)
+    assert composite_board(human, both, 0.5).equals(composite_board(human, both, 0.5, 0.5))
+    assert auto_weight(human, both).fresh_weight == 1.0
+    guessing = pd.concat([logged.assign(fresh=False), battles(3000, 24, judge="guesses").assign(fresh=True)])
+    assert auto_weight(battles(120, 5), guessing.iloc[400:]).fresh_weight == 0.0

@@ -27,6 +27,7 @@ WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)  # what `auto` tries
 FOLDS = 5
 SIGNAL_Z = 3.0  # the judge's scale k must stand this many standard errors above 0 to earn any weight
 COLUMNS = ("model", "rating", "human_battles", "judge_judgments", "provisional")
+FRESH = "fresh"  # a judgments column: true where nobody voted on the battle (a replay's pairs)
 
 
 @dataclass(frozen=True)
@@ -46,23 +47,30 @@ class Scale:
 
 @dataclass(frozen=True)
 class AutoWeight:
-    weight: float
+    weight: float  # of a verdict on a battle people voted on
     log_loss: pd.Series  # by candidate weight: mean held-out log-loss per human vote (empty: none tried)
     scale: Scale | None = None  # None: too few human votes or no verdicts to tell
+    fresh_weight: float = 0.0  # of a verdict on a battle nobody voted on (FRESH rows)
 
 
-def composite_board(human: pd.DataFrame, judged: pd.DataFrame, weight: float) -> pd.DataFrame:
+def composite_board(
+    human: pd.DataFrame, judged: pd.DataFrame, weight: float, fresh_weight: float | None = None
+) -> pd.DataFrame:
     """Ratings from `human` battles (model_a, model_b, winner) weighing 1 each and `judged`
-    judgments (the same columns, one row per order) weighing weight/2 each, best first."""
-    if not 0 <= weight < math.inf:
-        raise ValueError(f"judge weight: a number of 0 or more, got {weight}")
+    judgments (the same columns, one row per order) weighing weight/2 each, or fresh_weight/2 (if
+    given) for the rows whose FRESH column is true: battles nobody voted on. Best first."""
+    fresh_weight = weight if fresh_weight is None else fresh_weight
+    if not (0 <= weight < math.inf and 0 <= fresh_weight < math.inf):
+        raise ValueError(f"judge weight: a number of 0 or more, got {weight} (fresh {fresh_weight})")
     coded_h, coded_j = _coded(human, judged)
     models = coded_h.models
     if not models:
         return pd.DataFrame(columns=list(COLUMNS))
-    theta = _fit(coded_h, coded_j, weight, np.ones(len(coded_h.a), dtype=bool))
+    weights = row_weights(judged, weight, fresh_weight)
+    theta = _fit(coded_h, coded_j, weights, np.ones(len(coded_h.a), dtype=bool))
     human_n = np.bincount(coded_h.a, minlength=len(models)) + np.bincount(coded_h.b, minlength=len(models))
-    judge_n = np.bincount(coded_j.a, minlength=len(models)) + np.bincount(coded_j.b, minlength=len(models))
+    counted = weights > 0  # a judgment weighing nothing is not in the fit
+    judge_n = (np.bincount(coded_j.a, counted, len(models)) + np.bincount(coded_j.b, counted, len(models))).astype(int)
     # centred on the models people rated, as the human board is: a judge-only model moves no one
     rated = human_n > 0 if (human_n > 0).any() else np.ones(len(models), dtype=bool)
     table = pd.DataFrame(
@@ -70,22 +78,24 @@ def composite_board(human: pd.DataFrame, judged: pd.DataFrame, weight: float) ->
             "model": models,
             "rating": INIT + (theta - theta[rated].mean()) * SCALE / math.log(BASE),
             "human_battles": human_n,
-            "judge_judgments": judge_n if weight else np.zeros_like(judge_n),
+            "judge_judgments": judge_n,
             "provisional": (human_n == 0) & (judge_n > 0),
         }
     )
-    if not weight:
-        table = table[table["human_battles"] > 0]
+    table = table[(table["human_battles"] > 0) | (table["judge_judgments"] > 0)]
     return table.sort_values("rating", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def auto_weight(
     human: pd.DataFrame, judged: pd.DataFrame, weights: tuple[float, ...] = WEIGHTS, folds: int = FOLDS, seed: int = 0
 ) -> AutoWeight:
-    """The weight among `weights` whose fit best predicts held-out human votes (ties score 0.5; of
-    equal losses the smallest weight), or 0 when the judge's scale k, fitted on all the votes, is
-    not clearly above 0 (`SIGNAL_Z` standard errors): a judge that guesses earns nothing, even
-    where the folds' noise would favour some weight by chance."""
+    """0 for every verdict when the judge's scale k, fitted on all the votes, is not clearly above 0
+    (`SIGNAL_Z` standard errors): a judge that guesses earns nothing. Otherwise a verdict on a
+    battle nobody voted on (FRESH) weighs 1: with k fitted it is one observation of an honest
+    judge's model, and it is what tells the board about a model people have barely rated; and a
+    verdict on a battle people voted on, which mostly repeats that vote, weighs the one among
+    `weights` whose fit best predicts held-out human votes (ties score 0.5; of equal losses the
+    smallest)."""
     coded_h, coded_j = _coded(human, judged)
     n = len(coded_h.a)
     if n < folds or not len(coded_j.a):
@@ -100,21 +110,27 @@ def auto_weight(
         total = 0.0
         for k in range(folds):
             held = fold == k
-            theta = _fit(coded_h, coded_j, w, ~held)
+            theta = _fit(coded_h, coded_j, row_weights(judged, w, 1.0), ~held)
             p = 1.0 / (1.0 + np.exp(theta[coded_h.b[held]] - theta[coded_h.a[held]]))
             p = np.clip(p, 1e-9, 1 - 1e-9)
             s = coded_h.score[held]
             total -= float(np.sum(emphasis[held] * (s * np.log(p) + (1 - s) * np.log(1 - p))))
         losses[w] = total / float(emphasis.sum())
     series = pd.Series(losses, name="log_loss").sort_index()
-    return AutoWeight(float(series.idxmin()), series, scale)
+    return AutoWeight(float(series.idxmin()), series, scale, 1.0)
+
+
+def row_weights(judged: pd.DataFrame, weight: float, fresh_weight: float) -> np.ndarray:
+    """Each judgment's weight: `fresh_weight` on FRESH rows (battles nobody voted on), else `weight`."""
+    fresh = judged[FRESH].to_numpy(dtype=bool) if FRESH in judged else np.zeros(len(judged), dtype=bool)
+    return np.where(fresh, fresh_weight, weight).astype(float)
 
 
 def judge_scale(human: Coded, judged: Coded) -> Scale:
     """k and its standard error from `fit_scaled` on every vote, each verdict weighing 1 (w/2 per
     order at w = 1): the curvature of the log-likelihood at its optimum, the ratings profiled out."""
     everything = np.ones(len(human.a), dtype=bool)
-    g_h, g_j = _grouped(human, judged, 1.0, everything)
+    g_h, g_j = _grouped(human, judged, np.ones(len(judged.a)), everything)
     theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
     fitted = fit_scaled(g_h, g_j, theta)
     return Scale(fitted.k, fitted.k_se)
@@ -139,21 +155,21 @@ def _coded(human: pd.DataFrame, judged: pd.DataFrame) -> tuple[Coded, Coded]:
     )
 
 
-def _fit(human: Coded, judged: Coded, weight: float, keep: np.ndarray) -> np.ndarray:
-    """The strengths on the human votes' scale (`keep` of them) and, weighing weight/2 per order,
-    the judgments on a scale of the judge's own (`fit_scaled`)."""
-    g_h, g_j = _grouped(human, judged, weight, keep)
+def _fit(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The strengths on the human votes' scale (`keep` of them) and, each weighing its weight/2 per
+    order, the judgments on a scale of the judge's own (`fit_scaled`)."""
+    g_h, g_j = _grouped(human, judged, weights, keep)
     theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
-    if not weight or not len(judged.a):
+    if not weights.any():
         return theta
     return fit_scaled(g_h, g_j, theta).theta
 
 
-def _grouped(human: Coded, judged: Coded, weight: float, keep: np.ndarray) -> tuple[Grouped, Grouped]:
-    """The `keep` human votes weighing 1 and every judgment weight/2, as outcome counts."""
+def _grouped(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray) -> tuple[Grouped, Grouped]:
+    """The `keep` human votes weighing 1 and each judgment its weight/2, as outcome counts."""
     n_keys = 3 * len(human.models) ** 2
     g_h = grouped_keys(np.bincount(human.keys()[keep], minlength=n_keys).astype(float), human.models)
-    g_j = grouped_keys(weight / 2 * np.bincount(judged.keys(), minlength=n_keys), human.models)
+    g_j = grouped_keys(np.bincount(judged.keys(), weights / 2, minlength=n_keys), human.models)
     return g_h, g_j
 
 
