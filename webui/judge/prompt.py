@@ -19,6 +19,8 @@ from webui.errors import ConfigError
 from webui.types import Message
 
 DEFAULT_PROMPT = Path(__file__).with_name("default_prompt.txt")
+# The verdict first and alone, no reasoning: for judges too small to reason usefully (docs/judge.md).
+MARK_FIRST_PROMPT = Path(__file__).with_name("mark_first_prompt.txt")
 PLACEHOLDERS = ("{conversation_a}", "{conversation_b}")
 # The mark in an answer -> the verdict about the replies as shown (A first, B second).
 MARKS = {"[[A]]": "A", "[[B]]": "B", "[[tie]]": "tie", "[[bothbad]]": "bothbad"}
