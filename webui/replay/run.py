@@ -95,7 +95,7 @@ def replay(
     `max_tokens` long where that is shorter than the model's own limit), then the judge's verdicts
     in both orders; in the prompts' order. Every request goes to its engine's lane
     (webui.replay.lanes): every prompt in flight up to each engine's slots, both models' replies
-    at once, and each prompt judged, both orders at once, as soon as its two replies are in."""
+    at once, and each prompt judged as soon as its two replies are in."""
     cancel = cancel or threading.Event()
     lanes = Lanes("replay")
     run = _Run(prompts, {"new": new, "baseline": baseline}, judge, lanes, cancel, on_progress, max_tokens)
@@ -117,11 +117,11 @@ NO_REPLY = Reply("", "not generated", 0.0)
 
 @dataclass
 class _Pending:
-    """One prompt on its way: the replies in so far, and each order's answer or why it failed."""
+    """One prompt on its way: the replies in so far, and the judge's answers."""
 
     prompt: Prompt
     replies: dict[str, Reply] = field(default_factory=dict)  # "new", "baseline"
-    asked: dict[str, Asked | str] = field(default_factory=dict)
+    asked: dict[str, Asked] = field(default_factory=dict)  # per order
 
 
 class _Run:
@@ -151,11 +151,11 @@ class _Run:
         if reused is not None:
             self.pending[i].replies["baseline"] = Reply(reused, None, 0.0, logged=True)
         for side in ("new", "baseline") if reused is None else ("new",):
-            self.lanes.submit(self.models[side], (REPLY, i), partial(self._guarded, i, self._reply, side))
+            self.lanes.submit(self.models[side], (REPLY, i), partial(self._guarded, i, partial(self._reply, i, side)))
 
-    def _guarded(self, i: int, step: Callable[[int, str], None], arg: str) -> None:
+    def _guarded(self, i: int, step: Callable[[], None]) -> None:
         try:
-            step(i, arg)
+            step()
         except Exception as exc:  # a step's own failure ends its prompt, never the whole replay
             self._finish(i, f"failed: {exc}")
 
@@ -173,10 +173,9 @@ class _Run:
         if ours.error or theirs.error:
             self._finish(i, f"a reply failed: {ours.error or theirs.error}")
             return
-        for order in ORDERS:
-            self.lanes.submit(self.judge.backend, (JUDGE_FIRST, i), partial(self._guarded, i, self._ask, order))
+        self.lanes.submit(self.judge.backend, (JUDGE_FIRST, i), partial(self._guarded, i, partial(self._judge, i)))
 
-    def _ask(self, i: int, order: str) -> None:
+    def _judge(self, i: int) -> None:
         item = self.pending[i]
         user = {"role": "user", "content": item.prompt.text}
         battle = Battle(
@@ -185,21 +184,21 @@ class _Run:
             [user, {"role": "assistant", "content": item.replies["new"].text}],
             [user, {"role": "assistant", "content": item.replies["baseline"].text}],
         )
-        asked: Asked | str
-        try:
-            if self.cancel.is_set():
-                raise Cancelled
-            asked = self.judge.ask(battle, order, self.cancel)
-        except Cancelled:
-            asked = "stopped"
-        except Exception as exc:  # JudgeFailed, or a refusal before streaming (a prompt too long...)
-            asked = f"the judge failed: {exc}"
-        with self.lock:
-            item.asked[order] = asked
-            if len(item.asked) < len(ORDERS):
+        # The two orders one after the other on one slot, not at once on two: with every slot
+        # busy that costs no throughput, and the second question starts with the same
+        # instructions and user turns as the first, which an engine's prefix cache may still hold.
+        for order in ORDERS:
+            try:
+                if self.cancel.is_set():
+                    raise Cancelled
+                item.asked[order] = self.judge.ask(battle, order, self.cancel)
+            except Cancelled:
+                self._finish(i, "stopped")
                 return
-        failures = [a for a in item.asked.values() if isinstance(a, str)]
-        self._finish(i, failures[0] if failures else None)
+            except Exception as exc:  # JudgeFailed, or a refusal before streaming (a prompt too long...)
+                self._finish(i, f"the judge failed: {exc}")
+                return
+        self._finish(i, None)
 
     def _finish(self, i: int, error: str | None) -> None:
         """The prompt's result: with both orders' answers, or with why it is left out (then no
@@ -209,9 +208,9 @@ class _Run:
         done.error = error
         if error is None:
             answers = [item.asked[order] for order in ORDERS]
-            done.answers = [a.answer for a in answers if isinstance(a, Asked)]
-            done.verdicts = [a.as_dict()["verdict"] for a in answers if isinstance(a, Asked)]
-            done.judge_seconds = [a.latency_s for a in answers if isinstance(a, Asked)]
+            done.answers = [a.answer for a in answers]
+            done.verdicts = [a.as_dict()["verdict"] for a in answers]
+            done.judge_seconds = [a.latency_s for a in answers]
         with self.lock:
             if self.results[i] is not None:
                 return
