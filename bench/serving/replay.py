@@ -37,7 +37,7 @@ from webui.leaderboard.simulate import simulate
 
 DEMO = ROOT / "assets" / "models.yaml"
 SMOL, GEMMA = "SmolLM2-135M-Instruct", "Gemma-3-270M (base)"
-_READY = re.compile(r"webui\.engine\.registry: .+ ready on \S+ in [\d.]+ s.*")
+_READY = re.compile(r"webui\.engine\.registry:\s?(.+ ready on \S+ in [\d.]+ s.*)")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -80,7 +80,10 @@ def run_replay(folder: Path, models: Path, args: argparse.Namespace) -> tuple[fl
         command += ["--max-tokens", str(args.max_tokens)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(args.code.resolve())}
     start = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout, check=False)
+    # Run from the checkout: `python -m` puts the working folder first on the path.
+    done = subprocess.run(
+        command, cwd=args.code, env=env, capture_output=True, text=True, timeout=args.timeout, check=False
+    )
     seconds = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"the replay failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -133,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds, report, stderr = run_replay(folder, models, args)
         result = figures(seconds, report) | {"load_average": [before, load_average()]}
     result["setup"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "out"}
-    result["engines"] = [m.group(0).split(": ", 1)[1] for m in _READY.finditer(stderr)]
+    result["engines"] = [m.group(1) for m in _READY.finditer(stderr)]
     width = max(len(k) for k in result)
     for key, value in result.items():
         print(f"{key:<{width}}  {json.dumps(value, ensure_ascii=False)}")
