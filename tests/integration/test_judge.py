@@ -388,6 +388,11 @@ def test_replay_reads_the_baselines_reply_from_battles_logged_by_the_same_finger
     (report,) = [json.loads(p.read_text()) for p in (tmp_path / "generated").glob("*.json")]
     assert report["baseline_logged"] == 0 and sorted(scripted.replayed) == ["new"] * 3 + ["old"] * 3
 
+    scripted.replayed.clear()  # replies capped below the baseline's own limit: a logged one was not
+    assert replay_main([*command, "--max-tokens", "5", "--out", str(tmp_path / "capped")]) == 0
+    (report,) = [json.loads(p.read_text()) for p in (tmp_path / "capped").glob("*.json")]
+    assert report["baseline_logged"] == 0 and sorted(scripted.replayed) == ["new"] * 3 + ["old"] * 3
+
 
 def test_replay_queues_judged_pairs_as_prepared_battles(
     scripted: ScriptedJudge, judge_server: tuple[ScriptedJudge, RunningServer], tmp_path: Path

@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArenaError as exc:
         return _refuse(str(exc))
     try:
-        judge = _ready(args, prompt, registry)
+        judge = _ready(args, prompt, registry, choice.max_tokens)
         if isinstance(judge, str):
             return _refuse(judge)
         if labelling is not None:
@@ -169,8 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         registry.close()
 
 
-def _ready(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -> Judge | str:
-    """The judge, loaded and usable; or why not."""
+def _ready(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry, max_tokens: int | None) -> Judge | str:
+    """The judge, loaded and usable, at most `max_tokens` per answer (None: the entry's own); or why not."""
     if args.judge not in registry.names():
         return f"no model {args.judge!r} in the models file; it has: {', '.join(registry.names())}"
     print(f"[loading the judge {args.judge} ...]", file=sys.stderr, flush=True)
@@ -181,7 +181,7 @@ def _ready(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) ->
     status = registry.status(args.judge)
     if not status.usable:
         return f"the judge {args.judge} is not ready: {status.describe()}"
-    return Judge.greedy(args.judge, backend, prompt, status.fingerprint or None)
+    return Judge.greedy(args.judge, backend, prompt, status.fingerprint or None, max_tokens)
 
 
 def _judge(args: argparse.Namespace, judge: Judge, model_names: Sequence[str]) -> int:

@@ -19,10 +19,16 @@ from webui.errors import ConfigError
 from webui.types import Message
 
 DEFAULT_PROMPT = Path(__file__).with_name("default_prompt.txt")
+# The verdict first and alone, no reasoning: for judges too small to reason usefully (docs/judge.md).
+MARK_FIRST_PROMPT = Path(__file__).with_name("mark_first_prompt.txt")
 PLACEHOLDERS = ("{conversation_a}", "{conversation_b}")
 # The mark in an answer -> the verdict about the replies as shown (A first, B second).
 MARKS = {"[[A]]": "A", "[[B]]": "B", "[[tie]]": "tie", "[[bothbad]]": "bothbad"}
 _MARK = re.compile("|".join(re.escape(m) for m in MARKS))
+# A verdict line: a line that ends with a mark (trailing spaces, a full stop or markdown's bold
+# stars allowed), ended by its newline. A mark inside a line ("[[A]] if A is better,": a judge
+# echoing the instructions) is not one, so echoing the list of marks still reads as unparsed.
+_VERDICT_LINE = re.compile(f"(?:{_MARK.pattern})[ \t.*]*(?=\r?\n)")
 MAX_PROMPT_BYTES = 1 << 20  # a prompt file is a page of text; anything this big is a mistake
 
 
@@ -77,6 +83,13 @@ def transcript(conversation: Sequence[Mapping[str, str]]) -> str:
     return "\n\n".join(f"### {m['role'].capitalize()}:\n{m.get('content', '')}" for m in turns)
 
 
+def verdict_line_end(answer: str) -> int | None:
+    """Where the answer's first verdict line ends (before its newline); None while it has none.
+    A judge is stopped there: what it would write after its verdict is not read."""
+    found = _VERDICT_LINE.search(answer)
+    return found.end() if found else None
+
+
 def parse_verdict(answer: str) -> str | None:
     """ "A", "B", "tie" or "bothbad" when the answer holds marks of one kind only; else None."""
     found = {MARKS[m] for m in _MARK.findall(answer or "")}
@@ -90,11 +103,13 @@ class JudgeChoice:
     name: str
     prompt: JudgePrompt
     weight: float | str  # the models file's judge: block's, else "auto"
+    max_tokens: int | None = None  # the block's cap on one answer (for this judge); None: the entry's own
 
 
 def choose_judge(models_file: Path, judge: str | None, prompt_file: Path | None) -> JudgeChoice:
     """The judge the command line names, else the models file's `judge:` block's; its prompt:
-    `prompt_file`, else the block's (when the block names this judge), else ours. A ConfigError
+    `prompt_file`, else the block's (when the block names this judge), else ours; the block's
+    `max_tokens` likewise only for the judge it names. A ConfigError
     where no judge is named anywhere or the prompt cannot be used."""
     from webui.models.specs import load_judge
 
@@ -104,4 +119,5 @@ def choose_judge(models_file: Path, judge: str | None, prompt_file: Path | None)
         raise ConfigError(f"no judge: name one with --judge NAME, or in a judge: block of {models_file}")
     from_block = block.prompt if block is not None and block.model == name else None
     prompt = JudgePrompt.load(prompt_file or (Path(from_block) if from_block else None))
-    return JudgeChoice(name, prompt, block.weight if block is not None else "auto")
+    cap = block.max_tokens if block is not None and block.model == name else None
+    return JudgeChoice(name, prompt, block.weight if block is not None else "auto", cap)

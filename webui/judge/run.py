@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pandas as pd
 
-from webui.engine.base import Backend, collect
-from webui.judge.prompt import JudgePrompt, parse_verdict
+from webui.engine.base import Backend
+from webui.judge.prompt import JudgePrompt, parse_verdict, verdict_line_end
 from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_key
 from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.rows import counted, drop_reasons
 from webui.progress import Progress
-from webui.types import FinishReason, Message, SamplingParams
+from webui.types import Finished, FinishReason, Message, SamplingParams, StreamEvent, TextDelta
 
 T = TypeVar("T")
 
@@ -124,27 +124,60 @@ class Judge:
     fingerprint: str | None = None
 
     @classmethod
-    def greedy(cls, name: str, backend: Backend, prompt: JudgePrompt, fingerprint: str | None = None) -> Judge:
-        """Temperature 0, as Arena-Hard and MT-Bench ask their judges: the same battle, the same verdict."""
-        return cls(name, backend, prompt, backend.default_params().replace(temperature=0.0), fingerprint)
+    def greedy(
+        cls,
+        name: str,
+        backend: Backend,
+        prompt: JudgePrompt,
+        fingerprint: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Judge:
+        """Temperature 0, as Arena-Hard and MT-Bench ask their judges: the same battle, the same
+        verdict; at most `max_tokens` per answer (None: the entry's own max_new_tokens)."""
+        params = backend.default_params().replace(temperature=0.0, max_new_tokens=max_tokens)
+        return cls(name, backend, prompt, params, fingerprint)
 
     def ask(self, battle: Battle, order: str, cancel: threading.Event) -> Asked:
         shown = (battle.conversation_a, battle.conversation_b)
         if order == "ba":
             shown = shown[::-1]
-        text, latency_s = self.answer(self.prompt.messages(*shown), cancel)
+        text, latency_s = self.answer(self.prompt.messages(*shown), cancel, until=verdict_line_end)
         return Asked(order, text, parse_verdict(text), latency_s)
 
-    def answer(self, messages: list[Message], cancel: threading.Event) -> tuple[str, float]:
-        """The judge's whole reply to `messages` and the seconds it took; Cancelled when stopped,
-        JudgeFailed when the request failed (no answer to keep)."""
+    def answer(
+        self, messages: list[Message], cancel: threading.Event, *, until: Callable[[str], int | None] | None = None
+    ) -> tuple[str, float]:
+        """The judge's reply to `messages` and the seconds it took; Cancelled when stopped,
+        JudgeFailed when the request failed (no answer to keep). With `until`, the reply ends
+        where `until(text so far)` first says (the end of a verdict line): the judge is stopped
+        there, and what it would write after it is never generated."""
         start = time.monotonic()
-        text, final = collect(self.backend.stream(messages, self.params, cancel))
-        if cancel.is_set() or final.reason is FinishReason.CANCELLED:
+        text, final = read_until(self.backend.stream(messages, self.params, cancel), until)
+        if cancel.is_set() or (final is not None and final.reason is FinishReason.CANCELLED):
             raise Cancelled
-        if final.reason is FinishReason.ERROR:
+        if final is not None and final.reason is FinishReason.ERROR:
             raise JudgeFailed(final.error or "the judge's request failed")
         return text, time.monotonic() - start
+
+
+def read_until(events: Iterator[StreamEvent], until: Callable[[str], int | None] | None) -> tuple[str, Finished | None]:
+    """The streamed text and its final event; or, as soon as `until(text)` returns an end (it is
+    asked after each piece that ends a line), the text up to that end and None, the stream closed
+    (which stops the request in flight: webui.engine.base). On a small judge that rambles on after
+    its verdict, most of the time an answer took."""
+    parts: list[str] = []
+    try:
+        for event in events:
+            if not isinstance(event, TextDelta):
+                return "".join(parts), event
+            parts.append(event.text)
+            if until is not None and "\n" in event.text and (end := until(text := "".join(parts))) is not None:
+                return text[:end], None
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    raise RuntimeError("stream ended without a Finished event")
 
 
 @dataclass

@@ -261,13 +261,17 @@ def _judge_weight(value: Any) -> Any:
 
 
 class JudgeBlock(_Strict):
-    """The models file's `judge:` block (docs/judge.md): the entry that judges battles, its prompt
-    and how much one verdict weighs beside one human vote in the composite board."""
+    """The models file's `judge:` block (docs/judge.md): the entry that judges battles, its prompt,
+    how much one verdict weighs beside one human vote in the composite board, and how long an
+    answer may run (a small judge that rambles without a mark wastes the rest of its budget)."""
 
     model: StrictStr = Field(min_length=1, description="the name of an entry above")
     prompt: StrictStr | None = Field(None, description="a prompt file, relative to this file; default ours")
     weight: Annotated[float | Literal["auto"], BeforeValidator(_judge_weight)] = Field(
         "auto", description="a verdict's weight beside a human vote's 1, or 'auto'"
+    )
+    max_tokens: Whole | None = Field(
+        None, ge=1, description="at most this many tokens per answer; default the entry's max_new_tokens"
     )
 
 

@@ -28,11 +28,12 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from webui.config import DEFAULT_MODELS_FILE, Settings
+from webui.engine.base import Backend
 from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
 from webui.judge.prompt import JudgePrompt, choose_judge
@@ -42,7 +43,7 @@ from webui.progress import Progress, size
 from webui.records.prepared import PreparedPair, write_pairs
 from webui.records.storage import log_files
 from webui.replay.agreement import NoQueuedPairs, queued_agreement, queued_reports, report_lines
-from webui.replay.prompts import pick_prompts
+from webui.replay.prompts import Prompt, pick_prompts
 from webui.replay.run import Replayed, WinRate, replay, summary
 from webui.replay.verdicts import FOLDER
 
@@ -63,6 +64,14 @@ def parser() -> argparse.ArgumentParser:
         "--generate-baseline",
         action="store_true",
         help="generate every baseline reply, even where a logged battle holds one by the same fingerprint",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cap both models' replies at N tokens (baseline replies are then all generated); "
+        "default each model's own max_new_tokens, as visitors get",
     )
     p.add_argument("--out", type=Path, default=None, help="folder for the report; default LOG_DIR/replays")
     p.add_argument(
@@ -101,10 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _refuse("--model and --baseline name the same model: nothing to compare")
     if args.queue < 0:
         return _refuse(f"--queue: a whole number of 0 or more, got {args.queue}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        return _refuse(f"--max-tokens: a whole number of 1 or more, got {args.max_tokens}")
     try:
         settings = Settings.from_env(models_file=args.models, log_dir=args.log_dir)
         choice = choose_judge(settings.models_file, args.judge, args.judge_prompt)
-        args.judge, prompt = choice.name, choice.prompt
+        args.judge, prompt, args.judge_max_tokens = choice.name, choice.prompt, choice.max_tokens
         registry = build_registry(settings)
     except ArenaError as exc:
         return _refuse(str(exc))
@@ -135,13 +146,14 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
         index.close()
     if not prompts:
         return _refuse(f"{args.log_dir}: no counted battle with a prompt to replay")
-    judge = Judge.greedy(args.judge, backends[args.judge], prompt, registry.status(args.judge).fingerprint or None)
-    width = min(slots_of(backends[args.model]), slots_of(backends[args.baseline]))
-    print(f"[replaying {len(prompts)} prompts, {width} at a time]", file=sys.stderr, flush=True)
-    baseline_fingerprint = registry.status(args.baseline).fingerprint or None
-    logged = (
-        (lambda p: None) if args.generate_baseline else (lambda p: p.logged_reply(args.baseline, baseline_fingerprint))
+    judge = Judge.greedy(
+        args.judge, backends[args.judge], prompt, registry.status(args.judge).fingerprint or None, args.judge_max_tokens
     )
+    at_once = ", ".join(
+        f"{name} {slots_of(backends[name])}" for name in dict.fromkeys((args.model, args.baseline, args.judge))
+    )
+    print(f"[replaying {len(prompts)} prompts; requests at once: {at_once}]", file=sys.stderr, flush=True)
+    logged = _logged(args, backends[args.baseline], registry.status(args.baseline).fingerprint or None)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     started = dt.datetime.now(dt.timezone.utc)
@@ -152,10 +164,10 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
             backends[args.model],
             backends[args.baseline],
             judge,
-            width=width,
             cancel=cancel,
             on_progress=lambda done, total: progress.add(),
             logged=logged,
+            max_tokens=args.max_tokens,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -175,6 +187,16 @@ def _replay(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry) -
     print(markdown(report).split("\n\n")[1], file=sys.stderr)
     print(f"wrote {stem}.md and .json", file=sys.stderr)
     return 0
+
+
+def _logged(args: argparse.Namespace, baseline: Backend, fingerprint: str | None) -> Callable[[Prompt], str | None]:
+    """Where the baseline's replies come from: a logged battle by the same fingerprint, unless
+    told to generate them all, or unless --max-tokens caps replies below the baseline's own limit
+    (a logged reply was not capped: the two sides would not be written under the same rules)."""
+    capped = args.max_tokens is not None and args.max_tokens < baseline.default_params().max_new_tokens
+    if args.generate_baseline or capped:
+        return lambda prompt: None
+    return lambda prompt: prompt.logged_reply(args.baseline, fingerprint)
 
 
 def _agreement(args: argparse.Namespace) -> int:
@@ -246,6 +268,9 @@ def _report(
         "judge": judge.name,
         "judge_fingerprint": judge.fingerprint,
         "prompt_version": prompt.version,
+        "judge_max_tokens": judge.params.max_new_tokens,
+        "max_tokens": args.max_tokens,
+        "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
         "prompts": len(results),
         "baseline_logged": sum(r.baseline.logged for r in results),
         "failed": [{"prompt": r.prompt.text, "error": r.error} for r in results if r.error],
@@ -275,6 +300,11 @@ def _item(r: Replayed) -> dict[str, Any]:
         "verdicts": r.verdicts,
         "score": r.score,
         "judge_answers": r.answers,
+        "seconds": {
+            "new": round(r.new.seconds, 2),
+            "baseline": round(r.baseline.seconds, 2),
+            "judge": [round(x, 2) for x in r.judge_seconds],
+        },
         "error": r.error,
     }
 
@@ -286,7 +316,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['model']} wins {report['win_rate']['text']} against {report['baseline']}, as judged by "
         f"{report['judge']} in both orders (50%: no difference).",
         "",
-        f"- created {report['created']}; judge prompt {report['prompt_version']}",
+        f"- created {report['created']} ({report['seconds']:.0f} s); judge prompt {report['prompt_version']}, "
+        f"at most {report['judge_max_tokens']} tokens per answer; replies "
+        + (f"capped at {report['max_tokens']} tokens" if report["max_tokens"] else "at each model's own limit"),
         f"- fingerprints: {report['model']} {report['fingerprints'][report['model']] or 'n/a'}, "
         f"{report['baseline']} {report['fingerprints'][report['baseline']] or 'n/a'}",
         f"- {report['prompts']} prompts replayed, {len(report['failed'])} left out (a reply or the judge failed); "

@@ -1,12 +1,14 @@
 """A replay: each prompt answered by the new model and the baseline, then judged in both orders.
 
 Guarantees: generation goes through the arena's own engines (each model's own sampling settings,
-as visitors get them), as many requests at once as each model's slots; a baseline reply is taken
-from the logs instead where `logged` finds one (a battle's reply by what serves the baseline now,
-as one more draw from the same model and settings); a reply that fails is
-reported and its prompt left out of the figures, never judged on half a reply; nothing is written
-to the vote logs or the judge files (the report holds everything); `cancel` stops the requests
-in flight.
+as visitors get them, a reply at most `max_tokens` long where the caller caps it), as many
+requests at once as each engine's slots (a judge that is one of the two models shares its
+slots; its questions go first); a baseline reply is taken from the logs instead where `logged`
+finds one (a battle's reply by what serves the baseline now, as one more draw from the same
+model and settings); a reply or a judge's answer that fails is reported and its prompt left out
+of the figures, never judged on half a reply nor on one order alone; nothing is written to the
+vote logs or the judge files (the report holds everything); `cancel` stops the requests in
+flight.
 
 The figure: for each prompt, the new model's score is its mean over the judge's parsed orders
 (a win 1, a tie 0.5, a loss 0); the paired win rate is the mean over prompts, with a 95% interval
@@ -19,15 +21,16 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from webui.engine.base import Backend, collect
-from webui.judge.records import ORDERS
-from webui.judge.run import Battle, Cancelled, Judge, JudgeFailed
+from webui.judge.records import ORDERS, Asked
+from webui.judge.run import Battle, Cancelled, Judge
+from webui.replay.lanes import Lanes
 from webui.replay.prompts import Prompt
 from webui.types import FinishReason, Message
 
@@ -50,6 +53,7 @@ class Replayed:
     verdicts: list[str | None] = field(default_factory=list)  # per order, in the battles table's words
     answers: list[str] = field(default_factory=list)
     error: str | None = None  # why this prompt is not in the figures
+    judge_seconds: list[float] = field(default_factory=list)  # per order, each answer's latency
 
     @property
     def score(self) -> float | None:
@@ -58,9 +62,12 @@ class Replayed:
         return sum(scores) / len(scores) if scores else None
 
 
-def generate(backend: Backend, prompt: str, cancel: threading.Event) -> Reply:
+def generate(backend: Backend, prompt: str, cancel: threading.Event, max_tokens: int | None = None) -> Reply:
+    """One reply with the model's own settings, at most `max_tokens` long where that is shorter."""
     start = time.monotonic()
     params = backend.default_params()
+    if max_tokens is not None:
+        params = params.replace(max_new_tokens=min(params.max_new_tokens, max_tokens))
     try:
         text, final = collect(backend.stream([Message("user", prompt)], params, cancel))
     except Exception as exc:  # a refusal before streaming (a prompt too long for the model...)
@@ -79,57 +86,139 @@ def replay(
     baseline: Backend,
     judge: Judge,
     *,
-    width: int = 1,
     cancel: threading.Event | None = None,
     on_progress: Callable[[int, int], None] = lambda done, total: None,
     logged: Callable[[Prompt], str | None] = lambda prompt: None,
+    max_tokens: int | None = None,
 ) -> list[Replayed]:
-    """Both replies for every prompt (the baseline's from `logged` where it has one), then the
-    judge's verdicts; in the prompts' order."""
+    """Both replies for every prompt (the baseline's from `logged` where it has one; each at most
+    `max_tokens` long where that is shorter than the model's own limit), then the judge's verdicts
+    in both orders; in the prompts' order. Every request goes to its engine's lane
+    (webui.replay.lanes): every prompt in flight up to each engine's slots, both models' replies
+    at once, and each prompt judged as soon as its two replies are in."""
     cancel = cancel or threading.Event()
-    results: list[Replayed | None] = [None] * len(prompts)
-    done = [0]
-    lock = threading.Lock()
-
-    def one(i: int) -> None:
-        prompt = prompts[i]
-        ours = generate(new, prompt.text, cancel)
-        reused = logged(prompt)
-        theirs = (
-            Reply(reused, None, 0.0, logged=True) if reused is not None else generate(baseline, prompt.text, cancel)
-        )
-        item = Replayed(prompt, ours, theirs)
-        if ours.error or theirs.error:
-            item.error = f"a reply failed: {ours.error or theirs.error}"
-        else:
-            _judge(judge, item, cancel)
-        results[i] = item
-        with lock:
-            done[0] += 1
-            on_progress(done[0], len(prompts))
-
-    with ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="replay") as pool:
-        for future in [pool.submit(one, i) for i in range(len(prompts))]:
-            future.result()
-    return [r for r in results if r is not None]
+    lanes = Lanes("replay")
+    run = _Run(prompts, {"new": new, "baseline": baseline}, judge, lanes, cancel, on_progress, max_tokens)
+    try:
+        for i, prompt in enumerate(prompts):
+            run.start(i, logged(prompt))
+        while not run.all_done.wait(0.5):  # a timed wait: Ctrl-C's handler runs meanwhile
+            pass
+    finally:
+        if not run.all_done.is_set():  # an exception ended the wait: nothing in flight outlives it
+            cancel.set()
+        lanes.close()
+    return [r for r in run.results if r is not None]
 
 
-def _judge(judge: Judge, item: Replayed, cancel: threading.Event) -> None:
-    user = {"role": "user", "content": item.prompt.text}
-    battle = Battle(
-        "replay",
-        {},
-        [user, {"role": "assistant", "content": item.new.text}],
-        [user, {"role": "assistant", "content": item.baseline.text}],
-    )
-    for order in ORDERS:
+JUDGE_FIRST, REPLY = 0, 1  # lane priorities: a judge's question goes before any reply waiting
+NO_REPLY = Reply("", "not generated", 0.0)
+
+
+@dataclass
+class _Pending:
+    """One prompt on its way: the replies in so far, and the judge's answers."""
+
+    prompt: Prompt
+    replies: dict[str, Reply] = field(default_factory=dict)  # "new", "baseline"
+    asked: dict[str, Asked] = field(default_factory=dict)  # per order
+
+
+class _Run:
+    """The steps of one replay, run on the engines' lanes; each prompt ends in `results` once."""
+
+    def __init__(
+        self,
+        prompts: Sequence[Prompt],
+        models: dict[str, Backend],
+        judge: Judge,
+        lanes: Lanes,
+        cancel: threading.Event,
+        on_progress: Callable[[int, int], None],
+        max_tokens: int | None,
+    ) -> None:
+        self.pending = [_Pending(p) for p in prompts]
+        self.results: list[Replayed | None] = [None] * len(prompts)
+        self.models, self.judge, self.lanes, self.cancel = models, judge, lanes, cancel
+        self.on_progress, self.max_tokens = on_progress, max_tokens
+        self.lock = threading.Lock()
+        self.finished = 0
+        self.all_done = threading.Event()
+        if not prompts:
+            self.all_done.set()
+
+    def start(self, i: int, reused: str | None) -> None:
+        if reused is not None:
+            self.pending[i].replies["baseline"] = Reply(reused, None, 0.0, logged=True)
+        for side in ("new", "baseline") if reused is None else ("new",):
+            self.lanes.submit(self.models[side], (REPLY, i), partial(self._guarded, i, partial(self._reply, i, side)))
+
+    def _guarded(self, i: int, step: Callable[[], None]) -> None:
         try:
-            asked = judge.ask(battle, order, cancel)
-        except (JudgeFailed, Cancelled) as exc:
-            item.error = f"the judge failed: {exc}" if isinstance(exc, JudgeFailed) else "stopped"
+            step()
+        except Exception as exc:  # a step's own failure ends its prompt, never the whole replay
+            self._finish(i, f"failed: {exc}")
+
+    def _reply(self, i: int, side: str) -> None:
+        item = self.pending[i]
+        if self.cancel.is_set():
+            reply = Reply("", "stopped", 0.0)
+        else:
+            reply = generate(self.models[side], item.prompt.text, self.cancel, self.max_tokens)
+        with self.lock:
+            item.replies[side] = reply
+            if len(item.replies) < 2:
+                return
+        ours, theirs = item.replies["new"], item.replies["baseline"]
+        if ours.error or theirs.error:
+            self._finish(i, f"a reply failed: {ours.error or theirs.error}")
             return
-        item.answers.append(asked.answer)
-        item.verdicts.append(asked.as_dict()["verdict"])
+        self.lanes.submit(self.judge.backend, (JUDGE_FIRST, i), partial(self._guarded, i, partial(self._judge, i)))
+
+    def _judge(self, i: int) -> None:
+        item = self.pending[i]
+        user = {"role": "user", "content": item.prompt.text}
+        battle = Battle(
+            "replay",
+            {},
+            [user, {"role": "assistant", "content": item.replies["new"].text}],
+            [user, {"role": "assistant", "content": item.replies["baseline"].text}],
+        )
+        # The two orders one after the other on one slot, not at once on two: with every slot
+        # busy that costs no throughput, and the second question starts with the same
+        # instructions and user turns as the first, which an engine's prefix cache may still hold.
+        for order in ORDERS:
+            try:
+                if self.cancel.is_set():
+                    raise Cancelled
+                item.asked[order] = self.judge.ask(battle, order, self.cancel)
+            except Cancelled:
+                self._finish(i, "stopped")
+                return
+            except Exception as exc:  # JudgeFailed, or a refusal before streaming (a prompt too long...)
+                self._finish(i, f"the judge failed: {exc}")
+                return
+        self._finish(i, None)
+
+    def _finish(self, i: int, error: str | None) -> None:
+        """The prompt's result: with both orders' answers, or with why it is left out (then no
+        verdict of it counts: never judged on half its questions)."""
+        item = self.pending[i]
+        done = Replayed(item.prompt, item.replies.get("new", NO_REPLY), item.replies.get("baseline", NO_REPLY))
+        done.error = error
+        if error is None:
+            answers = [item.asked[order] for order in ORDERS]
+            done.answers = [a.answer for a in answers]
+            done.verdicts = [a.as_dict()["verdict"] for a in answers]
+            done.judge_seconds = [a.latency_s for a in answers]
+        with self.lock:
+            if self.results[i] is not None:
+                return
+            self.results[i] = done
+            self.finished += 1
+            self.on_progress(self.finished, len(self.results))
+            if self.finished == len(self.results):
+                self.all_done.set()
 
 
 @dataclass(frozen=True)

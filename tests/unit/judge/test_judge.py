@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from webui.errors import ConfigError
-from webui.judge.prompt import JudgePrompt, parse_verdict
+from webui.judge.prompt import MARK_FIRST_PROMPT, JudgePrompt, parse_verdict, verdict_line_end
 from webui.judge.records import Asked, verdict_record
 from webui.models.specs import load_judge, load_specs
 
@@ -33,6 +33,22 @@ def test_only_a_mark_of_one_kind_is_a_verdict(answer: str, verdict: str | None) 
     assert parse_verdict(answer) == verdict
 
 
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        ("A is better.\n[[A]]\nAnd more on that", "A is better.\n[[A]]"),  # cut after the verdict line
+        ("[[B]]\n", "[[B]]"),  # the mark first, alone
+        ("Final verdict: **[[tie]]**.\r\nThanks", "Final verdict: **[[tie]]**."),
+        ("[[A]] if assistant A is better,\n[[B]] if", None),  # the instructions echoed: no verdict line
+        ("Reasoning first, then\n[[bothbad]]", None),  # no newline yet: the line may go on
+        ("[[a]]\n", None),
+    ],
+)
+def test_a_judge_stops_at_the_end_of_its_first_verdict_line(answer: str, kept: str | None) -> None:
+    end = verdict_line_end(answer)
+    assert (answer[:end] if end is not None else None) == kept
+
+
 def test_our_prompt_loads_and_shows_every_turn_of_both_conversations_in_order() -> None:
     prompt = JudgePrompt.load()
     a = [
@@ -49,6 +65,13 @@ def test_our_prompt_loads_and_shows_every_turn_of_both_conversations_in_order() 
     assert "reply B1 {conversation_a}" in text  # a reply's own text is never filled in again
     assert prompt.render(b, a).index("reply B1") < prompt.render(b, a).index("reply A1")
     assert len(prompt.version) == 12 and prompt.version == JudgePrompt.load().version
+
+
+def test_the_mark_first_prompt_asks_for_the_verdict_after_both_conversations_and_nothing_else() -> None:
+    prompt = JudgePrompt.load(MARK_FIRST_PROMPT)
+    text = prompt.render([{"role": "user", "content": "q"}], [{"role": "user", "content": "q"}])
+    assert text.index("Assistant B's Conversation|>") < text.index("alone on the first line") < text.index("[[A]]")
+    assert "reasoning" not in text and prompt.version != JudgePrompt.load().version
 
 
 def test_the_version_follows_the_text_sent_not_the_comments(tmp_path: Path) -> None:

@@ -1,0 +1,149 @@
+"""A replay end to end with the demo models: `python -m bench.serving.replay`.
+
+    python -m bench.serving.replay                                   # 200 prompts, as issue 32's goal asks
+    python -m bench.serving.replay --prompts 20 --out bench/results/replay-cpu.json
+    python -m bench.serving.replay --prompts 20 --max-tokens 128 --judge-max-tokens 16
+
+Simulates a vote log (webui.leaderboard.simulate, `--battles`) in a temporary folder, writes a
+models file with the demo's two models (assets/models.yaml) and a judge: block naming one of them
+(`--judge`, its prompt `--judge-prompt`, its cap `--judge-max-tokens`), then times `python -m
+webui.replay LOGDIR --model NEW --baseline OLD --prompts N` as a user runs it, in a process of its
+own: loading the engines, indexing the log, generating, judging and writing the report. The
+simulated log's models are not the live ones (their fingerprints differ), so every baseline
+reply is generated: the slowest case. From the report: prompts and judge answers (both orders
+of each prompt) per minute, how many answers held a verdict, and where the time went (the
+seconds each request took, summed per kind: with requests in parallel they add up to more than
+the run). Prints one table; `--out FILE` writes it as JSON too. Figures, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.report import ROOT, load_average
+from webui.leaderboard.simulate import simulate
+
+DEMO = ROOT / "assets" / "models.yaml"
+SMOL, GEMMA = "SmolLM2-135M-Instruct", "Gemma-3-270M (base)"
+_READY = re.compile(r"webui\.engine\.registry:\s?(.+ ready on \S+ in [\d.]+ s.*)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.serving.replay", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", type=int, default=200, help="prompts replayed; default 200 (the goal's)")
+    p.add_argument("--battles", type=int, default=8000, help="simulated battle votes to draw them from")
+    p.add_argument("--model", default=SMOL, help=f"the new model; default {SMOL}")
+    p.add_argument("--baseline", default=GEMMA, help=f"the baseline; default {GEMMA}")
+    p.add_argument("--judge", default=SMOL, help=f"the judge; default {SMOL}")
+    p.add_argument("--judge-prompt", type=Path, default=None, help="the judge's prompt file; default ours")
+    p.add_argument("--judge-max-tokens", type=int, default=None, help="the judge: block's max_tokens; default none")
+    p.add_argument("--max-tokens", type=int, default=None, help="the replay's --max-tokens; default none")
+    p.add_argument(
+        "--code", type=Path, default=ROOT, help="the checkout whose webui.replay is timed (an A/B); default this one"
+    )
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds before the replay is stopped")
+    p.add_argument("--out", type=Path, default=None, help="also write the figures here as JSON")
+    return p.parse_args(argv)
+
+
+def models_file(folder: Path, args: argparse.Namespace) -> Path:
+    """The demo's models with a judge: block (the demo file's sources are packages: no paths)."""
+    data = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+    block: dict[str, Any] = {"model": args.judge}
+    if args.judge_prompt is not None:
+        block["prompt"] = str(args.judge_prompt.resolve())
+    if args.judge_max_tokens is not None:
+        block["max_tokens"] = args.judge_max_tokens
+    data["judge"] = block
+    path = folder / "models.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_replay(folder: Path, models: Path, args: argparse.Namespace) -> tuple[float, dict[str, Any], str]:
+    """(wall seconds, the report, the command's stderr) of one replay as a user runs it."""
+    command = [sys.executable, "-m", "webui.replay", str(folder), "--models", str(models), "--verbose"]
+    command += ["--model", args.model, "--baseline", args.baseline, "--prompts", str(args.prompts)]
+    if args.max_tokens is not None:
+        command += ["--max-tokens", str(args.max_tokens)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(args.code.resolve())}
+    start = time.monotonic()
+    # Run from the checkout: `python -m` puts the working folder first on the path.
+    done = subprocess.run(
+        command, cwd=args.code, env=env, capture_output=True, text=True, timeout=args.timeout, check=False
+    )
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        raise SystemExit(f"the replay failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    (report,) = [json.loads(p.read_text(encoding="utf-8")) for p in (folder / "replays").glob("replay-*.json")]
+    return seconds, report, done.stderr
+
+
+def figures(seconds: float, report: dict[str, Any]) -> dict[str, Any]:
+    results = report["results"]
+    answers = [a for r in results for a in r["judge_answers"]]
+    parsed = [v for r in results for v in r["verdicts"] if v is not None]
+    minutes = seconds / 60
+    return {
+        "prompts": report["prompts"],
+        "left_out": len(report["failed"]),
+        "seconds": round(seconds, 1),
+        "replay_seconds": report.get("seconds"),  # the command's own count, from start to the report
+        "prompts_per_min": round(report["prompts"] / minutes, 2),
+        "verdicts_per_min": round(len(answers) / minutes, 2),  # judge answers, both orders of each prompt
+        "answers": len(answers),
+        "answers_with_a_verdict": len(parsed),
+        "baseline_logged": report["baseline_logged"],
+        "request_seconds": {  # none from a checkout older than the report's timings
+            kind: round(sum(_seconds(r, kind) for r in results), 1) for kind in ("new", "baseline", "judge")
+        },
+        "reply_chars": {
+            "new": sum(len(r["new"]) for r in results),
+            "baseline": sum(len(r["baseline"]) for r in results),
+            "judge": sum(len(a) for a in answers),
+        },
+        "prompt_chars_median": sorted(len(r["prompt"]) for r in results)[len(results) // 2] if results else 0,
+        "win_rate": report["win_rate"]["text"],
+        "judge_max_tokens": report.get("judge_max_tokens"),
+        "max_tokens": report.get("max_tokens"),
+    }
+
+
+def _seconds(result: dict[str, Any], kind: str) -> float:
+    value = result.get("seconds", {}).get(kind, 0.0)
+    return float(sum(value) if isinstance(value, list) else value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        folder = Path(tmp)
+        simulate(folder, battles=args.battles)
+        models = models_file(folder, args)
+        before = load_average()
+        seconds, report, stderr = run_replay(folder, models, args)
+        result = figures(seconds, report) | {"load_average": [before, load_average()]}
+    result["setup"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "out"}
+    result["engines"] = [m.group(1) for m in _READY.finditer(stderr)]
+    width = max(len(k) for k in result)
+    for key, value in result.items():
+        print(f"{key:<{width}}  {json.dumps(value, ensure_ascii=False)}")
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
