@@ -20,9 +20,7 @@ import argparse
 import datetime as dt
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -31,13 +29,14 @@ from webui.config import DEFAULT_MODELS_FILE, Settings
 from webui.engine.registry import Registry, build_registry
 from webui.errors import ArenaError
 from webui.judge.calibration import calibrate, report_lines
+from webui.judge.cli_run import picked, run_safely
 from webui.judge.composite import composite, composite_lines
 from webui.judge.label_cli import label, label_prompt
 from webui.judge.prompt import JudgePrompt, choose_judge
 from webui.judge.records import VerdictLog, judged, read_verdicts
 from webui.judge.run import Judge, RunReport, agreement_line, battles_to_judge, judge_battles, slots_of
 from webui.leaderboard.votes.index import VoteIndex
-from webui.progress import Progress, size
+from webui.progress import Progress
 from webui.records.storage import log_files
 from webui.replay.verdicts import FOLDER as REPLAYS
 from webui.replay.verdicts import replayed_judgments
@@ -186,37 +185,28 @@ def _ready(args: argparse.Namespace, prompt: JudgePrompt, registry: Registry, ma
 
 def _judge(args: argparse.Namespace, judge: Judge, model_names: Sequence[str]) -> int:
     prompt = judge.prompt
-    index = VoteIndex(args.log_dir, args.index)
-    try:
-        with Progress("indexing votes", fmt=size) as indexing:
-            battles = battles_to_judge(
-                index,
-                model_names,
-                judged(args.log_dir, judge.name, prompt.version),
-                since=args.since,
-                limit=args.limit,
-                progress=indexing,
-            )
-    finally:
-        index.close()
+    done = judged(args.log_dir, judge.name, prompt.version)
+    battles = picked(
+        args,
+        lambda index, indexing: battles_to_judge(
+            index, model_names, done, since=args.since, limit=args.limit, progress=indexing
+        ),
+    )
     slots = slots_of(judge.backend)
     print(
         f"[{len(battles)} battles to judge with {judge.name} (prompt {prompt.version}), {slots} at a time]",
         file=sys.stderr,
         flush=True,
     )
-    cancel = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C: stop, keep what is written
     verdicts = VerdictLog(args.log_dir, args.server_name)
-    progress = Progress("judging", len(battles), unit="battles")  # a bar on a terminal; nothing in a pipe
-    try:
-        report = judge_battles(
+    report = run_safely(
+        "judging",
+        len(battles),
+        verdicts,
+        lambda cancel, progress: judge_battles(
             judge, battles, verdicts, workers=slots, cancel=cancel, on_progress=partial(_show, progress)
-        )
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        verdicts.close()
-        progress.close()
+        ),
+    )
     return _summary(args, judge, report)
 
 

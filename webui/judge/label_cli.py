@@ -7,22 +7,19 @@ each file keeps one job: this one runs the labelling and says what it did.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import Sequence
 
 from webui.config import Settings
 from webui.errors import ConfigError
+from webui.judge.cli_run import picked, run_safely
 from webui.judge.label_prompt import LabelPrompt
 from webui.judge.labels import LabelLog, label_votes, labelled, votes_to_label
 from webui.judge.run import Judge, RunReport, slots_of
 from webui.leaderboard.votes.declared import Declared
 from webui.leaderboard.votes.declared import load as load_declared
-from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.labels import read_labels
-from webui.progress import Progress, size
 
 
 def label_prompt(args: argparse.Namespace, settings: Settings) -> tuple[Declared, LabelPrompt]:
@@ -43,20 +40,13 @@ def label(
     """Label the votes not labelled yet by this judge with this prompt; 0 done, 1 some failed
     (left for the next run), 130 stopped."""
     declared, prompt = labelling
-    index = VoteIndex(args.log_dir, args.index)
-    try:
-        with Progress("indexing votes", fmt=size) as indexing:
-            votes = votes_to_label(
-                index,
-                model_names,
-                declared,
-                labelled(args.log_dir, judge.name, prompt.version),
-                since=args.since,
-                limit=args.limit,
-                progress=indexing,
-            )
-    finally:
-        index.close()
+    done = labelled(args.log_dir, judge.name, prompt.version)
+    votes = picked(
+        args,
+        lambda index, indexing: votes_to_label(
+            index, model_names, declared, done, since=args.since, limit=args.limit, progress=indexing
+        ),
+    )
     slots = slots_of(judge.backend)
     print(
         f"[{len(votes)} battles to label with {judge.name} into {len(prompt.names)} categories "
@@ -64,18 +54,15 @@ def label(
         file=sys.stderr,
         flush=True,
     )
-    cancel = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C: stop, keep what is written
     log = LabelLog(args.log_dir, args.server_name)
-    progress = Progress("labelling", len(votes), unit="battles")
-    try:
-        report = label_votes(
+    report = run_safely(
+        "labelling",
+        len(votes),
+        log,
+        lambda cancel, progress: label_votes(
             judge, prompt, votes, log, workers=slots, cancel=cancel, on_progress=lambda _: progress.add()
-        )
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        log.close()
-        progress.close()
+        ),
+    )
     return _summary(args, judge, prompt, report)
 
 
