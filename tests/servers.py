@@ -81,6 +81,16 @@ def wait_for(condition: Callable[[], object], timeout_s: float, message: str, ev
         time.sleep(every_s)
 
 
+def answers_ok(url: str) -> bool:
+    """Whether `url` answers 200 now; a server still starting (refused, reset) is a plain no."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def process_group(pgid: int) -> list[int]:
     """Live processes whose process group is `pgid` (an engine's supervisor leads one); zombies are gone."""
     found = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import free_port, wait_for, wait_models_ready
+from tests.servers import answers_ok, free_port, wait_for, wait_models_ready
 from webui.config import PACKAGE_DIR
 
 ROOT = PACKAGE_DIR.parent
@@ -90,7 +90,7 @@ def test_models_on_vllm_and_remote_servers_leave_torch_and_transformers_out_of_t
     with log.open("wb") as out:
         app = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: httpx.get(f"http://127.0.0.1:{remote_port}/health").status_code == 200, 30, "no remote")
+        wait_for(lambda: answers_ok(f"http://127.0.0.1:{remote_port}/health"), 30, "no remote")
         wait_models_ready("the app", app, port, log)
         engines = {n: m["engine"] for n, m in httpx.get(f"http://127.0.0.1:{port}/healthz").json()["models"].items()}
         assert engines["on-vllm"].startswith("vLLM 0.0-stand-in"), engines
