@@ -48,7 +48,7 @@ from webui.arena.rules import draw_pair
 from webui.judge.records import ORDERS, WINNER_OF
 from webui.judge.simulate import judgment
 from webui.leaderboard.stats import scale
-from webui.leaderboard.stats.composite import FRESH, auto_weight, composite_board
+from webui.leaderboard.stats.composite import FRESH, VOTE, auto_weight, composite_board
 
 JUDGES = {"knows (p = 0.7)": 0.7, "guesses (p = 1/3)": 1 / 3}
 JUDGE_ONLY = 1_000  # the newcomer's battles judged with no person's vote, in the `logged + J` source
@@ -64,15 +64,16 @@ class Source:
     accuracy: float
     judge_only: int
     fixed: float | None = None  # a weight set by hand instead of `auto` (a diagnostic row)
-    rows: list[tuple[str, str, str, bool]] = field(default_factory=list)  # model_a, model_b, winner, fresh
+    rows: list[tuple[str, str, str, bool, int]] = field(default_factory=list)  # model_a, model_b, winner, fresh, vote
     weights: list[float] = field(default_factory=list)  # `auto`'s pick at each checkpoint
     right: list[bool] = field(default_factory=list)  # the newcomer's rank right, per checkpoint
 
-    def judge(self, rng: np.random.Generator, a: str, b: str, human: str, fresh: bool = False) -> None:
-        """Both orders; `fresh`: a battle nobody voted on (`human` is the vote a person would cast)."""
+    def judge(self, rng: np.random.Generator, a: str, b: str, human: str, vote: int = -1) -> None:
+        """Both orders of the battle of human vote number `vote`, or of a battle nobody voted on
+        (vote -1, `human` the vote a person would cast): a fresh one."""
         for order in ORDERS:
             mark = judgment(rng, human, order, self.accuracy, 0.0)
-            self.rows.append((a, b, WINNER_OF[order][mark], fresh))
+            self.rows.append((a, b, WINNER_OF[order][mark], vote < 0, vote))
 
 
 @dataclass
@@ -105,9 +106,9 @@ def run(seed: int, votes: int) -> Run:
     def add(a: str, b: str) -> None:
         score = vote(outcomes, a, b)
         tally.add(a, b, score)
-        human_rows.append((a, b, OUTCOME[score]))
         for source in sources.values():
-            source.judge(judging, a, b, OUTCOME[score])
+            source.judge(judging, a, b, OUTCOME[score], vote=len(human_rows))
+        human_rows.append((a, b, OUTCOME[score], len(human_rows)))
 
     for _ in range(HISTORY):
         add(*draw_pair(dict.fromkeys(ESTABLISHED, 1.0), draws))
@@ -116,13 +117,13 @@ def run(seed: int, votes: int) -> Run:
             a, b = NEWCOMER, draws.choice(list(ESTABLISHED))  # (all of weight 1)
             if draws.random() < 0.5:  # sides drawn, as in any battle
                 a, b = b, a
-            source.judge(judging, a, b, OUTCOME[vote(outcomes, a, b)], fresh=True)
+            source.judge(judging, a, b, OUTCOME[vote(outcomes, a, b)])
     humans: list[bool] = []
     done = 0
     while True:
         theta, _ = tally.fit()
         humans.append(_rank(names, theta) == TRUE_RANK)
-        checkpoint(pd.DataFrame(human_rows, columns=["model_a", "model_b", "winner"]), sources)
+        checkpoint(pd.DataFrame(human_rows, columns=["model_a", "model_b", "winner", VOTE]), sources)
         if done + REFRESH > votes:
             break
         evidence = Evidence(
@@ -139,7 +140,7 @@ def run(seed: int, votes: int) -> Run:
 def checkpoint(human: pd.DataFrame, sources: dict[str, Source]) -> None:
     """Each source's composite board (at auto's weight, or its fixed one): the newcomer's rank."""
     for source in sources.values():
-        judged = pd.DataFrame(source.rows, columns=["model_a", "model_b", "winner", FRESH])
+        judged = pd.DataFrame(source.rows, columns=["model_a", "model_b", "winner", FRESH, VOTE])
         chosen = auto_weight(human, judged) if source.fixed is None else None
         weight = chosen.weight if chosen is not None else float(source.fixed or 0.0)
         board = composite_board(human, judged, weight, chosen.fresh_weight if chosen is not None else weight)

@@ -12,9 +12,10 @@ from typing import Any
 import pandas as pd
 
 from webui.judge.calibration import verdict_table
+from webui.judge.records import vote_key
 from webui.judge.run import counted_rows
 from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
-from webui.leaderboard.stats.composite import FRESH, AutoWeight, auto_weight, composite_board
+from webui.leaderboard.stats.composite import FRESH, VOTE, AutoWeight, auto_weight, composite_board
 from webui.leaderboard.votes.index import VoteIndex
 from webui.replay.verdicts import Replayed, replayed_judgments
 
@@ -29,16 +30,20 @@ class Composite:
 
 
 def human_battles(rows: pd.DataFrame) -> pd.DataFrame:
-    """The counted anonymous battle votes of the vote index's `rows`, as the board counts them."""
+    """The counted anonymous battle votes of the vote index's `rows`, as the board counts them,
+    each with its key (VOTE: what a verdict about it names)."""
     if rows.empty:
-        return pd.DataFrame(columns=["model_a", "model_b", "winner"])
-    return counted_rows(rows)[["model_a", "model_b", "winner"]]
+        return pd.DataFrame(columns=["model_a", "model_b", "winner", VOTE])
+    counted = counted_rows(rows)
+    keys = [vote_key(f, o) for f, o in zip(counted["file"], counted["offset"], strict=True)]
+    return counted[["model_a", "model_b", "winner"]].assign(**{VOTE: keys})
 
 
 def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per parsed judgment (each order of each verdict), in the battles table's words."""
+    """One row per parsed judgment (each order of each verdict), in the battles table's words, with
+    the key of the vote it is about (VOTE)."""
     table = verdict_table(verdicts)
-    parts = [table[["model_a", "model_b"]].assign(winner=table[column]) for column in ORDER_COLUMNS]
+    parts = [table[["model_a", "model_b", "vote"]].assign(winner=table[column]) for column in ORDER_COLUMNS]
     judged = pd.concat(parts, ignore_index=True)
     return judged[[outcome(w) is not None for w in judged["winner"]]].reset_index(drop=True)
 

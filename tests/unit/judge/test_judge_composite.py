@@ -154,3 +154,17 @@ def test_verdicts_on_battles_nobody_voted_on_weigh_apart() -> None:
     assert auto_weight(human, both).fresh_weight == 1.0
     guessing = pd.concat([logged.assign(fresh=False), battles(3000, 24, judge="guesses").assign(fresh=True)])
     assert auto_weight(battles(120, 5), guessing.iloc[400:]).fresh_weight == 0.0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_held_out_vote_takes_its_own_verdicts_out_of_the_fit(seed: int) -> None:
+    """A judge that only repeats each vote (both orders) knows nothing people did not say: auto
+    gives it 0. Left in the fit while their vote was held out, those copies predicted it and
+    earned weight 1; a frame without the VOTE column can only be scored that leaky way."""
+    human = battles(1000, seed).drop(columns=["tstamp"]).assign(vote=lambda t: [f"v{i}" for i in range(len(t))])
+    parrot = pd.concat([human, human], ignore_index=True)
+    linked = auto_weight(human, parrot)
+    assert linked.scale is not None and linked.scale.shows_signal
+    assert linked.weight == 0.0, linked.log_loss
+    unlinked = auto_weight(human.drop(columns=["vote"]), parrot.drop(columns=["vote"]))
+    assert unlinked.weight == 1.0 and unlinked.log_loss[1.0] < unlinked.log_loss[0.0] - 1e-4

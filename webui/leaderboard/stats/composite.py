@@ -25,9 +25,16 @@ from webui.leaderboard.stats.scale import BASE, INIT, SCALE
 
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)  # what `auto` tries
 FOLDS = 5
+# held-out losses (nats per vote) this close are one loss, of which auto takes the smallest weight:
+# judgments that only repeat votes already in the fit move it by about 1e-9 (the ridge's share)
+EQUAL_LOSS = 1e-6
 SIGNAL_Z = 3.0  # the judge's scale k must stand this many standard errors above 0 to earn any weight
 COLUMNS = ("model", "rating", "human_battles", "judge_judgments", "provisional")
 FRESH = "fresh"  # a judgments column: true where nobody voted on the battle (a replay's pairs)
+# a column of both frames, where given: which human vote a judgment is about. `auto`'s folds hold a
+# vote's own judgments out with it; left in, a verdict that copies the held-out vote most of the
+# time scores as foresight and earns weight it has not.
+VOTE = "vote"
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,7 @@ def auto_weight(
     judge's model, and it is what tells the board about a model people have barely rated; and a
     verdict on a battle people voted on, which mostly repeats that vote, weighs the one among
     `weights` whose fit best predicts held-out human votes (ties score 0.5; of equal losses the
-    smallest)."""
+    smallest), each vote held out with its own judgments (VOTE)."""
     coded_h, coded_j = _coded(human, judged)
     n = len(coded_h.a)
     if n < folds or not len(coded_j.a):
@@ -104,20 +111,31 @@ def auto_weight(
     if not scale.shows_signal:
         return AutoWeight(0.0, pd.Series(dtype=float, name="log_loss"), scale)
     fold = np.random.default_rng(seed).permutation(n) % folds
+    judged_fold = judgment_folds(human, judged, fold)
     emphasis = sparse_emphasis(coded_h)
     losses = {}
     for w in weights:
         total = 0.0
         for k in range(folds):
             held = fold == k
-            theta = _fit(coded_h, coded_j, row_weights(judged, w, 1.0), ~held)
+            theta = _fit(coded_h, coded_j, np.where(judged_fold == k, 0.0, row_weights(judged, w, 1.0)), ~held)
             p = 1.0 / (1.0 + np.exp(theta[coded_h.b[held]] - theta[coded_h.a[held]]))
             p = np.clip(p, 1e-9, 1 - 1e-9)
             s = coded_h.score[held]
             total -= float(np.sum(emphasis[held] * (s * np.log(p) + (1 - s) * np.log(1 - p))))
         losses[w] = total / float(emphasis.sum())
     series = pd.Series(losses, name="log_loss").sort_index()
-    return AutoWeight(float(series.idxmin()), series, scale, 1.0)
+    smallest = series.index[series <= series.min() + EQUAL_LOSS][0]
+    return AutoWeight(float(smallest), series, scale, 1.0)
+
+
+def judgment_folds(human: pd.DataFrame, judged: pd.DataFrame, fold: np.ndarray) -> np.ndarray:
+    """Each judgment's fold: that of the human vote it is about (the VOTE columns), -1 for one about
+    no vote of `human` (a fresh battle, an uncounted vote) or where either frame lacks the column."""
+    if VOTE not in human or VOTE not in judged:
+        return np.full(len(judged), -1)
+    of_vote = dict(zip(human[VOTE], fold.tolist(), strict=True))
+    return np.array([of_vote.get(v, -1) for v in judged[VOTE]], dtype=int)
 
 
 def row_weights(judged: pd.DataFrame, weight: float, fresh_weight: float) -> np.ndarray:
