@@ -163,10 +163,29 @@ class Batching:
         self._lock = threading.Lock()
         self._requests: dict[str, Request] = {}
         self._closed = threading.Event()
-        with torch.inference_mode():
-            self.manager.start()
+        self._start_loop()
         self._router = threading.Thread(target=self._route, name=f"batching:{name}", daemon=True)
         self._router.start()
+
+    def _start_loop(self) -> None:
+        """The manager's loop, started from a daemon thread: transformers' loop thread takes its
+        daemon flag from its starter, and a non-daemon one keeps a script that never closes its
+        registry from exiting."""
+
+        failed: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                with torch.inference_mode():  # thread-local: the loop runs in the mode of its starter
+                    self.manager.start()
+            except BaseException as exc:  # raised again in the caller's thread, where it belongs
+                failed.append(exc)
+
+        starter = threading.Thread(target=start, name=f"batching-start:{self.name}", daemon=True)
+        starter.start()
+        starter.join()
+        if failed:
+            raise failed[0]
 
     # ---- requests ---------------------------------------------------------------------------
     def submit(
@@ -278,5 +297,4 @@ class Batching:
         """A loop that died (an error in a forward pass) failed its requests; start it again."""
         if not self.manager.is_running() and not self._closed.is_set():
             log.warning("%s: the batching loop had stopped; starting it again", self.name)
-            with torch.inference_mode():
-                self.manager.start()
+            self._start_loop()

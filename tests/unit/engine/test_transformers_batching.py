@@ -3,7 +3,10 @@ the generate() path's answers, requests that end alone, and the fallback with it
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -427,3 +430,41 @@ def test_auto_falling_back_to_transformers_sizes_the_entrys_own_cache(tiny_model
         assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
     finally:
         registry.close()
+
+
+_LEFT_OPEN = """
+import sys
+from pathlib import Path
+from webui.config import Settings
+from webui.engine import collect
+from webui.engine.registry import build_registry
+from webui.types import Message, SamplingParams
+
+folder = Path(sys.argv[2])
+settings = Settings(models_file=Path(sys.argv[1]), log_dir=folder / "logs", cache_dir=folder / "cache",
+                    transformers_batching=True)
+registry = build_registry(settings)
+registry.load("tiny-a")  # in this (the main) thread, as a script or a bench does
+backend = registry.get("tiny-a")
+assert backend.batching is not None, "not on continuous batching"
+text, _ = collect(backend.stream([Message("user", "hi")], SamplingParams(temperature=0, max_new_tokens=4)))
+print("replied", flush=True)
+"""  # and ends without closing the registry
+
+
+def test_a_script_that_never_closes_its_registry_still_exits(tiny_models: Path, tmp_path: Path) -> None:
+    """The manager's loop thread must not keep the interpreter alive (it did: a non-daemon thread)."""
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _LEFT_OPEN, str(tiny_models), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=root,
+        )
+    except subprocess.TimeoutExpired as stuck:
+        pytest.fail(f"the script replied, then never exited: {stuck.stdout!r}")
+    assert done.returncode == 0 and "replied" in done.stdout, done.stderr[-2000:]
