@@ -3,7 +3,7 @@ of their own: `python -m bench.votes.categories`.
 
     python -m bench.votes.categories [--sizes 40,100,200] [--seeds 5] [--categories 3] [--prior-sd 50]
 
-For each size (battles per category) and seed: `webui.leaderboard.simulate.category_battles` (nine
+For each size (battles per category) and seed: `webui.leaderboard.simulate_battles.category_battles` (nine
 models, 4,000 battles outside the categories, each category's true ratings the overall ones plus a
 normal difference of sd 40), the overall board, and each category's board, own and shrunk
 (`webui.leaderboard.stats.shrink`). The figure is the root-mean-square error against the true
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(battles_per_category: int, args: argparse.Namespace) -> dict[str, Any]:
-    from webui.leaderboard.simulate import category_battles
+    from webui.leaderboard.simulate_battles import category_battles
     from webui.leaderboard.stats import ratings
     from webui.leaderboard.stats.shrink import SHRINK_COLUMNS, shrink
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _battles(seed: int, truth: dict[str, float], count: int, tie_share: float) -> pd.DataFrame:
-    from webui.leaderboard.simulate import bt_battles
+    from webui.leaderboard.simulate_battles import bt_battles
 
     models = list(truth)
     rows = bt_battles(np.random.default_rng(seed), models, np.array([truth[m] for m in models]), count, tie_share)

@@ -141,10 +141,10 @@ def room(module: str) -> str | None:
 
 
 def test_every_leaderboard_module_is_in_a_room() -> None:
-    """Beside the rooms, only the map (__init__), the command line and the simulator."""
+    """Beside the rooms, only the map (__init__), the command line and the simulators."""
     top = PACKAGE / "leaderboard"
     assert {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ROOMS)
-    assert {p.name for p in top.glob("*.py")} == {"__init__.py", "__main__.py", "simulate.py"}
+    assert {p.name for p in top.glob("*.py")} == {"__init__.py", "__main__.py", "simulate.py", "simulate_battles.py"}
 
 
 def test_leaderboard_rooms_import_only_their_neighbours() -> None:

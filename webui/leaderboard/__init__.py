@@ -10,6 +10,7 @@
     snapshots/   saved boards and what changed between two
     __main__.py  the command line: `python -m webui.leaderboard LOGDIR`
     simulate.py  a simulated log with known answers: `python -m webui.leaderboard.simulate OUTDIR`
+    simulate_battles.py  battles tables with known ratings, no log (for the statistics' checks)
 
 `votes` and `stats` never import each other; `board` uses both; `snapshots` reads boards. Where
 the rows are stored (SQLite or PostgreSQL) is `webui.db`, below all of them.

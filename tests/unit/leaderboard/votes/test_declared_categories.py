@@ -16,7 +16,8 @@ from tests.records import battle, vote
 from webui.errors import ConfigError
 from webui.leaderboard.__main__ import main
 from webui.leaderboard.board.build import BoardOptions, board_from_index, category_board
-from webui.leaderboard.simulate import category_battles, simulate
+from webui.leaderboard.simulate import simulate
+from webui.leaderboard.simulate_battles import category_battles
 from webui.leaderboard.stats import ratings
 from webui.leaderboard.stats.categories import category_masks
 from webui.leaderboard.stats.shrink import SHRINK_COLUMNS, Z, shrink
