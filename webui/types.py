@@ -33,7 +33,7 @@ class Message:
 @dataclass(frozen=True)
 class Route:
     """Which conversation a request belongs to and for whom, as a router in front of a remote
-    server may read it to keep the conversation on one replica (webui.engine.openai_remote).
+    server may read it to keep the conversation on one replica (webui.engine.remote_backend).
     Both are opaque keyed hashes made by the caller (webui.access.routes), never a name or an
     address; "" when not known."""
 

@@ -21,8 +21,8 @@ from tests.servers import wait_for
 from webui.arena.handlers import Handlers
 from webui.arena.rules import Owner, PaneSettings, Session
 from webui.config import Settings
-from webui.engine.openai_remote import SESSION_HEADERS
 from webui.engine.registry import Registry
+from webui.engine.remote_backend import SESSION_HEADERS
 from webui.models.specs import parse_specs
 from webui.records.events import ClientInfo, NullRecorder
 from webui.services import Services

@@ -19,8 +19,8 @@ from tests.integration.apiserver import STOP_S, RunningServer, serve_app, start_
 from tests.tiny import tiny_models
 from webui.config import Settings
 from webui.engine.base import collect
-from webui.engine.openai_remote import RemoteBackend
 from webui.engine.registry import Registry
+from webui.engine.remote_backend import RemoteBackend
 from webui.models.specs import parse_specs
 from webui.types import Finished, FinishReason, Message, SamplingParams, TextDelta
 

@@ -19,8 +19,9 @@ import httpx
 
 from webui.config import Settings
 from webui.engine.base import ENGINE_EXITED, Slots, Weights
-from webui.engine.openai_remote import CONNECTION_LOST, UNREACHABLE, Health, RemoteBackend
+from webui.engine.remote_backend import RemoteBackend
 from webui.engine.templates import PromptBuilder, Rendered
+from webui.engine.upstream import CONNECTION_LOST, UNREACHABLE, Health
 from webui.errors import ModelNotReady
 from webui.models.specs import ModelSpec
 from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent

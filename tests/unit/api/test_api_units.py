@@ -17,8 +17,8 @@ from webui.api.errors import from_arena, from_finished, from_validation
 from webui.api.responses import Reply, sse_stream
 from webui.api.schemas import MAX_DEPTH, ChatCompletionRequest, CompletionRequest, check_json
 from webui.config import Settings
-from webui.engine.openai_remote import upstream_sampling
 from webui.engine.registry import Registry
+from webui.engine.remote_backend import upstream_sampling
 from webui.errors import ConfigError, ModelNotFound, ModelNotReady, Overloaded, ParamError, PromptTooLong
 from webui.models.specs import load_specs, parse_specs
 from webui.records.events import NullRecorder
