@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webui.arena import rules as arena
-from webui.arena.handlers import GENERIC_FAILURE
+from webui.arena.replies import GENERIC_FAILURE
 from webui.arena.rules import PANE_LABELS, Pane, Reply, Session
 from webui.engine.registry import ModelState, ModelStatus
 from webui.types import VOTES, Finished, FinishReason, Vote

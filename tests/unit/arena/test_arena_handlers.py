@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from tests.tiny import tiny_models
-from webui.arena.handlers import GENERIC_FAILURE, VOTE_NOT_RECORDED, Handlers
+from webui.arena.handlers import Handlers
+from webui.arena.replies import GENERIC_FAILURE
 from webui.arena.rules import Owner, PaneSettings, Refused, Session
+from webui.arena.voting import VOTE_NOT_RECORDED
 from webui.config import Settings
 from webui.engine.base import Backend, Weights
 from webui.engine.registry import Registry, build_registry
@@ -270,7 +272,7 @@ def test_a_failing_model_shows_a_generic_message_in_its_pane_only() -> None:
 
 
 def test_failure_messages_never_name_the_model() -> None:
-    from webui.arena.handlers import failure_message
+    from webui.arena.replies import failure_message
     from webui.errors import ModelNotReady, Overloaded
 
     for exc in (Overloaded("secret-model", 3.0), ModelNotReady("secret-model is not ready"), KeyError("secret-model")):

@@ -217,9 +217,9 @@ def test_the_voter_is_told_when_a_stopped_reply_keeps_the_vote_off_the_leaderboa
 
 def test_the_generic_failure_message_is_defined_once() -> None:
     """The pane shows the handlers' own text, never the exception's."""
-    from webui.arena import handlers as arena_handlers
+    from webui.arena import replies
 
-    assert views.GENERIC_FAILURE is arena_handlers.GENERIC_FAILURE
+    assert views.GENERIC_FAILURE is replies.GENERIC_FAILURE
     services = fake_services({"x": {"fail": "late"}, "y": {}})
     session = drain(Handlers(services).send(None, "side_by_side", "hi", OWN, ME, CLIENT, models=["x", "y"]))[-1]
     shown = views.reply_markdown(session.panes[0].turns[-1].reply)
