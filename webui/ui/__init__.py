@@ -5,8 +5,9 @@ statuses are never part of the page config: a timer fills them in, and only for 
 the Battle tab gets counts alone, so its page never names a model before the vote.
 
 The three chat tabs are one layout (webui/ui/chat_layout.py), one set of named inputs
-(webui/ui/chat_inputs.py) and one wiring (webui/ui/tab.py), with different modes and pane counts;
-the page's stylesheet and keys come from webui/ui/page.py.
+(webui/ui/chat_inputs.py), one view (webui/ui/chat_view.py) and one wiring (webui/ui/tab.py, with
+the pane events in webui/ui/chat_panes.py), with different modes and pane counts; the page's
+stylesheet and keys come from webui/ui/page.py.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from webui.records.events import Mode
 from webui.records.prepared import PreparedPairs
 from webui.ui import page, preview, views
 from webui.ui.about import build_about_tab
+from webui.ui.chat_layout import ChatLayout
 from webui.ui.common import INTERNAL, in_order, owner_of, progress_on
 from webui.ui.leaderboard_tab import build_leaderboard_tab, leaderboard_view, pairing_evidence
-from webui.ui.tab import ChatTab, build_tab
+from webui.ui.tab import build_tab
 
 if TYPE_CHECKING:
     from webui.leaderboard.board.view import LeaderboardView
@@ -67,7 +69,7 @@ def build_ui(services: Services, handlers: Handlers | None = None, board: Leader
         current = gr.State("battle")
         seen = gr.State(None)  # what the status outputs last showed, so that unchanged ones are skipped
         tab_blocks: dict[str, gr.Tab] = {}
-        chats: dict[Mode, ChatTab] = {}
+        chats: dict[Mode, ChatLayout] = {}
         # Gradio's default hides the tabs that do not fit behind "⋯": on a phone that was Leaderboard
         # and About. Wrapped, every tab's name shows (two rows at 390 px, one on a desktop).
         with gr.Tabs(selected="battle", overflow_behavior="wrap") as tabs:
@@ -84,13 +86,13 @@ def build_ui(services: Services, handlers: Handlers | None = None, board: Leader
     return blocks
 
 
-def _install_page(chats: Sequence[ChatTab]) -> None:
+def _install_page(chats: Sequence[ChatLayout]) -> None:
     """The stylesheet and the keys: Esc presses the Stop of the tab on show, 1-4 its votes."""
     keys: dict[str, list[str]] = {}
     for chat in chats:
-        for button, vote in zip(chat.ui.votes, chat.kind.votes, strict=True):
+        for button, vote in zip(chat.votes, chat.kind.votes, strict=True):
             keys.setdefault(vote.key, []).append(button.elem_id or "")
-    page.install([c.ui.stop.elem_id or "" for c in chats], keys, [c.ui.text.elem_id or "" for c in chats])
+    page.install([c.stop.elem_id or "" for c in chats], keys, [c.text.elem_id or "" for c in chats])
 
 
 @dataclass(frozen=True)
@@ -124,16 +126,16 @@ def _wire_status(
     tabs: gr.Tabs,
     current: gr.State,
     seen: gr.State,
-    chats: Mapping[Mode, ChatTab],
+    chats: Mapping[Mode, ChatLayout],
     tab_blocks: Mapping[str, gr.Tab],
 ) -> None:
-    sbs, direct = chats["side_by_side"].ui, chats["direct"].ui
+    sbs, direct = chats["side_by_side"], chats["direct"]
     (direct_model,) = direct.dropdowns
-    battle_prepared = chats["battle"].ui.prepared
+    battle_prepared = chats["battle"].prepared
     assert battle_prepared is not None, "the Battle tab has a prepared-question button"
     drawn = StatusOutputs(
         seen=seen,
-        battle=chats["battle"].ui.status,
+        battle=chats["battle"].status,
         battle_prepared=battle_prepared,
         side_by_side=sbs.status,
         sbs_models=sbs.dropdowns,
@@ -142,7 +144,7 @@ def _wire_status(
     )
     status_outputs = drawn.components()
     dropdowns = [*sbs.dropdowns, *direct.dropdowns]
-    states, modes = [c.ui.state for c in chats.values()], list(chats)
+    states, modes = [c.state for c in chats.values()], list(chats)
     quiet = progress_on(gr.HTML(visible=False))
 
     def refresh(tab: str, last: Any, *chosen: str | None) -> list[Any]:
