@@ -3,9 +3,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
-# Two pytest workers (pytest-xdist), a test file each: 40% of a one-process run's time was spent
-# waiting on servers starting and models loading; a file stays on one worker, so a module's
-# servers start once. TEST_WORKERS=0 runs in one process.
+# Two pytest workers (pytest-xdist): 40% of a one-process run's time was spent waiting on servers
+# starting and models loading. Tests go by groups (tests/conftest.py): a file stays on one worker,
+# so a module's servers start once, and the demo models load on one. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 
 .PHONY: run test install bench lint clean

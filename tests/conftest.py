@@ -90,3 +90,38 @@ def demo_registry():
     assert registry.wait_idle(480), "demo models did not finish loading"  # under the 600 s test timeout
     yield registry
     registry.close()
+
+
+# The test files that use the real demo models: `make test`'s two workers give them all to one
+# worker, so that the models load (and on a new machine dequantise) once, not on both at once.
+DEMO_FILES = frozenset(
+    {
+        "tests/integration/test_demo_models.py",
+        "tests/integration/test_ui_demo.py",
+        "tests/unit/engine/test_folder_tokenizer.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unlisted = sorted(
+        {i.nodeid.split("::")[0] for i in items if "demo_registry" in getattr(i, "fixturenames", ())} - DEMO_FILES
+    )
+    if unlisted:
+        raise pytest.UsageError(f"{', '.join(unlisted)} use demo_registry: add them to DEMO_FILES in tests/conftest.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """--dist loadfile (`make test`), with the files of DEMO_FILES as one: a file's tests stay on
+    one worker, so its module's servers start once. (xdist's loadgroup marks would do it, but
+    xdist 3.8 sets a node id attribute that pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DemoFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::")[0]
+            return "demo-models" if file in DEMO_FILES else file
+
+    return DemoFilesTogether(config, log)
