@@ -2,16 +2,18 @@
 
 A human vote weighs 1; a judge's verdict on a battle weighs w, split between its two orders
 (w/2 each: the two are one verdict asked twice). The fit is the board's own on the summed
-outcome counts, so w = 0 is the human board exactly. `auto_weight` picks w by how well the fit
-predicts human votes it did not see (k-fold, log-loss), once the judge's own scale k (its
-log-odds over people's, fitted beside the ratings) stands clearly above 0: a judge that guesses
-gets w = 0; one that knows what people prefer earns weight, most where human votes are few. A model with verdicts but no counted human vote is marked
-provisional: its rating rests on the judge alone. Pure numpy/pandas.
-"""
+outcome counts, so w = 0 is the human board exactly. A verdict's win probability is on the
+judge's own scale k (its log-odds over people's), calibrated on every verdict whatever its weight
+(`calibrated`), and the ratings are fitted at that k. `auto_weight` picks w by how well the fit
+predicts human votes it did not see (k-fold, log-loss, a vote held out with its own verdicts),
+once k stands clearly above 0: a judge that guesses gets w = 0; one that knows what people prefer
+earns weight, most where human votes are few. A model with verdicts but no counted human vote is
+marked provisional: its rating rests on the judge alone. Pure numpy/pandas."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -74,7 +76,9 @@ def composite_board(
     if not models:
         return pd.DataFrame(columns=list(COLUMNS))
     weights = row_weights(judged, weight, fresh_weight)
-    theta = _fit(coded_h, coded_j, weights, np.ones(len(coded_h.a), dtype=bool))
+    everyone, every_judgment = np.ones(len(coded_h.a), dtype=bool), np.ones(len(coded_j.a), dtype=bool)
+    k = calibrated(coded_h, coded_j, everyone, every_judgment) if weights.any() else 1.0
+    theta = _fit(coded_h, coded_j, weights, everyone, k)
     human_n = np.bincount(coded_h.a, minlength=len(models)) + np.bincount(coded_h.b, minlength=len(models))
     counted = weights > 0  # a judgment weighing nothing is not in the fit
     judge_n = (np.bincount(coded_j.a, counted, len(models)) + np.bincount(coded_j.b, counted, len(models))).astype(int)
@@ -102,7 +106,8 @@ def auto_weight(
     judge's model, and it is what tells the board about a model people have barely rated; and a
     verdict on a battle people voted on, which mostly repeats that vote, weighs the one among
     `weights` whose fit best predicts held-out human votes (ties score 0.5; of equal losses the
-    smallest), each vote held out with its own judgments (VOTE)."""
+    smallest), each vote held out with its own judgments (VOTE). In every fold the judge's scale
+    is calibrated on what the fold keeps (`calibrated`)."""
     coded_h, coded_j = _coded(human, judged)
     n = len(coded_h.a)
     if n < folds or not len(coded_j.a):
@@ -113,14 +118,16 @@ def auto_weight(
     fold = np.random.default_rng(seed).permutation(n) % folds
     judged_fold = judgment_folds(human, judged, fold)
     emphasis = sparse_emphasis(coded_h)
+    # each fold's k, from what the fold keeps: the same at every weight
+    scales = [calibrated(coded_h, coded_j, fold != f, judged_fold != f) for f in range(folds)]
     losses = {}
     for w in weights:
         total = 0.0
         for k in range(folds):
             held = fold == k
-            theta = _fit(coded_h, coded_j, np.where(judged_fold == k, 0.0, row_weights(judged, w, 1.0)), ~held)
-            p = 1.0 / (1.0 + np.exp(theta[coded_h.b[held]] - theta[coded_h.a[held]]))
-            p = np.clip(p, 1e-9, 1 - 1e-9)
+            weighed = np.where(judged_fold == k, 0.0, row_weights(judged, w, 1.0))
+            theta = _fit(coded_h, coded_j, weighed, ~held, scales[k])
+            p = np.clip(1.0 / (1.0 + np.exp(theta[coded_h.b[held]] - theta[coded_h.a[held]])), 1e-9, 1 - 1e-9)
             s = coded_h.score[held]
             total -= float(np.sum(emphasis[held] * (s * np.log(p) + (1 - s) * np.log(1 - p))))
         losses[w] = total / float(emphasis.sum())
@@ -173,14 +180,25 @@ def _coded(human: pd.DataFrame, judged: pd.DataFrame) -> tuple[Coded, Coded]:
     )
 
 
-def _fit(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray) -> np.ndarray:
+def _fit(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray, k: float) -> np.ndarray:
     """The strengths on the human votes' scale (`keep` of them) and, each weighing its weight/2 per
-    order, the judgments on a scale of the judge's own (`fit_scaled`)."""
+    order, the judgments at the judge's scale `k` (`calibrated`)."""
     g_h, g_j = _grouped(human, judged, weights, keep)
     theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
     if not weights.any():
         return theta
-    return fit_scaled(g_h, g_j, theta).theta
+    return fit_scaled(g_h, g_j, theta, k=k).theta
+
+
+def calibrated(human: Coded, judged: Coded, keep: np.ndarray, counted: np.ndarray) -> float:
+    """The judge's scale k on the `keep` votes and every `counted` judgment at full weight, whatever
+    they weigh toward the ratings: a verdict on a battle people voted on adds little to a rating
+    but tells how far the judge's preferences follow people's; without it, a replay's verdicts,
+    all about one new model, would have to find k and that model's rating at once."""
+    if not counted.any():
+        return 1.0
+    g_h, g_all = _grouped(human, judged, counted.astype(float), keep)
+    return fit_scaled(g_h, g_all, fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))).k
 
 
 def _grouped(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray) -> tuple[Grouped, Grouped]:
@@ -197,13 +215,13 @@ class Scaled(NamedTuple):
     k_se: float  # from the negative Hessian at the optimum (inf where it cannot be inverted)
 
 
-def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> Scaled:
+def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray, k: float | None = None) -> Scaled:
     """(theta, k) maximising the human votes' Bradley-Terry log-likelihood in theta plus the
     judgments' with win probability sigmoid(k (theta_a - theta_b)): a judge that prefers the
     better reply less often than people do (k < 1), or at random (k near 0), then tells the order
     of the models without pulling their ratings together. Newton's method on (theta, k) from
     `start` and k = 1 (the objective is concave in theta at fixed k and in k at fixed theta;
-    step halving keeps each step uphill)."""
+    step halving keeps each step uphill). With `k` given, theta alone at that k (its k_se: nan)."""
     n = len(human.models)
     a_h, b_h, a_j, b_j = human.outcomes[:, 0], human.outcomes[:, 1], judged.outcomes[:, 0], judged.outcomes[:, 1]
 
@@ -241,25 +259,12 @@ def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> Scaled:
     # there Newton on both. k first: the objective is not concave in both at once (k times a
     # difference), and a guessing judge's many verdicts at k = 1 would pull every rating to 0, a
     # local optimum with k far from 0. (From theta = 0, k has no slope: `start` is people's fit.)
-    def part(x: np.ndarray, keep: slice, free: np.ndarray) -> np.ndarray:
-        whole = x.copy()
-        whole[keep] = free
-        return whole
-
+    if k is not None:
+        theta = _maximise_block(objective, derivatives, np.append(start, k), slice(0, n), tol=1e-9)
+        return Scaled(theta, k, math.nan)
     x = np.append(start, 1.0)
     for keep in (slice(n, n + 1), slice(0, n)) * 3:
-        fixed = x.copy()
-
-        def block_objective(free: np.ndarray, fixed: np.ndarray = fixed, keep: slice = keep) -> float:
-            return objective(part(fixed, keep, free))
-
-        def block_derivatives(
-            free: np.ndarray, fixed: np.ndarray = fixed, keep: slice = keep
-        ) -> tuple[np.ndarray, np.ndarray]:
-            gradient, hessian = derivatives(part(fixed, keep, free))
-            return gradient[keep], hessian[keep, keep]
-
-        x[keep] = newton.maximise(block_objective, block_derivatives, x[keep], tol=1e-6)
+        x[keep] = _maximise_block(objective, derivatives, x, keep, tol=1e-6)
     x = newton.maximise(objective, derivatives, x, tol=1e-9, max_iter=200)
     _, hessian = derivatives(x)
     try:
@@ -267,6 +272,28 @@ def fit_scaled(human: Grouped, judged: Grouped, start: np.ndarray) -> Scaled:
     except np.linalg.LinAlgError:
         k_variance = math.inf
     return Scaled(x[:n], float(x[n]), math.sqrt(k_variance) if k_variance > 0 else math.inf)
+
+
+def _maximise_block(
+    objective: Callable[[np.ndarray], float],
+    derivatives: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    x: np.ndarray,
+    keep: slice,
+    tol: float,
+) -> np.ndarray:
+    """x[keep] maximising `objective` with the rest of x held where it is (Newton on the block)."""
+    fixed = x.copy()
+
+    def whole(free: np.ndarray) -> np.ndarray:
+        point = fixed.copy()
+        point[keep] = free
+        return point
+
+    def block_derivatives(free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gradient, hessian = derivatives(whole(free))
+        return gradient[keep], hessian[keep, keep]
+
+    return newton.maximise(lambda free: objective(whole(free)), block_derivatives, x[keep], tol=tol)
 
 
 def _log_likelihood(diff: np.ndarray, g: Grouped) -> float:
