@@ -41,6 +41,7 @@ class FakeBackend(Backend):
         self.around: tuple[str, str] = cfg.get("around", ("", ""))
         self.speed = cfg.get("speed", 50.0)
         self.after: threading.Event | None = cfg.get("after")
+        self.silent_cancel = cfg.get("silent_cancel", False)
         self.open_streams = 0
         self.calls = 0
 
@@ -67,7 +68,8 @@ class FakeBackend(Backend):
                     pass
                 for n in range(words):
                     if cancel.wait(self.delay):
-                        yield Finished(FinishReason.CANCELLED, completion_tokens=n)
+                        if not self.silent_cancel:  # (a stream closed under it sends nothing more)
+                            yield Finished(FinishReason.CANCELLED, completion_tokens=n)
                         return
                     yield TextDelta(f"w{n} ")
                 if self.fail == "late":
@@ -246,8 +248,12 @@ def test_a_server_stop_ends_a_running_battle_as_stop_does_and_every_later_run_at
     assert all(p.turns[-1].reply.stopped for p in later.panes)
 
 
-def test_closing_the_generator_like_a_closed_tab_stops_the_models() -> None:
-    services = fake_services({"a": {"delay": 0.05, "words": 1000}, "b": {"delay": 0.05, "words": 1000}})
+@pytest.mark.parametrize("silent", [False, True], ids=["ends-with-finished", "ends-without-finished"])
+def test_closing_the_generator_like_a_closed_tab_stops_the_models(silent: bool) -> None:
+    """Each stopped reply gets one chat record, stopped, whether its stream sent its Finished event
+    on the way out or not (then the run's end marks it stopped)."""
+    long = {"delay": 0.05, "words": 1000, "silent_cancel": silent}
+    services = fake_services({"a": long, "b": long})
     stream = Handlers(services).send(None, "battle", "go", OWN, ME, CLIENT)
     for session in stream:
         if all(p.turns[-1].reply.text for p in session.panes):
@@ -255,6 +261,7 @@ def test_closing_the_generator_like_a_closed_tab_stops_the_models() -> None:
     stream.close()
     assert all(b.open_streams == 0 for b in services.backends.values())
     assert all(p.turns[-1].reply.stopped for p in session.panes) and session.running is None
+    assert [c.finished.reason for c in services.recorder.chats] == [FinishReason.CANCELLED] * 2
 
 
 def test_a_failing_model_shows_a_generic_message_in_its_pane_only() -> None:
