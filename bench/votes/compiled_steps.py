@@ -5,7 +5,7 @@
 
 For one simulated log of current-format votes (features and identity check written with each
 vote, as the app writes them: webui.leaderboard.simulate), a cold `VoteIndex.catch_up` in a fresh
-process (bench.votes's `index` step) with every compiled module, then without each one in turn,
+process (bench.votes.scale's `index` step) with every compiled module, then without each one in turn,
 then with none: the module is made unimportable for that process and its workers (a
 `sitecustomize` on PYTHONPATH refuses it), so the index runs the Python fallback a build without a
 compiler runs. Last, the same votes without the keys written with them (as older logs and
@@ -123,10 +123,15 @@ def _recorded(env: dict[str, str]) -> dict[str, float]:
 
 
 def _bench_votes(env: Any, *step: str) -> dict[str, Any]:
-    """bench.votes's step in a fresh interpreter with `env`: its result, wall time and peak memory."""
+    """bench.votes.scale's step in a fresh interpreter with `env`: its result, wall time and peak memory."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "bench.votes", *step], capture_output=True, text=True, check=False, cwd=ROOT, env=env
+        [sys.executable, "-m", "bench.votes.scale", *step],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"step {step[0]} failed: {done.stderr[-2000:]}")
