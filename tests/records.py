@@ -1,5 +1,5 @@
 """Building recorder events in tests: conversations, chat events and votes with real value types;
-and the indexed rows of a simulated log."""
+the indexed rows of a simulated log; and small battles tables written out by hand."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from webui.leaderboard.simulate import simulate
@@ -82,3 +83,15 @@ def simulated_rows(logs: Path, battles: int, **simulation: Any) -> pd.DataFrame:
     rows = index.rows()
     index.close()
     return rows
+
+
+def battle_table(rows: Sequence[tuple[str, str, str]]) -> pd.DataFrame:
+    """A battles table (model_a, model_b, winner) from (a, b, winner) rows, one second apart."""
+    return pd.DataFrame(
+        {
+            "model_a": [r[0] for r in rows],
+            "model_b": [r[1] for r in rows],
+            "winner": [r[2] for r in rows],
+            "tstamp": np.arange(len(rows), dtype=float),
+        }
+    )

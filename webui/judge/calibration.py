@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from webui.judge.records import vote_key
+from webui.judge.records import vote_keys
 from webui.leaderboard.stats.agreement import Agreement, BoardAgreement, agreement, as_shown, board_agreement, outcome
 from webui.leaderboard.stats.categories import category_masks
 from webui.leaderboard.stats.position import PositionTerm, position_term
@@ -55,8 +55,7 @@ def calibrate(
     """The judge's figures; `rows`: the vote index's (VoteIndex.rows), for the categories."""
     table = verdict_table(verdicts).drop_duplicates("vote", keep="last")
     if len(rows):
-        keys = [vote_key(f, o) for f, o in zip(rows["file"], rows["offset"], strict=True)]
-        rows = rows.assign(vote=keys).drop_duplicates("vote", keep="last")
+        rows = rows.assign(vote=vote_keys(rows)).drop_duplicates("vote", keep="last")
         with_rows = table.merge(rows[["vote", "turn", "language", "coding", "long_prompt"]], on="vote", how="inner")
     else:
         with_rows = table.iloc[0:0]

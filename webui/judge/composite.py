@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from webui.judge.calibration import verdict_table
-from webui.judge.records import vote_key
+from webui.judge.records import vote_keys
 from webui.judge.run import counted_rows
 from webui.leaderboard.stats.agreement import ORDER_COLUMNS, outcome
 from webui.leaderboard.stats.composite import FRESH, VOTE, AutoWeight, auto_weight, composite_board
@@ -35,8 +35,7 @@ def human_battles(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=["model_a", "model_b", "winner", VOTE])
     counted = counted_rows(rows)
-    keys = [vote_key(f, o) for f, o in zip(counted["file"], counted["offset"], strict=True)]
-    return counted[["model_a", "model_b", "winner"]].assign(**{VOTE: keys})
+    return counted[["model_a", "model_b", "winner"]].assign(**{VOTE: vote_keys(counted)})
 
 
 def judged_battles(verdicts: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from webui.judge.label_prompt import LabelPrompt
-from webui.judge.records import vote_key
+from webui.judge.records import vote_keys
 from webui.judge.run import Judge, RunReport, counted_rows, run_each
 from webui.leaderboard.votes.declared import Declared, first_prompt
 from webui.leaderboard.votes.index import VoteIndex
@@ -67,8 +67,7 @@ def votes_to_label(
     rows = counted_rows(rows)
     if since is not None:
         rows = rows[rows["tstamp"] >= since]
-    keys = [vote_key(file, offset) for file, offset in zip(rows["file"], rows["offset"], strict=True)]
-    rows = rows.assign(_key=keys)
+    rows = rows.assign(_key=vote_keys(rows))
     rows = rows[~rows["_key"].isin(skip)].sort_values("tstamp", kind="stable").reset_index(drop=True)
     chosen: list[Unlabelled] = []
     for start in range(0, len(rows), CHUNK):

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webui.records.storage import AppendLog, encode, iter_lines
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 JUDGE_SUFFIX = "-judge.json"
 RECORD_TYPE = "judge"
@@ -53,6 +56,11 @@ def vote_key(file: str, offset: int) -> str:
     """Which vote a verdict is about: the vote's place in its log file. Logs are append-only, so
     the place is stable, and every log has one (FastChat's have no battle ids)."""
     return f"{file}@{int(offset)}"
+
+
+def vote_keys(rows: pd.DataFrame) -> list[str]:
+    """`vote_key` of each of the vote index's `rows` (its file and offset columns), in order."""
+    return [vote_key(file, offset) for file, offset in zip(rows["file"], rows["offset"], strict=True)]
 
 
 def verdict_record(

@@ -27,7 +27,7 @@ import pandas as pd
 
 from webui.engine.base import Backend
 from webui.judge.prompt import JudgePrompt, parse_verdict, verdict_line_end
-from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_key
+from webui.judge.records import ORDERS, Asked, VerdictLog, verdict_record, vote_keys
 from webui.leaderboard.votes.index import VoteIndex
 from webui.leaderboard.votes.rows import counted, drop_reasons
 from webui.progress import Progress
@@ -73,11 +73,7 @@ def battles_to_judge(
     rows = counted_rows(rows)
     if since is not None:
         rows = rows[rows["tstamp"] >= since]
-    keys = pd.Series(
-        [vote_key(file, offset) for file, offset in zip(rows["file"], rows["offset"], strict=True)],
-        index=rows.index,
-        dtype=object,
-    )
+    keys = pd.Series(vote_keys(rows), index=rows.index, dtype=object)
     rows = rows[~keys.isin(skip)].sort_values("tstamp", kind="stable")
     chosen: list[Battle] = []
     # Each vote's own line, a few hundred at a time: a limit stops the reading early.

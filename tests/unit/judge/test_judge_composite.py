@@ -151,7 +151,7 @@ def test_verdicts_on_battles_nobody_voted_on_weigh_apart() -> None:
     apart = composite_board(human, both, 0.0, 1.0).set_index("model")
     coded_h, coded_j = composite._coded(human, both)
     everyone, every = np.ones(len(human), dtype=bool), np.ones(len(both), dtype=bool)
-    k = composite.calibrated(coded_h, coded_j, everyone, every)
+    k = composite.calibrated(coded_h, coded_j, everyone, every).k
     g_h, g_fresh = composite._grouped(coded_h, coded_j, both["fresh"].to_numpy(float), everyone)
     theta = composite.fit_scaled(g_h, g_fresh, fit_bt(g_h.outcomes, g_h.score, g_h.weight, 4), k=k).theta
     points = dict(zip(coded_h.models, theta * SCALE / math.log(BASE), strict=True))

@@ -77,7 +77,7 @@ def composite_board(
         return pd.DataFrame(columns=list(COLUMNS))
     weights = row_weights(judged, weight, fresh_weight)
     everyone, every_judgment = np.ones(len(coded_h.a), dtype=bool), np.ones(len(coded_j.a), dtype=bool)
-    k = calibrated(coded_h, coded_j, everyone, every_judgment) if weights.any() else 1.0
+    k = calibrated(coded_h, coded_j, everyone, every_judgment).k if weights.any() else 1.0
     theta = _fit(coded_h, coded_j, weights, everyone, k)
     human_n = np.bincount(coded_h.a, minlength=len(models)) + np.bincount(coded_h.b, minlength=len(models))
     counted = weights > 0  # a judgment weighing nothing is not in the fit
@@ -119,7 +119,7 @@ def auto_weight(
     judged_fold = judgment_folds(human, judged, fold)
     emphasis = sparse_emphasis(coded_h)
     # each fold's k, from what the fold keeps: the same at every weight
-    scales = [calibrated(coded_h, coded_j, fold != f, judged_fold != f) for f in range(folds)]
+    scales = [calibrated(coded_h, coded_j, fold != f, judged_fold != f).k for f in range(folds)]
     losses = {}
     for w in weights:
         total = 0.0
@@ -152,13 +152,8 @@ def row_weights(judged: pd.DataFrame, weight: float, fresh_weight: float) -> np.
 
 
 def judge_scale(human: Coded, judged: Coded) -> Scale:
-    """k and its standard error from `fit_scaled` on every vote, each verdict weighing 1 (w/2 per
-    order at w = 1): the curvature of the log-likelihood at its optimum, the ratings profiled out."""
-    everything = np.ones(len(human.a), dtype=bool)
-    g_h, g_j = _grouped(human, judged, np.ones(len(judged.a)), everything)
-    theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
-    fitted = fit_scaled(g_h, g_j, theta)
-    return Scale(fitted.k, fitted.k_se)
+    """k and its standard error on every vote and every verdict (`calibrated`)."""
+    return calibrated(human, judged, np.ones(len(human.a), dtype=bool), np.ones(len(judged.a), dtype=bool))
 
 
 def sparse_emphasis(human: Coded) -> np.ndarray:
@@ -190,15 +185,18 @@ def _fit(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray, k: 
     return fit_scaled(g_h, g_j, theta, k=k).theta
 
 
-def calibrated(human: Coded, judged: Coded, keep: np.ndarray, counted: np.ndarray) -> float:
-    """The judge's scale k on the `keep` votes and every `counted` judgment at full weight, whatever
-    they weigh toward the ratings: a verdict on a battle people voted on adds little to a rating
-    but tells how far the judge's preferences follow people's; without it, a replay's verdicts,
-    all about one new model, would have to find k and that model's rating at once."""
+def calibrated(human: Coded, judged: Coded, keep: np.ndarray, counted: np.ndarray) -> Scale:
+    """The judge's scale k, with its standard error, from `fit_scaled` on the `keep` votes and every
+    `counted` judgment at full weight (w/2 per order at w = 1), whatever they weigh toward the
+    ratings: a verdict on a battle people voted on adds little to a rating but tells how far the
+    judge's preferences follow people's; without it, a replay's verdicts, all about one new model,
+    would have to find k and that model's rating at once. (k's error: the curvature of the
+    log-likelihood at its optimum, the ratings profiled out.)"""
     if not counted.any():
-        return 1.0
+        return Scale(1.0, math.inf)
     g_h, g_all = _grouped(human, judged, counted.astype(float), keep)
-    return fit_scaled(g_h, g_all, fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))).k
+    fitted = fit_scaled(g_h, g_all, fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models)))
+    return Scale(fitted.k, fitted.k_se)
 
 
 def _grouped(human: Coded, judged: Coded, weights: np.ndarray, keep: np.ndarray) -> tuple[Grouped, Grouped]:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.records import battle_table
 from webui.leaderboard.board.build import BoardOptions, build_board
 from webui.leaderboard.stats import battle_codes, bradley_terry, ratings
 from webui.leaderboard.stats import elo as elo_module
@@ -15,19 +16,8 @@ from webui.leaderboard.votes.rows import Hygiene, battles_frame, counted
 from webui.records.identity import identity_words
 
 
-def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "model_a": [r[0] for r in rows],
-            "model_b": [r[1] for r in rows],
-            "winner": [r[2] for r in rows],
-            "tstamp": np.arange(len(rows), dtype=float),
-        }
-    )
-
-
 def test_online_elo_follows_the_k4_update():
-    elo = elo_module.online_elo(frame([("a", "b", "model_a"), ("a", "b", "model_b")]))
+    elo = elo_module.online_elo(battle_table([("a", "b", "model_a"), ("a", "b", "model_b")]))
     first = 1000 + 4 * 0.5  # equal ratings: expected score 0.5
     expected_b = 1 / (1 + 10 ** ((first - (2000 - first)) / 400))
     b_after = (2000 - first) + 4 * (1 - expected_b)
@@ -38,15 +28,15 @@ def test_online_elo_follows_the_k4_update():
 def test_ties_count_half():
     """One win and one tie: a 0.75 share, so the MLE gap is 400 * log10(3) (the ridge moves it by
     far less than a point)."""
-    bt = bradley_terry.bradley_terry(frame([("a", "b", "model_a"), ("b", "a", "tie (bothbad)")]))
+    bt = bradley_terry.bradley_terry(battle_table([("a", "b", "model_a"), ("b", "a", "tie (bothbad)")]))
     assert bt["a"] - bt["b"] == pytest.approx(400 * math.log10(3), abs=0.5)
     assert bt.mean() == pytest.approx(1000)
-    only_ties = bradley_terry.bradley_terry(frame([("a", "b", "tie"), ("b", "c", "tie")]))
+    only_ties = bradley_terry.bradley_terry(battle_table([("a", "b", "tie"), ("b", "c", "tie")]))
     assert only_ties.max() - only_ties.min() == pytest.approx(0, abs=1e-6)
 
 
 def test_an_unbeaten_model_gets_a_finite_rating():
-    bt = bradley_terry.bradley_terry(frame([("a", "b", "model_a")] * 5 + [("b", "c", "model_a")] * 5))
+    bt = bradley_terry.bradley_terry(battle_table([("a", "b", "model_a")] * 5 + [("b", "c", "model_a")] * 5))
     assert np.isfinite(bt).all() and bt["a"] > bt["b"] > bt["c"]
 
 
@@ -57,7 +47,7 @@ def test_bradley_terry_recovers_strengths():
         p = 1 / (1 + 10 ** ((true[y] - true[x]) / 400))
         wins = round(n * p)
         rows += [(x, y, "model_a")] * wins + [(y, x, "model_a")] * (n - wins)  # side does not matter
-    bt = bradley_terry.bradley_terry(frame(rows))
+    bt = bradley_terry.bradley_terry(battle_table(rows))
     for model, value in true.items():
         assert bt[model] == pytest.approx(value, abs=5)
 
@@ -69,7 +59,7 @@ def test_rank_counts_models_whose_interval_is_entirely_above():
 
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
-    battles = frame([("a", "b", "model_a")] * 30 + [("a", "b", "model_b")] * 10 + [("b", "c", "tie")] * 20)
+    battles = battle_table([("a", "b", "model_a")] * 30 + [("a", "b", "model_b")] * 10 + [("b", "c", "tie")] * 20)
     first = bradley_terry.bootstrap_bt(battles, rounds=50, seed=3)
     assert first.equals(bradley_terry.bootstrap_bt(battles, rounds=50, seed=3))
     assert not first.equals(bradley_terry.bootstrap_bt(battles, rounds=50, seed=4))
@@ -80,15 +70,15 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate():
 
 
 def test_without_rounds_the_interval_is_the_point():
-    table = ratings.leaderboard(frame([("a", "b", "model_a"), ("a", "b", "model_b")] * 3), rounds=0)
+    table = ratings.leaderboard(battle_table([("a", "b", "model_a"), ("a", "b", "model_b")] * 3), rounds=0)
     assert (table["lower"] == table["rating"]).all() and (table["upper"] == table["rating"]).all()
-    assert list(ratings.leaderboard(frame([]).astype({"model_a": str}), rounds=10).columns) == list(
+    assert list(ratings.leaderboard(battle_table([]).astype({"model_a": str}), rounds=10).columns) == list(
         ratings.TABLE_COLUMNS
     )
 
 
 def test_pair_counts_and_win_fraction():
-    battles = frame([("a", "b", "model_a"), ("b", "a", "model_a"), ("a", "b", "tie"), ("a", "c", "model_b")])
+    battles = battle_table([("a", "b", "model_a"), ("b", "a", "model_a"), ("a", "b", "tie"), ("a", "c", "model_b")])
     counts = battle_codes.pair_counts(battles)
     assert counts.loc["a", "b"] == counts.loc["b", "a"] == 3 and counts.loc["a", "c"] == 1
     assert counts.loc["b", "c"] == 0 and counts.loc["a", "a"] == 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
+from tests.records import battle_table
 from webui.leaderboard.board.build import BoardOptions, build_board
 from webui.leaderboard.board.export import preference_pairs
 from webui.leaderboard.stats import bradley_terry, ratings
@@ -132,24 +132,13 @@ def test_html_wrapped_public_names_are_read():
 # --- 3. models with few battles ------------------------------------------------------------------
 
 
-def frame(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "model_a": [r[0] for r in rows],
-            "model_b": [r[1] for r in rows],
-            "winner": [r[2] for r in rows],
-            "tstamp": np.arange(len(rows), dtype=float),
-        }
-    )
-
-
 def test_a_model_that_lost_its_only_two_battles_is_preliminary_with_an_honest_interval():
     """x lost both its battles to a and b, who are evenly matched (80 battles each way). The 95%
     likelihood-ratio interval is open below (no win bounds it) and ends where two losses become
     too unlikely: (1 - p)^2 = exp(-3.84 / 2), i.e. 400 log10(p / (1 - p)) = 82.8 points above a and b."""
     rows = [("a", "b", "model_a"), ("b", "a", "model_a")] * 40 + [("a", "c", "tie")] * 40
     rows += [("x", "a", "model_b"), ("b", "x", "model_a")]
-    table = ratings.leaderboard(frame(rows), rounds=100, min_battles=10).set_index("model")
+    table = ratings.leaderboard(battle_table(rows), rounds=100, min_battles=10).set_index("model")
     x = table.loc["x"]
     assert bool(x["preliminary"]) and pd.isna(x["rank"])
     assert x["lower"] == -math.inf
@@ -159,7 +148,7 @@ def test_a_model_that_lost_its_only_two_battles_is_preliminary_with_an_honest_in
 
 
 def test_bootstrap_leaves_out_rounds_without_the_model():
-    battles = frame([("a", "b", "model_a")] * 50 + [("a", "b", "model_b")] * 50 + [("x", "a", "model_b")])
+    battles = battle_table([("a", "b", "model_a")] * 50 + [("a", "b", "model_b")] * 50 + [("x", "a", "model_b")])
     samples = bradley_terry.bootstrap_bt(battles, rounds=200, seed=1)
     absent = samples["x"].isna()
     assert 0 < absent.sum() < 200  # P(no battle of x in a resample) = (1 - 1/101)^101, about 37%
