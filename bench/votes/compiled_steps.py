@@ -9,7 +9,8 @@ process (bench.votes.scale's `index` step) with every compiled module, then with
 then with none: the module is made unimportable for that process and its workers (a
 `sitecustomize` on PYTHONPATH refuses it), so the index runs the Python fallback a build without a
 compiler runs. Last, the same votes without the keys written with them (as older logs and
-FastChat's hold), every module built: what counting once at write time saves. Rounds alternate the
+FastChat's hold), every module built and none: what counting once at write time saves, and what
+such logs lose without the modules. Rounds alternate the
 variants, so a shared machine's load falls on all of them alike. Also what counting the features
 adds to writing a vote (`vote_record` with and without them, median of 2,000), with every module
 and with none.
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = [("every module", (), logs)]
     variants += [(f"without {m.rpartition('.')[2]}", (m,), logs) for m in MODULES]
     variants += [("none", MODULES, logs), ("every module, logs without the written keys", (), bare)]
+    variants += [("none, logs without the written keys", MODULES, bare)]  # what older logs lose without them
     rows: dict[str, dict[str, Any]] = {name: {"variant": name, "runs": []} for name, _, _ in variants}
     with tempfile.TemporaryDirectory() as blocker:
         Path(blocker, "sitecustomize.py").write_text(BLOCKER)
