@@ -32,8 +32,10 @@ At every checkpoint (every REFRESH human votes) the newcomer's rank is read off 
 seed: the votes until its rank is right and stays right to the end of the run (as bench.votes.pairing
 reads the top 3, for the newcomer alone); over the seeds: the median and the worst, and the share
 of (seed, checkpoint) pairs where the rank is right. Diagnostic rows give the judges that know
-weights set by hand (logged / fresh) instead of `auto`'s, and the judge-only battles against the
-newcomer's two true neighbours instead of every model. Figures, never asserts.
+weights set by hand (logged / fresh) instead of `auto`'s, `auto` with the fresh verdicts weighed by
+their measured dispersion, the judge-only battles against the newcomer's two true neighbours
+instead of every model, and the same judge with its verdicts drawn afresh ("another draw": how far
+luck alone moves a row). Figures, never asserts.
 
     python -m bench.votes.judge_composite --first-seed 8 --seeds 8 --rows "guesses" --jobs 2
 """
