@@ -10,6 +10,15 @@ the judge marks the reply shown first, whatever the replies say; otherwise, with
 two, evenly. Its agreement with ties is then (1 - b) p + b q (q: the share of votes for the side
 shown first), so p where b is 0; p = 1/3 with b = 0 is a judge that guesses (kappa about 0).
 Verdict lines are written as a judging run writes them, with the prompt version "simulated".
+
+That judge sees only the person's vote: its verdict on a voted battle is a noisy copy of that vote
+(the pessimistic case; an arena log holds nothing else to judge). A real judge and a person read
+the same two replies and err only partly together; `judged_outcome` models that for a caller
+that can draw another person's vote on the pair (bench.votes.judge_composite): with probability
+`shared` (rho) the judge judges the person's own vote, else an independent draw of the vote a
+person would cast. p is then the judge's accuracy on the outcome it judges, and its agreement with
+the person who voted falls to rho p + (1 - rho) (c p + (1 - c) (1 - p) / 2), c being the chance
+that two people's votes on the pair agree.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +50,16 @@ def judgment(rng: np.random.Generator, human: str, order: str, accuracy: float, 
     others = [o for o in ("model_a", "model_b", "tie") if o != human]
     said = human if rng.random() < accuracy else others[int(rng.integers(len(others)))]
     return MARK_OF[order][said]
+
+
+def judged_outcome(rng: np.random.Generator, human: str, shared: float, independent: Callable[[], str]) -> str:
+    """The outcome the judge's verdict is about (`judgment` marks it): the person's vote with
+    probability `shared` (1: today's judge, whose errors are the voter's), else `independent()`,
+    another person's vote on the same pair, drawn afresh (the judge errs apart from the voter).
+    Drawn once per battle: both orders judge the same replies."""
+    if not 0 <= shared <= 1:
+        raise ValueError(f"shared: a probability (0 to 1), got {shared}")
+    return human if shared >= 1 or rng.random() < shared else independent()
 
 
 def simulate_verdicts(

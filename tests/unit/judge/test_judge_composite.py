@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from webui.judge.records import ORDERS, WINNER_OF
+from webui.judge.simulate import judgment
 from webui.leaderboard.stats import composite
 from webui.leaderboard.stats.battle_codes import grouped_keys
 from webui.leaderboard.stats.bradley_terry import RIDGE, bradley_terry, fit_bt
@@ -206,3 +208,45 @@ def test_a_held_out_vote_takes_its_own_verdicts_out_of_the_fit(seed: int) -> Non
     assert linked.weight == 0.0, linked.log_loss
     unlinked = auto_weight(human.drop(columns=["vote"]), parrot.drop(columns=["vote"]))
     assert unlinked.weight == 1.0 and unlinked.log_loss[1.0] < unlinked.log_loss[0.0] - 1e-4
+
+
+def _voted_and_judged(n: int, seed: int, strengths: dict[str, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """n votes among `strengths` (15% ties, else a win whose chance makes the expected score the
+    Bradley-Terry one) and the simulated judge's two orders on each (p = 0.7, webui.judge.simulate)."""
+    rng, names = np.random.default_rng(seed), list(strengths)
+    votes, judged = [], []
+    for i in range(n):
+        a, b = (str(x) for x in rng.choice(names, 2, replace=False))
+        p = 1 / (1 + math.exp(strengths[b] - strengths[a]))
+        won = rng.random() < (p - 0.075) / 0.85
+        winner = "tie" if rng.random() < 0.15 else "model_a" if won else "model_b"
+        votes.append((a, b, winner, i))
+        for order in ORDERS:
+            judged.append((a, b, WINNER_OF[order][judgment(rng, winner, order, 0.7, 0.0)], i))
+    columns = ["model_a", "model_b", "winner", "vote"]
+    return pd.DataFrame(votes, columns=columns), pd.DataFrame(judged, columns=columns)
+
+
+def test_a_fresh_verdict_weighs_by_the_variance_verdicts_show_against_what_the_fit_assumes() -> None:
+    """`dispersion`: the simulated judge's two orders err apart, and ties score a half, so the mean
+    of a verdict's two orders varies about 0.128 where the fit at its scale (k about 0.55) assumes
+    0.25, and a vote (15% ties) 0.2125 where it assumes 0.25: a verdict nobody voted on is worth
+    0.85 / 0.51 = 1.66 votes' weight (docs/judge.md), and `auto` gives it the ratio computed here."""
+    close = {"w": -0.4, "x": -0.13, "y": 0.13, "z": 0.4}  # near-even pairs (the derivation's d = 0), yet k clear of 0
+    human, judged = _voted_and_judged(4000, 31, close)
+    fresh = _voted_and_judged(300, 32, close)[1].assign(vote=-1, fresh=True)
+    both = pd.concat([judged.assign(fresh=False), fresh], ignore_index=True)
+    chosen = auto_weight(human, both, fresh_rule="dispersion")
+    assert chosen.fresh_weight == pytest.approx(1.66, abs=0.12)
+    # by hand: residuals at people's fit, the verdict's as the mean of its two orders at k
+    rating = bradley_terry(human.drop(columns=["vote"])) * math.log(BASE) / SCALE
+    score = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
+    p_h = 1 / (1 + np.exp(rating[human["model_b"]].to_numpy() - rating[human["model_a"]].to_numpy()))
+    s_h = human["winner"].map(score).to_numpy()
+    people = np.sum((s_h - p_h) ** 2) / np.sum(p_h * (1 - p_h))
+    k = chosen.scale.k if chosen.scale is not None else math.nan
+    mean = judged.assign(s=judged["winner"].map(score)).groupby("vote")["s"].mean().to_numpy()
+    p_j = 1 / (1 + np.exp(k * (rating[human["model_b"]].to_numpy() - rating[human["model_a"]].to_numpy())))
+    judge = np.sum((mean - p_j) ** 2) / np.sum(p_j * (1 - p_j))
+    assert chosen.fresh_weight == pytest.approx(people / judge, rel=1e-3)
+    assert auto_weight(human, both).fresh_weight == 1.0  # the rule "one": a vote's weight

@@ -17,10 +17,10 @@ def test_the_rank_is_right_for_good_from_the_first_checkpoint_of_the_last_right_
 
 def test_a_guessing_judge_leaves_the_newcomers_rank_as_the_votes_give_it() -> None:
     run = bench.run(seed=1, votes=100)
-    guesses = {name: source for name, source in run.sources.items() if source.accuracy < 0.5}
-    assert len(guesses) == 2 and len(run.humans) == 3  # the join, then every REFRESH votes
+    guesses = {name: source for name, source in run.sources.items() if source.judge.accuracy < 0.5}
+    assert len(guesses) == 3 and len(run.humans) == 3  # the join, then every REFRESH votes
     for source in guesses.values():
         assert source.weights == [0.0] * 3 and source.right == run.humans
-    knows = run.sources[f"{next(iter(bench.JUDGES))}, logged + {bench.JUDGE_ONLY:,}, w = 1 fixed"]
+    knows = run.sources[f"{bench.COPIES}, logged + {bench.JUDGE_ONLY:,}, w = 1 / 1 fixed"]
     assert knows.right[0], "a thousand verdicts of a judge that knows rank the newcomer before any vote"
     assert not run.humans[0], "the human board cannot place a model nobody has voted on"

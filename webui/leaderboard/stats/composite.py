@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,8 @@ FRESH = "fresh"  # a judgments column: true where nobody voted on the battle (a 
 # vote's own judgments out with it; left in, a verdict that copies the held-out vote most of the
 # time scores as foresight and earns weight it has not.
 VOTE = "vote"
+# auto's weight for a verdict nobody voted on: 1 (a vote's), or by the variance verdicts show (`dispersion_weight`)
+FreshRule = Literal["one", "dispersion"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,12 @@ def composite_board(
 
 
 def auto_weight(
-    human: pd.DataFrame, judged: pd.DataFrame, weights: tuple[float, ...] = WEIGHTS, folds: int = FOLDS, seed: int = 0
+    human: pd.DataFrame,
+    judged: pd.DataFrame,
+    weights: tuple[float, ...] = WEIGHTS,
+    folds: int = FOLDS,
+    seed: int = 0,
+    fresh_rule: FreshRule = "one",
 ) -> AutoWeight:
     """0 for every verdict when the judge's scale k, fitted on all the votes, is not clearly above 0
     (`SIGNAL_Z` standard errors): a judge that guesses earns nothing. Otherwise a verdict on a
@@ -107,7 +114,9 @@ def auto_weight(
     verdict on a battle people voted on, which mostly repeats that vote, weighs the one among
     `weights` whose fit best predicts held-out human votes (ties score 0.5; of equal losses the
     smallest), each vote held out with its own judgments (VOTE). In every fold the judge's scale
-    is calibrated on what the fold keeps (`calibrated`)."""
+    is calibrated on what the fold keeps (`calibrated`). `fresh_rule` "dispersion": a FRESH
+    verdict weighs instead what its measured variance makes it worth against a vote
+    (`dispersion_weight`)."""
     coded_h, coded_j = _coded(human, judged)
     n = len(coded_h.a)
     if n < folds or not len(coded_j.a):
@@ -133,7 +142,31 @@ def auto_weight(
         losses[w] = total / float(emphasis.sum())
     series = pd.Series(losses, name="log_loss").sort_index()
     smallest = series.index[series <= series.min() + EQUAL_LOSS][0]
-    return AutoWeight(float(smallest), series, scale, 1.0)
+    fresh = 1.0 if fresh_rule == "one" else dispersion_weight(human, judged, coded_h, coded_j, scale.k)
+    return AutoWeight(float(smallest), series, scale, fresh)
+
+
+def dispersion_weight(human: pd.DataFrame, judged: pd.DataFrame, coded_h: Coded, coded_j: Coded, k: float) -> float:
+    """What a verdict (its two orders) is worth against a vote, by the variance each shows against
+    what the fit assumes of it (quasi-likelihood: weight 1 over the dispersion, the observed squared
+    residual over p (1 - p)): the human votes' at people's fit, the verdicts' (the mean of a
+    vote's two orders, paired by VOTE) at k times it. 1 where no verdict has both orders paired."""
+    g_h, _ = _grouped(coded_h, coded_j, np.zeros(len(coded_j.a)), np.ones(len(coded_h.a), dtype=bool))
+    theta = fit_bt(g_h.outcomes, g_h.score, g_h.weight, len(g_h.models))
+    p_h = 1.0 / (1.0 + np.exp(theta[coded_h.b] - theta[coded_h.a]))
+    people = float(np.sum((coded_h.score - p_h) ** 2) / np.sum(p_h * (1 - p_h)))
+    if VOTE not in judged or VOTE not in human:
+        return 1.0
+    keys = judged[VOTE].to_numpy()
+    frame = pd.DataFrame({"key": keys, "score": coded_j.score, "a": coded_j.a, "b": coded_j.b})
+    frame = frame[frame["key"].isin(set(human[VOTE]))]
+    pairs = frame.groupby("key").agg(score=("score", "mean"), n=("score", "size"), a=("a", "first"), b=("b", "first"))
+    pairs = pairs[pairs["n"] == 2]
+    if pairs.empty:
+        return 1.0
+    p_j = 1.0 / (1.0 + np.exp(k * (theta[pairs["b"].to_numpy()] - theta[pairs["a"].to_numpy()])))
+    judge = float(np.sum((pairs["score"].to_numpy() - p_j) ** 2) / np.sum(p_j * (1 - p_j)))
+    return people / judge if judge > 0 else 1.0
 
 
 def judgment_folds(human: pd.DataFrame, judged: pd.DataFrame, fold: np.ndarray) -> np.ndarray:
