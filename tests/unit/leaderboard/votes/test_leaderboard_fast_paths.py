@@ -392,7 +392,7 @@ def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return request.param
 
 
-def test_find_identity_is_unchanged(compiled: str):
+def test_find_identity_is_unchanged():
     for i, reply_texts in enumerate(texts(1, 3000, 12)):
         rng = random.Random(i)
         replies = [reply_texts, *texts(i + 10_000, rng.randint(0, 3), 8), ""]
@@ -462,7 +462,7 @@ def test_the_non_ascii_lead_is_all_a_case_blind_ascii_letter_adds():
         assert {c for c in found if c.isascii()} == {ch, ch.upper()}
 
 
-def test_scripts_and_languages_are_unchanged(compiled: str):
+def test_scripts_and_languages_are_unchanged():
     samples = texts(2, 3000, 40) + [p for ps in PROMPTS.values() for p in ps]
     samples += [
         "",
@@ -697,7 +697,7 @@ def battles_differences(counts):
     )
 
 
-def test_style_counts_and_prompt_flags_are_unchanged(compiled: str):
+def test_style_counts_and_prompt_flags_are_unchanged():
     rng = random.Random(7)
     samples = [pieces(rng, MARKDOWN + CODE, 14) for _ in range(20_000)] + texts(3, 1000, 30)
     samples += [
