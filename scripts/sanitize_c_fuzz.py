@@ -14,10 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.unit.leaderboard.votes.test_leaderboard_fast_paths import WORDS, odd
+from tests.unit.leaderboard.votes.test_leaderboard_fast_paths import odd
 from webui.leaderboard.simulate import simulate
 from webui.leaderboard.votes import _rows, ingest
-from webui.records import _tokens, identity
 
 
 def exact(data: bytes) -> memoryview:
@@ -34,7 +33,6 @@ def main() -> None:
     lines = [line for path in sorted(folder.glob("*-conv.json")) for line in path.read_bytes().splitlines()]
     rng = random.Random(1)
     names(lines, rng)
-    tokens(lines, rng)
     rows(lines, rng)
 
 
@@ -55,23 +53,8 @@ def names(lines: list[bytes], rng: random.Random) -> None:
     print("model_names_in: clean", flush=True)
 
 
-def tokens(lines: list[bytes], rng: random.Random) -> None:
-    # The token scans (the identity check, its recheck): lines cut at every offset, lines that end
-    # in an unfinished escape, soups.
-    firsts = identity._ascii_firsts(tuple(WORDS))
-    for line in lines[:4] + [line + tail for line in lines[:2] for tail in (b"\\", b"\\u", b"\\u012", b'"\\')]:
-        for cut in range(len(line) + 1):
-            for piece in (line[:cut], line[cut:]):
-                _tokens.json_tokens_in(exact(piece), firsts)
-                _tokens.tokens_in(exact(piece), firsts)
-    for _ in range(50_000):
-        soup = b"".join(rng.choices([*PARTS, b"qwen", b"QWEN", b"A", b"1"], k=rng.randint(0, 12)))
-        assert _tokens.json_tokens_in(exact(soup), firsts) == identity._python_json_tokens_in(soup, firsts), soup
-    print("tokens_in, json_tokens_in: clean", flush=True)
-
-
 def rows(lines: list[bytes], rng: random.Random) -> None:
-    # A vote's row over odd records, and whole chunks (every C module) cut anywhere.
+    # A vote's row over odd records, and whole chunks (the row and the name scan) cut anywhere.
     records = [json.loads(line) for line in lines]
     odds = records + [odd(record, rng) for record in records for _ in range(6)]
     for record in odds:

@@ -32,7 +32,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 # Words that give away who is answering. FastChat's list (minus its canned error strings, which our
 # finish reasons cover) plus the families of the models people run today. Matched as whole words
@@ -238,15 +238,6 @@ def _leftmost(variants: _Variants, reply: str) -> str | None:
     return min(found, key=lambda m: m.start()).group(0) if found else None
 
 
-# The compiled token scan (webui/records/_tokens.c) where the install could build it; the same sets.
-_compiled_tokens_in: Callable[[bytes, frozenset[bytes]], set[str]] | None
-_compiled_json_tokens_in: Callable[[bytes, frozenset[bytes]], set[str] | None] | None
-try:
-    from webui.records._tokens import json_tokens_in as _compiled_json_tokens_in
-    from webui.records._tokens import tokens_in as _compiled_tokens_in
-except ImportError:
-    _compiled_tokens_in = _compiled_json_tokens_in = None
-
 _FEW_WORDS = 4
 _ACCENTED = re.compile("[\u00c0-\u024f]")  # the non-ASCII letters of _TOKEN
 # Byte tables that keep ASCII lower-case letters (or digits) and blank everything else: a split
@@ -266,18 +257,18 @@ def _tokens_of(lowered: str, words: tuple[str, ...]) -> set[str]:
     runs, as the "?" it encodes to does, so the byte tables give the very same runs."""
     if not lowered.isascii() and _ACCENTED.search(lowered):
         return set(_TOKEN.findall(lowered))
-    raw = lowered.encode("ascii", "replace")
-    if _compiled_tokens_in is not None:
-        return _compiled_tokens_in(raw, _ascii_firsts(words))
-    return _python_tokens_in(raw, _ascii_firsts(words))
+    return _tokens_in(lowered.encode("ascii", "replace"), _ascii_firsts(words))
 
 
-def _python_tokens_in(raw: bytes, firsts: frozenset[bytes]) -> set[str]:
-    """The members of `firsts` that are whole runs of a-z, or of 0-9, in `raw` (lower-cased ASCII):
-    what webui/records/_tokens.c computes, for where it is not built."""
+def _tokens_in(raw: bytes, firsts: frozenset[bytes]) -> set[str]:
+    """The members of `firsts` that are whole runs of a-z, or of 0-9, in `raw` (lower-cased ASCII)."""
     found = firsts.intersection(raw.translate(_LETTERS_ONLY).split())
     found |= firsts.intersection(raw.translate(_DIGITS_ONLY).split())
     return {token.decode("ascii") for token in found}
+
+
+_JSON_ESCAPE = re.compile(rb"\\(u(?:[0-9a-f]{4})?|.)", re.DOTALL)  # on lowered bytes
+_UNCLEAR_CODES = frozenset((0x130, 0x212A))
 
 
 def json_first_tokens(line: bytes, words: Sequence[str]) -> set[str] | None:
@@ -291,18 +282,6 @@ def json_first_tokens(line: bytes, words: Sequence[str]) -> set[str] | None:
     found, and a word can only match where its first token is. It cannot tell for a byte beyond
     ASCII, an escaped ASCII character, or one that lowers to ASCII letters (U+0130 lowers to "i"
     and a combining dot, U+212A to "k"): parse those lines."""
-    firsts = _ascii_firsts(tuple(words))
-    if _compiled_json_tokens_in is not None:
-        return _compiled_json_tokens_in(line, firsts)
-    return _python_json_tokens_in(line, firsts)
-
-
-_JSON_ESCAPE = re.compile(rb"\\(u(?:[0-9a-f]{4})?|.)", re.DOTALL)  # on lowered bytes
-_UNCLEAR_CODES = frozenset((0x130, 0x212A))
-
-
-def _python_json_tokens_in(line: bytes, firsts: frozenset[bytes]) -> set[str] | None:
-    """What webui/records/_tokens.c's json_tokens_in computes, for where it is not built."""
     lowered = line.lower()
     if not lowered.isascii():
         return None
@@ -317,7 +296,7 @@ def _python_json_tokens_in(line: bytes, firsts: frozenset[bytes]) -> set[str] | 
         return b" "
 
     blanked = _JSON_ESCAPE.sub(blank, lowered)
-    return None if unclear else _python_tokens_in(blanked, firsts)
+    return None if unclear else _tokens_in(blanked, _ascii_firsts(tuple(words)))
 
 
 def find_identity(replies: Iterable[str], words: Sequence[str]) -> str | None:

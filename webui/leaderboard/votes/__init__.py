@@ -17,7 +17,7 @@
   builds; `identity_checks`: rows checked again when the word list changes.
 - `reading`: the rows the board and the exports read (`IndexReader`), `LOADED_COLUMNS`.
 - `row_cache`: the index's rows as one numpy file, to load a million in a fraction of a second.
-- `_rows`, `_counts`, `_language`: compiled versions of the hottest steps, optional (setup.py).
+- `_rows`: a vote record's row, compiled, optional (setup.py); `ingest` falls back to Python.
 
 Nothing here imports the statistics (`webui.leaderboard.stats`): a worker building rows loads no
 rating code."""

@@ -11,7 +11,6 @@ version (older logs, FastChat's, a record changed by hand): `stored_features` sa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -104,11 +103,6 @@ _HEADER_AFTER_NEWLINE = re.compile(r"\n#{1,6}\s+\S")
 _LIST_AFTER_NEWLINE = re.compile(r"\n\s*(?:[-*+]|\d+[.)])\s+\S")
 # ASCII bytes to b" " where str.split() sees whitespace, else to b"x": a word is a run of b"x".
 _SPACE_OR_WORD = bytes(0x20 if chr(c).isspace() else 0x78 for c in range(128)).ljust(256, b"x")
-_compiled_word_count: Callable[[str], int] | None
-try:
-    from webui.leaderboard.votes._counts import word_count as _compiled_word_count
-except ImportError:  # not built (no C compiler at install): the Python version below
-    _compiled_word_count = None
 
 
 def reply_style(messages: list[dict[str, str]]) -> tuple[int, int, int, int]:
@@ -126,10 +120,7 @@ def text_style(text: str) -> tuple[int, int, int, int]:
 
 
 def word_count(text: str) -> int:
-    """len(text.split()); compiled where the install built webui/leaderboard/votes/_counts.c, else for
-    ASCII text without making a string per word."""
-    if _compiled_word_count is not None:
-        return _compiled_word_count(text)
+    """len(text.split()); for ASCII text without making a string per word."""
     if not text.isascii():
         return len(text.split())
     marks = text.encode("ascii").translate(_SPACE_OR_WORD)

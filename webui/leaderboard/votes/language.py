@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
 
 UNKNOWN = "unknown"
 MIN_LETTERS = 3  # fewer letters than this: "unknown"
@@ -112,20 +111,6 @@ _RUNS = {script: re.compile(f"[{body}]+") for script, body in _CLASSES.items()}
 _ANY_SCRIPT = re.compile(f"[{''.join(_CLASSES.values())}]")
 
 
-# The ASCII path and the count of scripts compiled (webui/leaderboard/votes/_language.c) where the install
-# built it, their tables made here once: the same answers as _latin_language (None for "unknown")
-# and as the regex passes of scripts.
-_compiled_ascii_language: Callable[[str], str | None] | None
-_compiled_scripts: Callable[[str], dict[str, int]] | None
-try:
-    from webui.leaderboard.votes._language import AsciiStopWords, Scripts
-except ImportError:  # not built (no C compiler at install): the Python versions
-    _compiled_ascii_language = _compiled_scripts = None
-else:
-    _compiled_ascii_language = AsciiStopWords(_STOPWORDS, MIN_LETTERS, MIN_STOPWORDS).language
-    _compiled_scripts = Scripts((first, last, script, script in _LETTERS_ONLY) for first, last, script in _RANGES).count
-
-
 def _script_of(ch: str) -> str:
     code = ord(ch)
     return next(script for first, last, script in _RANGES if first <= code <= last)
@@ -138,8 +123,6 @@ def scripts(text: str) -> Counter[str]:
 
 def _script_counts(text: str) -> dict[str, int]:
     """`scripts` as a plain dict (the detector needs no Counter)."""
-    if _compiled_scripts is not None:
-        return _compiled_scripts(text)
     counts: dict[str, int] = {}
     rest = text
     # The regex engine counts, not a Python call per character: find the first letter of a script
@@ -159,8 +142,6 @@ def detect_language(text: str) -> str:
         return UNKNOWN
     text = text[:MAX_CHARS]
     if text.isascii():  # the common case, without looking at each character
-        if _compiled_ascii_language is not None:
-            return _compiled_ascii_language(text) or UNKNOWN
         return _latin_language(text)
     counts = _script_counts(unicodedata.normalize("NFC", text))
     if sum(counts.values()) < MIN_LETTERS:

@@ -239,18 +239,11 @@ def logged(*replies: str) -> dict:
     return vote_record(event, IdentityPolicy("none"), 1_767_225_600.0, context)
 
 
-@pytest.mark.parametrize("scan", ["compiled", "python"])
-def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it(scan: str, monkeypatch: pytest.MonkeyPatch):
+def test_a_line_that_cannot_name_a_word_is_told_apart_without_parsing_it():
     """Whenever a reply names a word the line passes the test (no leak is missed), and a line whose
     only match is inside another word ("late" in "template_name") does not."""
     from webui.leaderboard.votes.ingest import might_name
     from webui.leaderboard.votes.rows import identity_leak
-    from webui.records import identity
-
-    if scan == "python":
-        monkeypatch.setattr(identity, "_compiled_json_tokens_in", None)
-    elif identity._compiled_json_tokens_in is None:
-        pytest.skip("the C extensions are not built here (pip install -e . builds them; setup.py)")
 
     words = ("late-7b", "gpt-4", "command-r", "kimi")
     pieces = [
