@@ -22,13 +22,6 @@ VENV = Path(sys.executable).parent.parent
 MAKE_RUN = ["make", "--no-print-directory", "-C", str(ROOT), "-o", f"{VENV}/.installed", f"VENV={VENV}", "run"]
 
 
-def as_in_a_terminal() -> None:
-    """In the child before it runs: Ctrl-C at its default, as in a terminal. A suite started in the
-    background of a non-interactive shell (`make test &`) inherits SIGINT ignored, and make then
-    shrugs the signal off."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize(
     ("command", "stop"),
     [
@@ -67,7 +60,6 @@ def test_each_entry_point_serves_and_stops_cleanly(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=as_in_a_terminal,
         )
         try:
             deadline = time.monotonic() + 120
@@ -113,14 +105,7 @@ def test_make_run_is_quiet_however_the_server_ends_on_ctrl_c(ends: str, tmp_path
     command = [*MAKE_RUN, f"PY={sys.executable} {server}"]
     # as a person's shell runs it, not as a make inside `make test` (which says "make[1]: ...")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-        preexec_fn=as_in_a_terminal,
-    )
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 30
         while not started.exists():
