@@ -3,6 +3,7 @@
     python -m bench.serving.replay                                   # 200 prompts, as issue 32's goal asks
     python -m bench.serving.replay --prompts 20 --out bench/results/replay-cpu.json
     python -m bench.serving.replay --prompts 20 --max-tokens 128 --judge-max-tokens 16
+    python -m bench.serving.replay --prompts 20 --backend transformers --dtype bf16 --slots 32
 
 Simulates a vote log (webui.leaderboard.simulate, `--battles`) in a temporary folder, writes a
 models file with the demo's two models (assets/models.yaml) and a judge: block naming one of them
@@ -13,7 +14,10 @@ simulated log's models are not the live ones (their fingerprints differ), so eve
 reply is generated: the slowest case. From the report: prompts and judge answers (both orders
 of each prompt) per minute, how many answers held a verdict, and where the time went (the
 seconds each request took, summed per kind: with requests in parallel they add up to more than
-the run). Prints one table; `--out FILE` writes it as JSON too. Figures, never asserts.
+the run). `--backend transformers [--dtype bf16] [--slots N]` serves all three on transformers'
+continuous batching in the replay's own process instead of the demo file's llama.cpp servers (a
+judge reads far more than it writes; docs/performance.md, "Replay speed"). Prints one table;
+`--out FILE` writes it as JSON too. Figures, never asserts.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from webui.leaderboard.simulate import simulate
 
 DEMO = ROOT / "assets" / "models.yaml"
 SMOL, GEMMA = "SmolLM2-135M-Instruct", "Gemma-3-270M (base)"
+LONG_PROMPT = 1000  # characters: the simulated log's "Summarise this text" prompts (450 words) and longer
 _READY = re.compile(r"webui\.engine\.registry:\s?(.+ ready on \S+ in [\d.]+ s.*)")
 
 
@@ -50,6 +55,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--judge-prompt", type=Path, default=None, help="the judge's prompt file; default ours")
     p.add_argument("--judge-max-tokens", type=int, default=None, help="the judge: block's max_tokens; default none")
     p.add_argument("--max-tokens", type=int, default=None, help="the replay's --max-tokens; default none")
+    p.add_argument(
+        "--backend",
+        choices=("demo", "transformers"),
+        default="demo",
+        help="the demo file's engines (llama.cpp where built), or every model on transformers' continuous "
+        "batching; default demo",
+    )
+    p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default=None, help="the models' dtype; default theirs")
+    p.add_argument("--slots", type=int, default=None, help="requests at once per model (--vllm-concurrency)")
+    p.add_argument(
+        "--kv-cache-tokens",
+        type=int,
+        default=None,
+        help="with --backend transformers: each model's paged cache in tokens; default the app's",
+    )
     p.add_argument(
         "--code", type=Path, default=ROOT, help="the checkout whose webui.replay is timed (an A/B); default this one"
     )
@@ -67,6 +87,13 @@ def models_file(folder: Path, args: argparse.Namespace) -> Path:
     if args.judge_max_tokens is not None:
         block["max_tokens"] = args.judge_max_tokens
     data["judge"] = block
+    for entry in data["models"]:
+        if args.backend == "transformers":
+            entry["backend"] = "transformers"
+            if args.kv_cache_tokens is not None:
+                entry["transformers"] = {"kv_cache_tokens": args.kv_cache_tokens}
+        if args.dtype is not None:
+            entry["dtype"] = args.dtype
     path = folder / "models.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -79,6 +106,10 @@ def run_replay(folder: Path, models: Path, args: argparse.Namespace) -> tuple[fl
     if args.max_tokens is not None:
         command += ["--max-tokens", str(args.max_tokens)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(args.code.resolve())}
+    if args.backend == "transformers":
+        env["ARENA_TRANSFORMERS_BATCHING"] = "on"
+    if args.slots is not None:
+        env["ARENA_VLLM_CONCURRENCY"] = str(args.slots)
     start = time.monotonic()
     # Run from the checkout: `python -m` puts the working folder first on the path.
     done = subprocess.run(
@@ -115,6 +146,7 @@ def figures(seconds: float, report: dict[str, Any]) -> dict[str, Any]:
             "judge": sum(len(a) for a in answers),
         },
         "prompt_chars_median": sorted(len(r["prompt"]) for r in results)[len(results) // 2] if results else 0,
+        "long_prompts": sum(len(r["prompt"]) > LONG_PROMPT for r in results),
         "win_rate": report["win_rate"]["text"],
         "judge_max_tokens": report.get("judge_max_tokens"),
         "max_tokens": report.get("max_tokens"),
