@@ -1,6 +1,7 @@
 """The command line, derived from the settings table: one flag per row that names one, in the
-table's order, each flag's value read as the environment variable's is. Options given win over
-the environment; a flag left out leaves the setting to the environment or the default."""
+table's order, with the row's former flags (its aliases) as other spellings of it, each flag's
+value read as the environment variable's is. Options given win over the environment; a flag left
+out leaves the setting to the environment or the default."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from webui.config.option import kind_of, option_of, read_text
+from webui.config.option import Option, kind_of, option_of, read_text
 from webui.config.settings import Settings
 from webui.errors import ConfigError
 
@@ -33,8 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     for f in dataclasses.fields(Settings):
         option = option_of(f)
         if option.flag:
-            parser.add_argument(option.flag, dest=f.name, help=option.help, **_how_given(f))
+            parser.add_argument(option.flag, *option.aliases, dest=f.name, help=help_of(option), **_how_given(f))
     return parser
+
+
+def help_of(option: Option) -> str:
+    """The row's help, saying which spellings are former ones (--help lists them all alike)."""
+    if not option.aliases:
+        return option.help
+    return f"{option.help} ({', '.join(option.aliases)}: the old name, still accepted)"
 
 
 def _how_given(f: dataclasses.Field) -> dict[str, Any]:

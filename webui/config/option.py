@@ -6,7 +6,10 @@ flag, help text and check, and everything else is derived from the row:
   the row's own reader;
 - the command-line flag (webui/config/cli.py): a value flag, or for a boolean without a metavar a
   switch that turns the default over (--share, --no-preload);
-- the check run when a `Settings` is made (webui/config/settings.py), with `choices` a check too.
+- the check run when a `Settings` is made (webui/config/settings.py), with `choices` a check too;
+- the old spellings a renamed setting keeps (`aliases`, its former flags): each flag is accepted
+  beside the row's, and its variable (--vllm-concurrency: ARENA_VLLM_CONCURRENCY, `alias_env_name`)
+  read when the field's own is unset or empty, so the new name wins where both are given.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ class Option:
     read: Callable[[str], Any] | None = None  # text to value, for the flag and the variable alike
     check: Check | None = None
     choices: tuple[str, ...] = ()  # the only values accepted; the flag offers them
+    aliases: tuple[str, ...] = ()  # former flags, kept for the commands and environments people have
+
+    def variables(self, name: str) -> tuple[str, ...]:
+        """The ARENA_* variables that give field `name`, the one that wins first."""
+        return (env_name(name), *(alias_env_name(alias) for alias in self.aliases))
 
     def checks(self) -> tuple[Check, ...]:
         return tuple(c for c in (self.check, one_of(self.choices) if self.choices else None) if c)
@@ -49,6 +57,7 @@ def setting(
     read: Callable[[str], Any] | None = None,
     check: Check | None = None,
     choices: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (),
     private: bool = False,
 ) -> T: ...
 
@@ -63,6 +72,7 @@ def setting(
     read: Callable[[str], Any] | None = None,
     check: Check | None = None,
     choices: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (),
     private: bool = False,
 ) -> T: ...
 
@@ -93,14 +103,19 @@ def env_name(name: str) -> str:
     return f"ARENA_{name.upper()}"
 
 
+def alias_env_name(flag: str) -> str:
+    """The variable that went with a former flag: --vllm-concurrency was ARENA_VLLM_CONCURRENCY."""
+    return env_name(flag.removeprefix("--").replace("-", "_"))
+
+
 def kind_of(f: dataclasses.Field) -> type:
     """The type a field's text is read as: its default's (a factory's is computed)."""
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
     return Path if isinstance(default, Path) else type(default)
 
 
-def read_text(name: str, raw: str, kind: type) -> Any:
-    """`raw` as a value of `kind`; a ConfigError naming the variable ARENA_<NAME> otherwise."""
+def read_text(name: str, raw: str, kind: type, variable: str | None = None) -> Any:
+    """`raw` as a value of `kind`; a ConfigError naming the variable (ARENA_<NAME> unless given) otherwise."""
     try:
         if kind is bool:
             lowered = raw.strip().lower()
@@ -113,16 +128,18 @@ def read_text(name: str, raw: str, kind: type) -> Any:
             return read_list(raw)
         return kind(raw)  # type: ignore[call-arg]  # int, float or str here
     except ValueError:
-        raise ConfigError(f"{env_name(name)}: cannot read {raw!r} as {kind.__name__}") from None
+        raise ConfigError(f"{variable or env_name(name)}: cannot read {raw!r} as {kind.__name__}") from None
 
 
 def read_environment(fields: tuple[dataclasses.Field, ...], environ: Mapping[str, str]) -> dict[str, Any]:
-    """The values the ARENA_* variables in `environ` give (an empty one gives none)."""
+    """The values the ARENA_* variables in `environ` give (an empty one gives none); of a field's own
+    variable and its aliases', the first set wins."""
     values: dict[str, Any] = {}
     for f in fields:
-        raw = environ.get(env_name(f.name))
-        if raw is None or raw == "":
+        option = option_of(f)
+        given = [(variable, environ[variable]) for variable in option.variables(f.name) if environ.get(variable)]
+        if not given:
             continue
-        reader = option_of(f).read
-        values[f.name] = reader(raw) if reader else read_text(f.name, raw, kind_of(f))
+        variable, raw = given[0]
+        values[f.name] = option.read(raw) if option.read else read_text(f.name, raw, kind_of(f), variable)
     return values

@@ -55,8 +55,17 @@ class ServingSettings:
     queue_timeout_s: float = setting(
         60.0, flag="--queue-timeout", help="seconds a request waits for a free slot; default 60", check=POSITIVE
     )
-    # vLLM (docs/models.md): the interpreter that has it, how long a server may take to start, the generations one
-    # model runs at once by default (llama.cpp's and transformers' batching slots too: all batch them)
+    # The generations one model runs at once on an engine that batches them: vLLM, llama.cpp's server slots,
+    # transformers' continuous batching (a models-file entry may set its own max_concurrency).
+    batch_slots: int = setting(
+        8,
+        flag="--batch-slots",
+        aliases=("--vllm-concurrency",),
+        help="simultaneous generations per model on every engine that batches them (vLLM, llama.cpp, "
+        "transformers' continuous batching); default 8",
+        check=AT_LEAST_1,
+    )
+    # vLLM (docs/models.md): the interpreter that has it, how long a server may take to start.
     vllm_python: str = setting(
         factory=from_environment("ARENA_VLLM_PYTHON"),
         flag="--vllm-python",
@@ -68,13 +77,6 @@ class ServingSettings:
         flag="--vllm-start-timeout",
         help="seconds a vLLM server may take to become ready; default 600",
         check=POSITIVE,
-    )
-    vllm_concurrency: int = setting(
-        8,
-        flag="--vllm-concurrency",
-        help="simultaneous generations per model served by vLLM, llama.cpp or transformers' continuous batching "
-        "(they batch them); default 8",
-        check=AT_LEAST_1,
     )
     # A GPU server (vLLM, SGLang, TGI) batches far more than this at little cost per request, and a visitor beyond
     # the slots waits a whole reply (docs/api.md, "Remote backends").

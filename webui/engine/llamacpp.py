@@ -185,7 +185,7 @@ class LlamaServerConfig:
 
 def default_concurrency(settings: Settings) -> int | None:
     """Slots of one llama.cpp server: it batches them, as vLLM does (None where it is not installed)."""
-    return settings.vllm_concurrency if find_llama_server(settings.llama_server) else None
+    return settings.batch_slots if find_llama_server(settings.llama_server) else None
 
 
 # ---- loaders ----------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def serve(spec: ModelSpec, settings: Settings, binary: str, source: ResolvedSour
         model_file=source.path,
         served_name=spec.name,
         context=spec.context_length or DEFAULT_CONTEXT,
-        slots=spec.max_concurrency or settings.vllm_concurrency,
+        slots=spec.max_concurrency or settings.batch_slots,
         kv_cache_tokens=own.get("kv_cache_tokens", DEFAULT_KV_CACHE_TOKENS),
         log_file=Path(settings.cache_dir) / "llamacpp" / "logs" / f"{file_name(spec.name)}.log",
         cache_root=Path(settings.cache_dir) / "llamacpp",

@@ -302,7 +302,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         close=close,
         engine=_engine_status(batching is not None, why_not, _cache_note(batching, spec, loaded)),
         # A batching engine's slots (as vLLM's and llama.cpp's), else one generate() thread each
-        concurrency=settings.vllm_concurrency if batching is not None else settings.max_concurrency,
+        concurrency=settings.batch_slots if batching is not None else settings.max_concurrency,
         identity=source_components(
             spec.source, str(loaded.model.dtype).removeprefix("torch."), f"transformers {version('transformers')}"
         ),
@@ -315,7 +315,7 @@ def default_concurrency(settings: Settings) -> int:
     from webui.engine.zerogpu import zero_gpu_requested
 
     return (
-        settings.vllm_concurrency
+        settings.batch_slots
         if settings.transformers_batching and not zero_gpu_requested()
         else settings.max_concurrency
     )

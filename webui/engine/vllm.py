@@ -171,7 +171,7 @@ def default_concurrency(settings: Settings) -> int | None:
     from webui.config import PACKAGE_DIR
 
     installed = find_vllm_python(settings.vllm_python, PACKAGE_DIR.parent) is not None
-    return settings.vllm_concurrency if installed else None
+    return settings.batch_slots if installed else None
 
 
 def _install(settings: Settings) -> VllmInstall:

@@ -127,7 +127,7 @@ def test_variants_share_one_concurrency_limit_the_smallest_wins(settings) -> Non
     )
     registry = Registry(
         specs,
-        settings.replace(max_concurrency=5, vllm_concurrency=5),  # whichever engine `auto` expects
+        settings.replace(max_concurrency=5, batch_slots=5),  # whichever engine `auto` expects
         loaders={"auto": lambda spec, _s: Weights(lambda variant, slots: slots)},
     )
     assert registry.load("a") is registry.load("c")

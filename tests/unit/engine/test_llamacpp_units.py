@@ -128,6 +128,6 @@ def test_auto_leaves_folders_and_gpus_to_vllm(monkeypatch: pytest.MonkeyPatch, t
 def test_auto_sizes_slots_for_a_batching_engine(tmp_path: Path) -> None:
     binary = tmp_path / "llama-server"
     binary.write_text("")
-    on = Settings(llama_server=str(binary), vllm_python="none", vllm_concurrency=6, max_concurrency=1)
+    on = Settings(llama_server=str(binary), vllm_python="none", batch_slots=6, max_concurrency=1)
     assert auto.default_concurrency(on) == 6
     assert auto.default_concurrency(on.replace(llama_server="none")) == 1

@@ -87,7 +87,7 @@ def test_variants_share_one_manager_with_a_batching_engines_slots(batched: Regis
     assert backend.batching is not None
     assert batched.get("tiny-b").batching is backend.batching  # one manager per set of weights
     assert "(continuous batching)" in batched.status("tiny-a").engine
-    assert backend.slots.size == batched.settings.vllm_concurrency == 8  # as vLLM's and llama.cpp's
+    assert backend.slots.size == batched.settings.batch_slots == 8  # as vLLM's and llama.cpp's
     assert batched.get("tiny-b").slots is backend.slots
 
 
