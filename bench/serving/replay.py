@@ -63,7 +63,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "batching; default demo",
     )
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default=None, help="the models' dtype; default theirs")
-    p.add_argument("--slots", type=int, default=None, help="requests at once per model (--vllm-concurrency)")
+    p.add_argument("--slots", type=int, default=None, help="requests at once per model (--batch-slots)")
     p.add_argument(
         "--kv-cache-tokens",
         type=int,
@@ -109,7 +109,8 @@ def run_replay(folder: Path, models: Path, args: argparse.Namespace) -> tuple[fl
     if args.backend == "transformers":
         env["ARENA_TRANSFORMERS_BATCHING"] = "on"
     if args.slots is not None:
-        env["ARENA_VLLM_CONCURRENCY"] = str(args.slots)
+        # The old name too, for a --code checkout from before --batch-slots; where both are read, the new one wins.
+        env["ARENA_BATCH_SLOTS"] = env["ARENA_VLLM_CONCURRENCY"] = str(args.slots)
     start = time.monotonic()
     # Run from the checkout: `python -m` puts the working folder first on the path.
     done = subprocess.run(

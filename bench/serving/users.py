@@ -136,9 +136,14 @@ def _limits() -> dict[str, Any]:
     defaults = Settings()
     return {
         "max_concurrency": defaults.max_concurrency,
-        "vllm_concurrency": defaults.vllm_concurrency,
+        "batch_slots": defaults.batch_slots,
         "queue_per_slot": defaults.queue_per_slot,
     }
+
+
+def _batch_slots(limits: dict[str, Any]) -> Any:
+    """The batching engines' slots a result was run with (results before the rename name them vllm_concurrency)."""
+    return limits.get("batch_slots", limits.get("vllm_concurrency"))
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
@@ -175,7 +180,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
     notes = [
         f"{result['model']} ({result.get('engine') or 'engine not reported'}), {result['tokens']} new tokens per "
         f"chat, greedy, through the {result['path']} path; the engine alone gets the same levels in the same run.",
-        f"Server defaults: {limits.get('vllm_concurrency')} generations at once per model on a batching engine "
+        f"Server defaults: {_batch_slots(limits)} generations at once per model on a batching engine "
         f"(vLLM, llama.cpp, transformers' continuous batching; {limits.get('max_concurrency')} on transformers' "
         f"generate() path), {limits.get('queue_per_slot')} waiting per slot, "
         "beyond that refused at once.",
