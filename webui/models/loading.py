@@ -7,6 +7,7 @@ model folder (safetensors); later loads read that folder instead (well under a s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webui.models.cache_records import COMPLETE_MARK, prune_stale, source_record
 from webui.models.sources import ResolvedSource, resolve_source
 from webui.models.specs import DeviceSpec, ModelSpec
 
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _CACHE_FORMAT = "2"  # bump when the cache layout changes (2: loadable by vLLM too)
-_COMPLETE_MARK = ".complete"
 CPU_DTYPE_NAMES = {"auto": "float32", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch_dtype(_, "cpu")
 # What the engines take from transformers' namespace, which transformers fills lazily on first use.
 TRANSFORMERS_NAMES = (
@@ -106,7 +107,7 @@ def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
     folder, gguf_file, from_cache = source.folder, source.gguf_file, False
     if gguf_file:
         cached = _cache_folder(cache_dir, source, dtype)
-        if (cached / _COMPLETE_MARK).is_file():
+        if (cached / COMPLETE_MARK).is_file():
             folder, gguf_file, from_cache = cached, None, True
 
     file_kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
@@ -116,7 +117,7 @@ def load_weights(spec: ModelSpec, cache_dir: Path) -> LoadedWeights:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, device_map=device_map, **file_kwargs)
     model.eval()
     if gguf_file:
-        _write_cache(model, tokenizer, _cache_folder(cache_dir, source, dtype))
+        _write_cache(model, tokenizer, _cache_folder(cache_dir, source, dtype), source)
     return LoadedWeights(model, tokenizer, _placement(model), from_cache)
 
 
@@ -128,7 +129,7 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
     if not source.gguf_file:
         return source.folder
     cached = _cache_folder(cache_dir, source, CPU_DTYPE_NAMES[spec.dtype])
-    if not (cached / _COMPLETE_MARK).is_file():
+    if not (cached / COMPLETE_MARK).is_file():
         dtype = torch_dtype(spec.dtype, "cpu")
         import_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -137,9 +138,9 @@ def model_folder(spec: ModelSpec, cache_dir: Path) -> Path:
         with _building:
             tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
             model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype=dtype)
-        _write_cache(model, tokenizer, cached)
+        _write_cache(model, tokenizer, cached, source)
         del model
-    if not (cached / _COMPLETE_MARK).is_file():
+    if not (cached / COMPLETE_MARK).is_file():
         raise LoadError(f"could not write the dequantised weights of {source.gguf_file} to {cached.parent}")
     return cached
 
@@ -223,25 +224,28 @@ def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype | 
     return cache_dir / "dequantised" / f"{stem}-{key}"
 
 
-def _write_cache(model: Any, tokenizer: Any, folder: Path) -> None:
+def _write_cache(model: Any, tokenizer: Any, folder: Path, source: ResolvedSource | None = None) -> None:
     """Write atomically (a temp folder renamed into place) so a crash never leaves half a cache.
-    Failure to cache is not fatal: the model is loaded, the next start is just slower.
+    Failure to cache is not fatal: the model is loaded, the next start is just slower. The mark
+    records `source`, and folders whose source is gone or changed are removed (cache_records).
 
     The folder is a plain Hugging Face model folder that other loaders read too (vLLM serves it):
     the config names its architecture, and tied weights are stored under the input embedding's
     name (safetensors' own de-duplication may keep the output head's name instead, which loaders
     that tie the head to the embedding do not look for)."""
-    if (folder / _COMPLETE_MARK).is_file():
+    if (folder / COMPLETE_MARK).is_file():
         return
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
         try:
             _write_folder(getattr(model, "_orig_mod", model), tokenizer, staging)
-            (staging / _COMPLETE_MARK).touch()
+            record = source_record(source) if source is not None else {}
+            (staging / COMPLETE_MARK).write_text(json.dumps(record), encoding="utf-8")
             os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        prune_stale(folder.parent, keep=folder)
     except OSError as exc:
         log.warning("could not cache dequantised weights in %s: %s", folder, exc)
 

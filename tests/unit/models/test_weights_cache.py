@@ -42,3 +42,54 @@ def test_the_cache_folder_names_its_architecture_and_keeps_the_embedding(tmp_pat
     ids = tokenizer("hello world the cat", return_tensors="pt")["input_ids"]
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, reloaded(ids).logits)
+
+
+def _entry(root: Path, name: str, record: dict | None) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / ".complete").write_text(json.dumps(record) if record is not None else "", encoding="utf-8")
+    return folder
+
+
+def test_only_folders_whose_source_is_gone_or_changed_are_removed(tmp_path: Path) -> None:
+    from webui.models.cache_records import prune_stale, source_record
+    from webui.models.sources import ResolvedSource
+
+    files = tmp_path / "files"
+    files.mkdir()
+    for name in ("kept.gguf", "changed.gguf", "gone.gguf"):
+        (files / name).write_bytes(b"GGUF" + name.encode())
+    root = tmp_path / "dequantised"
+    kept = _entry(root, "kept", source_record(ResolvedSource(files, "kept.gguf")))
+    changed = _entry(root, "changed", source_record(ResolvedSource(files, "changed.gguf")))
+    gone = _entry(root, "gone", source_record(ResolvedSource(files, "gone.gguf")))
+    unrecorded = _entry(root, "written-before-records", None)
+    staging = _entry(root, ".tmp-half", {"source": str(files / "nowhere.gguf"), "size": 1, "mtime_ns": 1})
+    (files / "changed.gguf").write_bytes(b"GGUF, another quantisation")
+    (files / "gone.gguf").unlink()
+    this_one = _entry(root, "this-one", {"source": str(files / "gone.gguf"), "size": 1, "mtime_ns": 1})
+
+    removed = prune_stale(root, keep=this_one)
+
+    assert sorted(p.name for p in removed) == ["changed", "gone"]
+    assert not changed.exists() and not gone.exists()
+    assert all(p.is_dir() for p in (kept, unrecorded, staging, this_one))
+
+
+def test_writing_a_cache_records_its_source_and_clears_a_reinstall_s_leftover(tmp_path: Path) -> None:
+    from webui.models.sources import ResolvedSource
+
+    model, tokenizer = _tied_tiny(tmp_path)
+    old_install, new_install = tmp_path / "venv-old", tmp_path / "venv-new"
+    for install in (old_install, new_install):
+        install.mkdir()
+        (install / "m.gguf").write_bytes(b"GGUF the same weights")
+    root = tmp_path / "cache" / "dequantised"
+    _write_cache(model, tokenizer, root / "m-old", ResolvedSource(old_install, "m.gguf"))
+    assert json.loads((root / "m-old" / ".complete").read_text())["source"] == str((old_install / "m.gguf").resolve())
+    (old_install / "m.gguf").unlink()  # the old virtualenv removed
+
+    _write_cache(model, tokenizer, root / "m-new", ResolvedSource(new_install, "m.gguf"))
+
+    assert sorted(p.name for p in root.iterdir()) == ["m-new"]
