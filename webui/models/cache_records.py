@@ -16,19 +16,9 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
-
-from webui.models.sources import ResolvedSource
 
 log = logging.getLogger(__name__)
 COMPLETE_MARK = ".complete"  # written last: a folder without it is not a cache entry yet
-
-
-def source_record(source: ResolvedSource) -> dict[str, Any]:
-    """What the complete-mark of a folder made from `source` holds."""
-    path = source.path.resolve()
-    stat = path.stat()
-    return {"source": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def is_stale(folder: Path) -> bool:

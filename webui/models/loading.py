@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webui.models.cache_records import COMPLETE_MARK, prune_stale, source_record
+from webui.models.cache_records import COMPLETE_MARK, prune_stale
 from webui.models.sources import ResolvedSource, resolve_source
 from webui.models.specs import DeviceSpec, ModelSpec
 
@@ -224,10 +224,10 @@ def _cache_folder(cache_dir: Path, source: ResolvedSource, dtype: torch.dtype | 
     return cache_dir / "dequantised" / f"{stem}-{key}"
 
 
-def _write_cache(model: Any, tokenizer: Any, folder: Path, source: ResolvedSource | None = None) -> None:
+def _write_cache(model: Any, tokenizer: Any, folder: Path, source: ResolvedSource) -> None:
     """Write atomically (a temp folder renamed into place) so a crash never leaves half a cache.
     Failure to cache is not fatal: the model is loaded, the next start is just slower. The mark
-    records `source`, and folders whose source is gone or changed are removed (cache_records).
+    records `source`'s identity, and folders whose source is gone or changed are removed (cache_records).
 
     The folder is a plain Hugging Face model folder that other loaders read too (vLLM serves it):
     the config names its architecture, and tied weights are stored under the input embedding's
@@ -240,8 +240,7 @@ def _write_cache(model: Any, tokenizer: Any, folder: Path, source: ResolvedSourc
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
         try:
             _write_folder(getattr(model, "_orig_mod", model), tokenizer, staging)
-            record = source_record(source) if source is not None else {}
-            (staging / COMPLETE_MARK).write_text(json.dumps(record), encoding="utf-8")
+            (staging / COMPLETE_MARK).write_text(json.dumps(source.identity()), encoding="utf-8")
             os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

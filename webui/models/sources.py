@@ -33,10 +33,15 @@ class ResolvedSource:
     def path(self) -> Path:
         return self.folder / self.gguf_file if self.gguf_file else self.folder
 
+    def identity(self) -> dict[str, str | int]:
+        """What changes when the file changes: its path, size and modification time."""
+        path = self.path.resolve()
+        stat = path.stat()
+        return {"source": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
     def fingerprint(self) -> str:
-        """Changes when the file changes: path, size and modification time."""
-        stat = self.path.stat()
-        raw = f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+        """A short hash of `identity()`."""
+        raw = "|".join(str(value) for value in self.identity().values())
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from webui.models.loading import _write_cache
+from webui.models.sources import ResolvedSource
 
 
 def _tied_tiny(folder: Path):
@@ -31,7 +32,7 @@ def test_the_cache_folder_names_its_architecture_and_keeps_the_embedding(tmp_pat
     from transformers import AutoModelForCausalLM
 
     model, tokenizer = _tied_tiny(tmp_path)
-    _write_cache(model, tokenizer, tmp_path / "cache")
+    _write_cache(model, tokenizer, tmp_path / "cache", ResolvedSource(tmp_path / "src", None))
     folder = tmp_path / "cache"
     assert (folder / ".complete").is_file()
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
@@ -53,17 +54,16 @@ def _entry(root: Path, name: str, record: dict | None) -> Path:
 
 
 def test_only_folders_whose_source_is_gone_or_changed_are_removed(tmp_path: Path) -> None:
-    from webui.models.cache_records import prune_stale, source_record
-    from webui.models.sources import ResolvedSource
+    from webui.models.cache_records import prune_stale
 
     files = tmp_path / "files"
     files.mkdir()
     for name in ("kept.gguf", "changed.gguf", "gone.gguf"):
         (files / name).write_bytes(b"GGUF" + name.encode())
     root = tmp_path / "dequantised"
-    kept = _entry(root, "kept", source_record(ResolvedSource(files, "kept.gguf")))
-    changed = _entry(root, "changed", source_record(ResolvedSource(files, "changed.gguf")))
-    gone = _entry(root, "gone", source_record(ResolvedSource(files, "gone.gguf")))
+    kept = _entry(root, "kept", ResolvedSource(files, "kept.gguf").identity())
+    changed = _entry(root, "changed", ResolvedSource(files, "changed.gguf").identity())
+    gone = _entry(root, "gone", ResolvedSource(files, "gone.gguf").identity())
     unrecorded = _entry(root, "written-before-records", None)
     staging = _entry(root, ".tmp-half", {"source": str(files / "nowhere.gguf"), "size": 1, "mtime_ns": 1})
     (files / "changed.gguf").write_bytes(b"GGUF, another quantisation")
@@ -78,7 +78,6 @@ def test_only_folders_whose_source_is_gone_or_changed_are_removed(tmp_path: Path
 
 
 def test_writing_a_cache_records_its_source_and_clears_a_reinstall_s_leftover(tmp_path: Path) -> None:
-    from webui.models.sources import ResolvedSource
 
     model, tokenizer = _tied_tiny(tmp_path)
     old_install, new_install = tmp_path / "venv-old", tmp_path / "venv-new"
