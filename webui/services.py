@@ -22,20 +22,22 @@ from webui.records.events import Recorder
 
 class Generations:
     """The cancel events of the generations running now (UI runs, API requests), so that a server
-    stop can end them all at once as Stop does: each reply so far is kept and recorded as stopped."""
+    stop can end them all at once as Stop does, and a closed tab the runs of its own session: each
+    reply so far is kept and recorded as stopped."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # weak: a finished generation's event goes with its run, nobody has to remove it
-        self._live: weakref.WeakSet[threading.Event] = weakref.WeakSet()
+        # weak: a finished generation's event goes with its run, nobody has to remove it; the value
+        # is the browser session that started it (None: an API request)
+        self._live: weakref.WeakKeyDictionary[threading.Event, str | None] = weakref.WeakKeyDictionary()
         self.stopping = False
 
-    def track(self, cancel: threading.Event) -> threading.Event:
+    def track(self, cancel: threading.Event, *, session_hash: str | None = None) -> threading.Event:
         """Register a generation's cancel event (returned); after `stop_all` it is set at once: a
         request that slipped in during the stop ends before it holds the server up."""
         with self._lock:
             if not self.stopping:
-                self._live.add(cancel)
+                self._live[cancel] = session_hash
                 return cancel
         cancel.set()
         return cancel
@@ -46,9 +48,21 @@ class Generations:
             self.stopping = True
             running = [cancel for cancel in self._live if not cancel.is_set()]
             self._live.clear()
-        for cancel in running:
-            cancel.set()
-        return len(running)
+        return _set_all(running)
+
+    def stop_session(self, session_hash: str) -> int:
+        """Cancel the generations one browser session started (its tab was closed); returns how
+        many were running. Gradio ends a run whose event stream drops, but a tab closed before
+        the stream of its newest message connected leaves no stream to drop: this catches that."""
+        with self._lock:
+            running = [c for c, owner in self._live.items() if owner == session_hash and not c.is_set()]
+        return _set_all(running)
+
+
+def _set_all(running: list[threading.Event]) -> int:
+    for cancel in running:
+        cancel.set()
+    return len(running)
 
 
 @dataclass

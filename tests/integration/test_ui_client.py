@@ -207,6 +207,39 @@ def test_no_vote_before_both_replies_finished_and_stop_ends_both_threads(ui: Run
     assert "already voted" in refused(client, "/sbs_vote_a")
 
 
+def test_a_tab_closed_before_its_reply_stream_connected_stops_the_models(ui: RunningUI, client: Client) -> None:
+    """A page joins an event, then opens the stream that carries its updates: a tab closed in
+    between leaves Gradio no stream to see drop (CI caught a closed tab generating on). The page's
+    heartbeat connection goes with the tab either way, and that stops the session's run."""
+    parameters = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/sbs_send"]["parameters"]
+    asked = {p["parameter_name"]: p.get("parameter_default") for p in parameters}
+    asked.update(message="hello", model_a="long-a", model_b="long-b", **pane("a", LONG), **pane("b", LONG))
+    index = next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == "sbs_send")
+    session_hash = "tab-closed-early"
+    chats = len(ui.recorder.chats)
+    with httpx.Client(base_url=ui.url, timeout=10) as page:
+        assert page.get("").status_code == 200  # the page: its session cookie
+        with page.stream("GET", f"gradio_api/heartbeat/{session_hash}") as heartbeat:
+            beats = heartbeat.iter_lines()  # held: a dropped iterator would close the connection now
+            assert next(beats).startswith("data: ")
+            joined = page.post(
+                "gradio_api/queue/join",
+                json={
+                    "data": [None, *asked.values()],  # the session State first; the server keeps it
+                    "fn_index": index,
+                    "session_hash": session_hash,
+                    "event_data": None,
+                    "trigger_id": None,
+                },
+            )
+            assert joined.status_code == 200, joined.text
+            wait_for(lambda: len(generate_threads()) == 2, 30, "both panes should generate")
+        # the heartbeat closed with the tab; no event stream was ever opened
+        wait_for(lambda: not generate_threads(), 20, "a tab closed before its stream connected generates on")
+    wait_for(lambda: len(ui.recorder.chats) == chats + 2, 10, "the stopped replies were not recorded")
+    assert [c.finished.reason.value for c in ui.recorder.chats[-2:]] == ["cancelled"] * 2
+
+
 def test_a_streaming_update_carries_only_what_changed(client: Client) -> None:
     job = client.submit(
         message="hello",

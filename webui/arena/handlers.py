@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -132,7 +133,7 @@ class Handlers:
             self.lineup.assign(session, models)
             requests = self.lineup.requests(session, range(len(session.panes)), pane_settings, same_settings)
             arena.add_turn(session, message, [requests[i] for i in range(len(session.panes))])
-            run = self.services.generations.track(arena.start_run(session))  # a server stop sets it too
+            run = self._start_run(session)
         yield from self.replies.stream(session, run, range(len(session.panes)), client)
 
     def regenerate(
@@ -152,7 +153,7 @@ class Handlers:
             arena.check_can_regenerate(session, panes)
             requests = self.lineup.requests(session, panes, pane_settings, same_settings)
             arena.reset_replies(session, panes, requests)
-            run = self.services.generations.track(arena.start_run(session))
+            run = self._start_run(session)
         yield from self.replies.stream(session, run, panes, client)
 
     def prepared_battle(self, session: Session | None, owner: Owner, client: ClientInfo) -> Iterator[Session]:
@@ -174,7 +175,7 @@ class Handlers:
                 pane.model = pair.models[side]
             requests = [stored_request(self.lineup.spec_or_none(pair.models[side])) for side in sides]
             arena.add_turn(session, pair.prompt, requests)
-            run = self.services.generations.track(arena.start_run(session))
+            run = self._start_run(session)
         openers = {i: stored_reply(pair.replies[side], CHARS_PER_S) for i, side in enumerate(sides)}
         yield from self.replies.stream(session, run, range(2), client, openers)
 
@@ -208,6 +209,10 @@ class Handlers:
     def vote(self, session: Session | None, kind: str, owner: Owner, client: ClientInfo, *, tag: str = "") -> Session:
         """Record a vote if the rules allow it (webui.arena.voting: it counts only once recorded)."""
         return self.voting.vote(session, kind, owner, client, tag=tag)
+
+    def _start_run(self, session: Session) -> threading.Event:
+        """The run's cancel signal, also set by a server stop and by the session's tab closing."""
+        return self.services.generations.track(arena.start_run(session), session_hash=session.owner.session_hash)
 
     def _check_rate(self, action: str, client: ClientInfo) -> None:
         """The per-client limits on messages and votes (webui.access.ratelimit)."""

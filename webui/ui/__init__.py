@@ -82,8 +82,22 @@ def build_ui(services: Services, handlers: Handlers | None = None, board: Leader
                 build_about_tab(services)
         _install_page(list(chats.values()))
         _wire_status(services, handlers, blocks, tabs, current, seen, chats, tab_blocks)
+        _stop_on_close(services, blocks)
     blocks.queue()
     return blocks
+
+
+def _stop_on_close(services: Services, blocks: gr.Blocks) -> None:
+    """A closed (or reloaded) tab stops its session's generations: Gradio ends a run whose event
+    stream drops, but not one whose stream had not connected yet when the tab closed; the page's
+    heartbeat connection, dropped with the tab, triggers `unload` either way."""
+
+    def on_unload(request: gr.Request) -> None:
+        session_hash = getattr(request, "session_hash", None)
+        if session_hash:
+            services.generations.stop_session(session_hash)
+
+    blocks.unload(on_unload)
 
 
 def _install_page(chats: Sequence[ChatLayout]) -> None:
