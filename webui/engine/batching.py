@@ -10,13 +10,14 @@ Sampling. The manager itself honours only temperature, top_k and top_p per reque
 the manager was created sampling (greedy and sampled requests cannot share one), and it samples
 from the global torch RNG (no per-request seed) and drops the repetition penalty (its processor
 does not support batching). So we plug one processor of our own into its logits-processor hook
-(`ContinuousBatchingLogitsProcessor`): for each row of the batch it runs the same Hugging Face
-processors as the generate() path on that request's own tokens (repetition penalty, temperature,
-top_k, top_p, end of sequence held back for ignore_eos) and picks the token greedily or with the
-request's own seeded generator, leaving only that token finite; the manager, created greedy, then
-takes it. Every setting is therefore honoured per request, with the same seed giving the same text
-as on the generate() path. The price: a Python loop over the batch's rows at every step, and a
-step that cannot be captured in a CUDA graph (the GPU capture of issue 34 is not done yet).
+(`ContinuousBatchingLogitsProcessor`): it applies, on all the step's rows at once and each row with
+its request's settings, the arithmetic of the Hugging Face processors the generate() path runs
+(repetition penalty over that request's own tokens, temperature, top_k, top_p, end of sequence held
+back for ignore_eos), then picks each token greedily or with the request's own seeded generator,
+leaving only that token finite; the manager, created greedy, then takes it. Every setting is
+therefore honoured per request, with the same seed giving the same text as on the generate() path.
+What stays per row: one draw per sampled row (each request's own generator), and a step that
+cannot be captured in a CUDA graph (the GPU capture of issue 34 is not done yet).
 
 A failure in one request's sampling (a bad parameter) fails that request alone; an error that ends
 the manager's loop fails the requests it held, and the next request starts the loop again.
@@ -30,7 +31,7 @@ import queue
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,14 +40,7 @@ from webui.models.loading import import_transformers
 from webui.types import SamplingParams
 
 import_transformers()  # under a lock: another loader thread may be importing transformers right now
-from transformers import (  # noqa: E402
-    GenerationConfig,
-    LogitsProcessorList,
-    RepetitionPenaltyLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from transformers import GenerationConfig, LogitsProcessorList  # noqa: E402
 from transformers.generation.configuration_utils import ContinuousBatchingConfig  # noqa: E402
 from transformers.generation.continuous_batching import RequestStatus  # noqa: E402
 from transformers.generation.continuous_batching.cb_logits_processors import (  # noqa: E402
@@ -74,7 +68,6 @@ class Request:
     generator: torch.Generator | None = None
     error: str | None = None  # set by the sampler when this request's row failed
     seen: int = 0
-    processors: LogitsProcessorList = field(default_factory=LogitsProcessorList)
 
 
 class _RowSampler(ContinuousBatchingLogitsProcessor):
@@ -96,42 +89,96 @@ class _RowSampler(ContinuousBatchingLogitsProcessor):
         return torch.zeros(len(self._rows), dtype=torch.int32)
 
     def __call__(self, scores: torch.Tensor, tensor_arg: torch.Tensor) -> torch.Tensor:
+        states = self._rows[: scores.shape[0]]
+        rows = [Row(state.logit_processor_kwargs["arena"], state) for state in states]
+        try:
+            tokens = _choose_rows(rows, scores)
+        except Exception:  # some row's settings: each row again alone, so that only that one fails
+            tokens = [_alone(row, scores[i : i + 1]) for i, row in enumerate(rows)]
         chosen = torch.full_like(scores, float("-inf"))
-        for row, state in enumerate(self._rows[: scores.shape[0]]):
-            request: Request = state.logit_processor_kwargs["arena"]
-            try:
-                token = _choose(request, state.initial_tokens + state.generated_tokens, scores[row : row + 1])
-            except Exception as exc:  # this request alone fails: an exception here would end every request
-                request.error = request.error or f"{type(exc).__name__}: {exc}"
-                token = 0  # any token: the router ends the request before it is shown
-            chosen[row, token] = 0.0
+        chosen[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 0.0
         return chosen
 
 
-def _choose(request: Request, history: list[int], scores: torch.Tensor) -> int:
-    """The generate() path's processors, in its order, on one row; then argmax or a seeded draw."""
-    params = request.params
-    ids = torch.tensor([history], device=scores.device)
-    scores = request.processors(ids, scores)  # type: ignore[arg-type]  # a LongTensor at run time
-    if params.ignore_eos and request.eos:
-        scores[:, list(request.eos)] = float("-inf")  # as min_new_tokens does on the generate() path
-    if params.greedy:
-        return int(scores.argmax(dim=-1))
-    probs = torch.softmax(scores.float(), dim=-1).cpu()
-    return int(torch.multinomial(probs, 1, generator=request.generator))
+@dataclass(frozen=True)
+class Row:
+    """One row of a step: the request and the manager's state of it (its tokens so far)."""
+
+    request: Request
+    state: Any
+
+    def history(self) -> list[int]:
+        return self.state.initial_tokens + self.state.generated_tokens
 
 
-def _processors(params: SamplingParams) -> LogitsProcessorList:
-    processors: list[Any] = []
-    if params.repetition_penalty != 1.0:
-        processors.append(RepetitionPenaltyLogitsProcessor(params.repetition_penalty))
-    if not params.greedy:
-        processors.append(TemperatureLogitsWarper(params.temperature))
-        if params.top_k:
-            processors.append(TopKLogitsWarper(params.top_k))
-        if params.top_p < 1.0:
-            processors.append(TopPLogitsWarper(params.top_p))
-    return LogitsProcessorList(processors)
+def _alone(row: Row, scores: torch.Tensor) -> int:
+    try:
+        return _choose_rows([row], scores)[0]
+    except Exception as exc:  # this request alone fails: an exception here would end every request
+        row.request.error = row.request.error or f"{type(exc).__name__}: {exc}"
+        return 0  # any token: the router ends the request before it is shown
+
+
+def _choose_rows(rows: Sequence[Row], scores: torch.Tensor) -> list[int]:
+    """The generate() path's processors, in its order (repetition penalty, temperature, top_k,
+    top_p), on every row at once, each row with its request's settings; then argmax or that
+    request's seeded draw. Each is the same elementwise arithmetic as the processor on one row, so
+    a row gets the token it would get alone; batching saves a sort per top_p row and the
+    processors' per-call overhead."""
+    params = [row.request.params for row in rows]
+    scores = scores.to(torch.float32, copy=True)  # as generate() takes the logits
+    penalised = [i for i, p in enumerate(params) if p.repetition_penalty != 1.0]
+    if penalised:
+        histories = [rows[i].history() for i in penalised]
+        penalties = [params[i].repetition_penalty for i in penalised]
+        scores[penalised] = _penalise(scores[penalised], histories, penalties)
+    sampled = [i for i, p in enumerate(params) if not p.greedy]
+    if sampled:
+        scores[sampled] = _warp(scores[sampled], [params[i] for i in sampled])
+    for i, row in enumerate(rows):
+        if params[i].ignore_eos and row.request.eos:
+            scores[i, list(row.request.eos)] = float("-inf")  # as min_new_tokens does on the generate() path
+    tokens = [int(token) for token in scores.argmax(dim=-1).tolist()]
+    if sampled:
+        probs = torch.softmax(scores[sampled].float(), dim=-1).cpu()
+        for j, i in enumerate(sampled):  # one draw per row: each request's own generator
+            tokens[i] = int(torch.multinomial(probs[j : j + 1], 1, generator=rows[i].request.generator))
+    return tokens
+
+
+def _penalise(scores: torch.Tensor, histories: list[list[int]], penalties: list[float]) -> torch.Tensor:
+    """RepetitionPenaltyLogitsProcessor per row: each token seen so far is multiplied by the penalty
+    when negative and divided by it otherwise; ids beyond the logits are ignored, as there."""
+    vocab = scores.shape[-1]
+    seen = torch.zeros_like(scores, dtype=torch.bool)
+    for row, history in enumerate(histories):
+        ids = torch.tensor(history, dtype=torch.long)
+        seen[row, ids[ids < vocab]] = True
+    penalty = torch.tensor(penalties, dtype=scores.dtype).unsqueeze(1)
+    return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
+
+
+def _warp(scores: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper per row, in that order. top_p
+    drops the least likely tokens while their running sum stays within 1 - top_p, keeping one."""
+    minus_inf = float("-inf")
+    scores = scores / torch.tensor([p.temperature for p in params], dtype=scores.dtype).unsqueeze(1)
+    top_k = [min(p.top_k, scores.shape[-1]) for p in params]
+    if any(top_k):
+        kth = torch.topk(scores, max(top_k), dim=-1).values
+        for row, k in enumerate(top_k):
+            if k:
+                scores[row] = scores[row].masked_fill(scores[row] < kth[row, k - 1], minus_inf)
+    nucleus = [row for row, p in enumerate(params) if p.top_p < 1.0]
+    if nucleus:
+        part = scores[nucleus]
+        ordered, order = torch.sort(part, descending=False)
+        running = ordered.softmax(dim=-1).cumsum(dim=-1)
+        limit = torch.tensor([1 - params[row].top_p for row in nucleus], dtype=running.dtype).unsqueeze(1)
+        drop = running <= limit
+        drop[..., -1:] = False
+        scores[nucleus] = part.masked_fill(drop.scatter(1, order, drop), minus_inf)
+    return scores
 
 
 def whole_pages(tokens: int) -> int:
@@ -207,7 +254,6 @@ class Batching:
             on_tokens=on_tokens,
             on_end=on_end,
             generator=torch.Generator(device="cpu").manual_seed(seed),
-            processors=_processors(params),
         )
         with self._lock:
             self._ensure_running()

@@ -102,8 +102,19 @@ def test_same_text_as_the_generate_path_greedy_and_seeded(batched: Registry, unb
 
 def test_eight_streams_at_once_end_with_their_own_lengths_and_stop_strings(batched: Registry) -> None:
     backend = batched.get("tiny-a")
+    # one step samples rows with different settings at once: each must get what it gets alone
+    top_k, top_p = (0, 0, 9, 0, 0, 0, 25, 0), (0.8, 1.0, 1.0, 1.0, 0.95, 1.0, 0.7, 1.0)
+    penalty = (1.0, 1.3, 1.2, 1.0, 1.0, 1.1, 1.0, 1.0)
     requests = [
-        SamplingParams(temperature=0 if i % 2 else 1.1, seed=i, max_new_tokens=6 + 5 * i, ignore_eos=True)
+        SamplingParams(
+            temperature=0 if i % 2 else 1.1,
+            top_k=top_k[i],
+            top_p=top_p[i],
+            repetition_penalty=penalty[i],
+            seed=i,
+            max_new_tokens=6 + 5 * i,
+            ignore_eos=True,
+        )
         for i in range(8)
     ]
     alone = [collect(backend.stream(HELLO, params)) for params in requests]
@@ -167,16 +178,15 @@ def test_a_request_that_fails_ends_alone(
     backend = batched.get("tiny-a")
     good = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
     expected = collect(backend.stream(HELLO, good))[0]
-    steps: dict[str, int] = {}
-    real_choose = batching._choose
+    real_choose = batching._choose_rows
 
-    def choose(request: batching.Request, history: list[int], scores: object) -> int:
-        steps[request.id] = steps.get(request.id, 0) + 1
-        if request.params.seed == 666 and steps[request.id] == 3:
-            raise RuntimeError("injected fault")  # a bad parameter, as far as the batch can tell
-        return real_choose(request, history, scores)
+    def choose(rows: list[batching.Row], scores: object) -> list[int]:
+        for row in rows:  # its third token: a bad parameter, as far as the batch can tell
+            if row.request.params.seed == 666 and len(row.state.generated_tokens) == 2:
+                raise RuntimeError("injected fault")
+        return real_choose(rows, scores)
 
-    monkeypatch.setattr(batching, "_choose", choose)
+    monkeypatch.setattr(batching, "_choose_rows", choose)
     streams = [backend.stream(HELLO, good) for _ in range(3)]
     firsts = [next(stream).text for stream in streams]  # all three are running in the manager now
     text, failed = collect(backend.stream(HELLO, good.replace(seed=666)))
