@@ -4,6 +4,7 @@
     python -m bench.serving.replay --prompts 20 --out bench/results/replay-cpu.json
     python -m bench.serving.replay --prompts 20 --max-tokens 128 --judge-max-tokens 16
     python -m bench.serving.replay --prompts 20 --backend transformers --dtype bf16 --slots 32
+    python -m bench.serving.replay --prompt-mix distinct-short --backend transformers --dtype bf16 --slots 32
 
 Simulates a vote log (webui.leaderboard.simulate, `--battles`) in a temporary folder, writes a
 models file with the demo's two models (assets/models.yaml) and a judge: block naming one of them
@@ -23,6 +24,7 @@ judge reads far more than it writes; docs/performance.md, "Replay speed"). Print
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -38,6 +40,7 @@ import yaml
 
 from bench.report import ROOT, load_average
 from webui.leaderboard.simulate import simulate
+from webui.leaderboard.votes.rows import vote_features
 
 DEMO = ROOT / "assets" / "models.yaml"
 SMOL, GEMMA = "SmolLM2-135M-Instruct", "Gemma-3-270M (base)"
@@ -49,6 +52,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.serving.replay", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", type=int, default=200, help="prompts replayed; default 200 (the goal's)")
     p.add_argument("--battles", type=int, default=8000, help="simulated battle votes to draw them from")
+    p.add_argument(
+        "--prompt-mix",
+        choices=("simulated", "distinct-short"),
+        default="simulated",
+        help="the simulator's prompts (few distinct short ones: 200 distinct are mostly its 450-word texts), "
+        "or every conversation's first message one of 320 distinct one-line questions; default simulated",
+    )
     p.add_argument("--model", default=SMOL, help=f"the new model; default {SMOL}")
     p.add_argument("--baseline", default=GEMMA, help=f"the baseline; default {GEMMA}")
     p.add_argument("--judge", default=SMOL, help=f"the judge; default {SMOL}")
@@ -76,6 +86,47 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds before the replay is stopped")
     p.add_argument("--out", type=Path, default=None, help="also write the figures here as JSON")
     return p.parse_args(argv)
+
+
+TEMPLATES = (
+    "Explain {} to a twelve-year-old.",
+    "What are the pros and cons of {}?",
+    "Write a short poem about {}.",
+    "Give me three surprising facts about {}.",
+    "How does {} work, in a few sentences?",
+    "What is a common mistake people make with {}?",
+    "Suggest a weekend project involving {}.",
+    "Compare {} with something from everyday life.",
+)
+TOPICS = (
+    "photosynthesis", "compound interest", "black holes", "sourdough bread", "electric cars", "the immune system",
+    "public transport", "chess openings", "volcanoes", "solar panels", "coffee roasting", "the printing press",
+    "rainbows", "vaccines", "bicycles", "jazz", "tides", "recycling", "honeybees", "the stock market",
+    "glaciers", "3D printing", "meditation", "the Roman Empire", "wind turbines", "bird migration", "origami",
+    "earthquakes", "spreadsheets", "the water cycle", "container gardening", "password managers", "lighthouses",
+    "sleep", "fermentation", "satellites", "board games", "coral reefs", "typography", "marathon training",
+)  # fmt: skip
+
+
+def distinct_short_prompts(folder: Path) -> None:
+    """Every conversation's first user message becomes one of len(TEMPLATES) x len(TOPICS) one-line
+    questions (chosen by its conv_id, so that both sides and every vote of it agree), its features
+    computed again: a log of the kind a team's arena has, where almost every prompt is its own."""
+    questions = [template.format(topic) for template in TEMPLATES for topic in TOPICS]
+    for path in sorted(folder.glob("*-conv.json")):
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for record in records:
+            states = record.get("states") or []
+            if not states or not states[0].get("messages"):
+                continue
+            key = hashlib.sha256(str(states[0].get("conv_id", "")).encode()).digest()
+            question = questions[int.from_bytes(key[:4], "big") % len(questions)]
+            for state in states:
+                if state["messages"] and state["messages"][0][0] == "user":
+                    state["messages"][0][1] = question
+            if "features" in record:
+                record["features"] = vote_features(record)
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
 
 def models_file(folder: Path, args: argparse.Namespace) -> Path:
@@ -113,9 +164,15 @@ def run_replay(folder: Path, models: Path, args: argparse.Namespace) -> tuple[fl
         env["ARENA_BATCH_SLOTS"] = env["ARENA_VLLM_CONCURRENCY"] = str(args.slots)
     start = time.monotonic()
     # Run from the checkout: `python -m` puts the working folder first on the path.
-    done = subprocess.run(
-        command, cwd=args.code, env=env, capture_output=True, text=True, timeout=args.timeout, check=False
-    )
+    try:
+        done = subprocess.run(
+            command, cwd=args.code, env=env, capture_output=True, text=True, timeout=args.timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # what it had logged says how far it got
+        logged = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        raise SystemExit(
+            f"the replay did not finish within {args.timeout:.0f} s; it had logged:\n{logged[-3000:]}"
+        ) from None
     seconds = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"the replay failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -164,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         folder = Path(tmp)
         simulate(folder, battles=args.battles)
+        if args.prompt_mix == "distinct-short":
+            distinct_short_prompts(folder)
         models = models_file(folder, args)
         before = load_average()
         seconds, report, stderr = run_replay(folder, models, args)

@@ -177,3 +177,29 @@ def test_every_module_a_bench_runs_with_python_m_can_run() -> None:
         assert spec is not None and spec.origin, f"{module} is not a module"
         source = Path(spec.origin).read_text()
         assert spec.origin.endswith("__main__.py") or 'if __name__ == "__main__":' in source, f"{module} has no main"
+
+
+def test_the_replay_bench_can_give_every_conversation_its_own_short_question(tmp_path) -> None:
+    from bench.serving.replay import distinct_short_prompts
+    from webui.leaderboard.simulate import simulate
+    from webui.leaderboard.votes.rows import vote_features
+
+    simulate(tmp_path, battles=400)
+    distinct_short_prompts(tmp_path)
+    firsts: dict[str, str] = {}
+    featured = 0
+    for path in tmp_path.glob("*-conv.json"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if not record.get("states"):
+                continue
+            questions = {state["messages"][0][1] for state in record["states"]}
+            assert len(questions) == 1, "both sides of a battle ask the same question"
+            (question,) = questions
+            conv = record["states"][0]["conv_id"]
+            assert firsts.setdefault(conv, question) == question, "every vote of a conversation agrees"
+            if "features" in record:
+                featured += 1
+                assert record["features"] == vote_features(record), "the features are those of the new question"
+    assert len(set(firsts.values())) > 150 and max(len(q) for q in firsts.values()) < 80
+    assert featured > 100
