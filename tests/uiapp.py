@@ -18,6 +18,9 @@ import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from tests.apps import start_app
 from tests.servers import RunningServer, alive_threads, serve_app, wait_for
@@ -31,7 +34,7 @@ from webui.server.app import create_app
 from webui.services import Services
 from webui.types import Finished, FinishReason, Message, Route, SamplingParams, StreamEvent, TextDelta
 
-__all__ = ["RunningUI", "generate_threads", "serve", "start_ui", "ui_settings", "wait_for"]
+__all__ = ["RunningUI", "generate_threads", "join", "serve", "start_ui", "ui_settings", "wait_for"]
 
 
 QUICK = {"sampling": {"temperature": 0, "max_new_tokens": 16}}
@@ -64,6 +67,19 @@ class RunningUI(RunningServer):
     @classmethod
     def of(cls, running: RunningServer) -> RunningUI:
         return cls(**{**vars(running), "url": running.url + "/"})
+
+
+def join(
+    http: httpx.Client, ui: RunningUI, api_name: str, session_hash: str, data: Sequence[Any] | None = None
+) -> httpx.Response:
+    """What the page sends to run an event, without opening the stream of its updates. `data`: the
+    event's inputs in order (default all None: State inputs are taken from the server-side session)."""
+    index = next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == api_name)
+    values = list(data) if data is not None else [None] * len(ui.app.state.blocks.fns[index].inputs)
+    return http.post(
+        "gradio_api/queue/join",
+        json={"data": values, "fn_index": index, "session_hash": session_hash, "event_data": None, "trigger_id": None},
+    )
 
 
 def ui_settings(tmp: Path, model_dir: Path) -> Settings:

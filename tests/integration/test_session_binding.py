@@ -15,7 +15,7 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from tests.uiapp import RunningUI, start_ui, ui_settings
+from tests.uiapp import RunningUI, join, start_ui, ui_settings
 from webui.server import sessions
 
 REFUSED = "This session belongs to another browser"
@@ -26,20 +26,6 @@ def ui(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     running = start_ui(ui_settings(tmp_path_factory.mktemp("sessions"), tiny_model_dir))
     yield running
     running.stop()
-
-
-def fn_index(ui: RunningUI, api_name: str) -> int:
-    return next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == api_name)
-
-
-def join(http: httpx.Client, ui: RunningUI, api_name: str, session_hash: str) -> httpx.Response:
-    """What the page sends to run an event (State inputs are taken from the server-side session)."""
-    index = fn_index(ui, api_name)
-    data = [None] * len(ui.app.state.blocks.fns[index].inputs)
-    return http.post(
-        "gradio_api/queue/join",
-        json={"data": data, "fn_index": index, "session_hash": session_hash, "event_data": None, "trigger_id": None},
-    )
 
 
 def status_of_stream(http: httpx.Client, path: str, **params: str) -> tuple[int, str]:

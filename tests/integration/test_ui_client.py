@@ -14,7 +14,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.uiapp import NAMES, RunningUI, generate_threads, start_ui, ui_settings, wait_for
+from tests.uiapp import NAMES, RunningUI, generate_threads, join, start_ui, ui_settings, wait_for
 from webui.arena.rules import PaneSettings
 from webui.ui import preview
 
@@ -214,7 +214,6 @@ def test_a_tab_closed_before_its_reply_stream_connected_stops_the_models(ui: Run
     parameters = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/sbs_send"]["parameters"]
     asked = {p["parameter_name"]: p.get("parameter_default") for p in parameters}
     asked.update(message="hello", model_a="long-a", model_b="long-b", **pane("a", LONG), **pane("b", LONG))
-    index = next(i for i, fn in ui.app.state.blocks.fns.items() if fn.api_name == "sbs_send")
     session_hash = "tab-closed-early"
     chats = len(ui.recorder.chats)
     with httpx.Client(base_url=ui.url, timeout=10) as page:
@@ -222,16 +221,8 @@ def test_a_tab_closed_before_its_reply_stream_connected_stops_the_models(ui: Run
         with page.stream("GET", f"gradio_api/heartbeat/{session_hash}") as heartbeat:
             beats = heartbeat.iter_lines()  # held: a dropped iterator would close the connection now
             assert next(beats).startswith("data: ")
-            joined = page.post(
-                "gradio_api/queue/join",
-                json={
-                    "data": [None, *asked.values()],  # the session State first; the server keeps it
-                    "fn_index": index,
-                    "session_hash": session_hash,
-                    "event_data": None,
-                    "trigger_id": None,
-                },
-            )
+            # the session State first (the server keeps it), then the named inputs
+            joined = join(page, ui, "sbs_send", session_hash, [None, *asked.values()])
             assert joined.status_code == 200, joined.text
             wait_for(lambda: len(generate_threads()) == 2, 30, "both panes should generate")
         # the heartbeat closed with the tab; no event stream was ever opened

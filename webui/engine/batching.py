@@ -140,7 +140,7 @@ def _choose_rows(rows: Sequence[Row], scores: torch.Tensor) -> list[int]:
             scores[i, list(row.request.eos)] = float("-inf")  # as min_new_tokens does on the generate() path
     tokens = [int(token) for token in scores.argmax(dim=-1).tolist()]
     if sampled:
-        probs = torch.softmax(scores[sampled].float(), dim=-1).cpu()
+        probs = torch.softmax(scores[sampled], dim=-1).cpu()
         for j, i in enumerate(sampled):  # one draw per row: each request's own generator
             tokens[i] = int(torch.multinomial(probs[j : j + 1], 1, generator=rows[i].request.generator))
     return tokens
@@ -163,12 +163,11 @@ def _warp(scores: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
     drops the least likely tokens while their running sum stays within 1 - top_p, keeping one."""
     minus_inf = float("-inf")
     scores = scores / torch.tensor([p.temperature for p in params], dtype=scores.dtype).unsqueeze(1)
-    top_k = [min(p.top_k, scores.shape[-1]) for p in params]
-    if any(top_k):
-        kth = torch.topk(scores, max(top_k), dim=-1).values
-        for row, k in enumerate(top_k):
-            if k:
-                scores[row] = scores[row].masked_fill(scores[row] < kth[row, k - 1], minus_inf)
+    top_k = torch.tensor([min(p.top_k, scores.shape[-1]) for p in params])
+    if bool(top_k.any()):
+        kth = torch.topk(scores, int(top_k.max()), dim=-1).values.gather(1, (top_k - 1).clamp(min=0).unsqueeze(1))
+        kth[top_k == 0] = minus_inf  # no top_k: nothing below the threshold
+        scores = scores.masked_fill(scores < kth, minus_inf)
     nucleus = [row for row, p in enumerate(params) if p.top_p < 1.0]
     if nucleus:
         part = scores[nucleus]
