@@ -15,7 +15,15 @@ from webui.config.defaults import (
     from_environment,
 )
 from webui.config.option import setting
-from webui.config.values import AT_LEAST_1, PAIRING_MODES, PORT, POSITIVE, check_keys
+from webui.config.values import (
+    AT_LEAST_1,
+    OFF_OR_MORE,
+    PAIRING_MODES,
+    PORT,
+    POSITIVE,
+    SHARE_OF_FREE_MEMORY,
+    check_keys,
+)
 
 
 @dataclass(frozen=True)
@@ -95,11 +103,19 @@ class ServingSettings:
         help="on|off: transformers serves a model's replies in one continuous batch (on) or one generate() per "
         "reply (off, the default until one chat is measured no slower on the batch)",
     )
-    transformers_kv_cache_tokens: int = setting(  # allocated at load
-        8192,
+    transformers_kv_cache_tokens: int = setting(  # allocated at load; 0: sized there (webui.engine.batching_load)
+        0,
         flag="--transformers-kv-cache-tokens",
-        help="tokens of the paged KV cache each transformers model allocates for continuous batching; default 8192",
-        check=AT_LEAST_1,
+        help="tokens of the paged KV cache each transformers model allocates for continuous batching; default 0: "
+        "on a GPU every slot's whole context as far as --transformers-kv-cache-memory allows, on a CPU 8192",
+        check=OFF_OR_MORE,
+    )
+    transformers_kv_cache_memory: float = setting(
+        0.5,
+        flag="--transformers-kv-cache-memory",
+        help="share of the GPU memory free when a transformers model loads that its paged KV cache may take when "
+        "sized at load; default 0.5",
+        check=SHARE_OF_FREE_MEMORY,
     )
     llama_server: str = setting(
         factory=from_environment("ARENA_LLAMA_SERVER"),

@@ -45,6 +45,8 @@ AT_LEAST_1 = Rule(lambda v: v >= 1, "at least 1")
 OFF_OR_MORE = Rule(lambda v: v >= 0, "0 (off / automatic) or more")
 POSITIVE = Rule(lambda v: v > 0, "> 0")
 PORT = Rule(lambda v: 0 < v < 65536, "1..65535")
+# A paged KV cache sized from free memory: the forward pass needs room beside it (the load check's 80%)
+SHARE_OF_FREE_MEMORY = Rule(lambda v: 0 < v <= 0.8, "more than 0 and at most 0.8")
 
 
 def one_of(choices: tuple[str, ...]) -> Rule:

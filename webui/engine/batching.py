@@ -9,15 +9,19 @@ request at the next step (`cancel_request`), freeing its cache blocks.
 Sampling. The manager itself honours only temperature, top_k and top_p per request, and only when
 the manager was created sampling (greedy and sampled requests cannot share one), and it samples
 from the global torch RNG (no per-request seed) and drops the repetition penalty (its processor
-does not support batching). So we plug one processor of our own into its logits-processor hook
-(`ContinuousBatchingLogitsProcessor`): it applies, on all the step's rows at once and each row with
-its request's settings, the arithmetic of the Hugging Face processors the generate() path runs
+does not support batching). So each step's tokens are ours: a processor of our own in its
+logits-processor hook (`ContinuousBatchingLogitsProcessor`) keeps the step's logits, and once the
+step is done we choose every row's token, on all the step's rows at once and each row with its
+request's settings, with the arithmetic of the Hugging Face processors the generate() path runs
 (repetition penalty over that request's own tokens, temperature, top_k, top_p, end of sequence held
-back for ignore_eos), then picks each token greedily or with the request's own seeded generator,
-leaving only that token finite; the manager, created greedy, then takes it. Every setting is
-therefore honoured per request, with the same seed giving the same text as on the generate() path.
-What stays per row: one draw per sampled row (each request's own generator), and a step that
-cannot be captured in a CUDA graph (the GPU capture of issue 34 is not done yet).
+back for ignore_eos), greedily or with the request's own seeded generator, and write it where the
+manager reads its tokens. Every setting is therefore honoured per request, with the same seed
+giving the same text as on the generate() path.
+
+GPU. Choosing after the step keeps Python out of the function the manager runs for a step, so the
+manager may capture that function in a CUDA graph (its own choice: where the attention needs no
+mask, i.e. flash attention, which it takes where the flash-attn package is installed). The graphs
+are captured when the engine starts (`warmup_s`), not in a visitor's first reply.
 
 A failure in one request's sampling (a bad parameter) fails that request alone; an error that ends
 the manager's loop fails the requests it held, and the next request starts the loop again.
@@ -25,11 +29,13 @@ the manager's loop fails the requests it held, and the next request starts the l
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import queue
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,15 +77,21 @@ class Request:
 
 
 class _RowSampler(ContinuousBatchingLogitsProcessor):
-    """Chooses each row's token with that request's own settings (see the module docstring). The
-    manager calls `prepare_tensor_args` with the rows of the coming step and then, in the same thread
-    (synchronous batching, which we ask for), `__call__` on their logits in that order."""
+    """Keeps each step's logits; the step's tokens are chosen after the forward pass (`choose`).
+
+    The manager calls `prepare_tensor_args` with the rows of the coming step, then, inside the
+    function it runs for the step (the one a GPU captures in a CUDA graph), `__call__` on their
+    logits. A replayed graph runs no Python, so `__call__` does tensor work only: it copies the
+    logits into a buffer that outlives the capture, where every replay writes its step's logits
+    again. Our Python sampler reads them there once the step is done."""
 
     # Instance attributes: the base class declares them so, and ruff wants no mutable class default
-    def __init__(self) -> None:
+    def __init__(self, rows_at_most: Callable[[], int]) -> None:
         self.supported_kwargs: dict[str, type] = {"arena": Request}
         self.ignored_kwargs: tuple[str, ...] = ()
         self._rows: list[Any] = []
+        self._rows_at_most = rows_at_most
+        self._logits: torch.Tensor | None = None
 
     def fill_defaults(self, int32_tensor: torch.Tensor) -> None:
         int32_tensor.fill_(0)
@@ -89,15 +101,37 @@ class _RowSampler(ContinuousBatchingLogitsProcessor):
         return torch.zeros(len(self._rows), dtype=torch.int32)
 
     def __call__(self, scores: torch.Tensor, tensor_arg: torch.Tensor) -> torch.Tensor:
-        states = self._rows[: scores.shape[0]]
-        rows = [Row(state.logit_processor_kwargs["arena"], state) for state in states]
+        kept = self._logits
+        if kept is None or kept.shape[0] < scores.shape[0] or kept.shape[1:] != scores.shape[1:]:
+            if _capturing(scores):  # a capture always follows a run of the same step, which sized it
+                raise RuntimeError("the logits buffer was not sized before the CUDA graph capture")
+            rows = max(scores.shape[0], self._rows_at_most())
+            kept = self._logits = scores.new_empty((rows, *scores.shape[1:]), dtype=torch.float32)
+        kept[: scores.shape[0]].copy_(scores)
+        return scores  # the manager's own greedy pick; `choose` replaces it
+
+    def choose(self) -> list[int]:
+        """This step's token for each row, each with its request's settings (see the module
+        docstring). A row whose settings fail the batched pass is found by running each alone."""
+        if not self._rows:
+            return []
+        assert self._logits is not None, "a step with rows but no logits"
+        scores = self._logits[: len(self._rows)]
+        rows = [Row(state.logit_processor_kwargs["arena"], state) for state in self._rows]
         try:
-            tokens = _choose_rows(rows, scores)
+            return _choose_rows(rows, scores)
         except Exception:  # some row's settings: each row again alone, so that only that one fails
-            tokens = [_alone(row, scores[i : i + 1]) for i, row in enumerate(rows)]
-        chosen = torch.full_like(scores, float("-inf"))
-        chosen[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 0.0
-        return chosen
+            return [_alone(row, scores[i : i + 1]) for i, row in enumerate(rows)]
+
+
+def _flash_installed() -> bool:
+    """flash-attn's own package, and not the `kernels` package: with it, the manager would prefer
+    flash attention 3 fetched from the Hub, and the app never downloads at run time."""
+    return importlib.util.find_spec("flash_attn") is not None and importlib.util.find_spec("kernels") is None
+
+
+def _capturing(tensor: torch.Tensor) -> bool:
+    return tensor.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 @dataclass(frozen=True)
@@ -188,30 +222,75 @@ def whole_pages(tokens: int) -> int:
 class Batching:
     """The manager of one set of weights, and the thread that routes its outputs to the requests."""
 
-    def __init__(self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str) -> None:
+    def __init__(self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str, graphs: bool = True) -> None:
+        """`graphs`: let the manager capture its steps on a GPU where it would (False: never)."""
         self.name = name
         self.eos = tuple(eos)
         self.kv_cache_tokens = whole_pages(kv_cache_tokens)
+        on_gpu = model.device.type == "cuda"
         config = ContinuousBatchingConfig(
             num_blocks=self.kv_cache_tokens // PAGE_SIZE,
             page_size=PAGE_SIZE,
             use_async_batching=False,  # our sampler reads the rows of the step it is called for
-            use_cuda_graph=False,  # our sampler is Python per row: not capturable
+            # A GPU: the manager's own choice (it captures a step where the attention needs no mask,
+            # i.e. flash attention); a CPU has no graphs to capture.
+            use_cuda_graph=None if on_gpu and graphs else False,
             allow_block_sharing=False,  # a cache hit would skip history our sampler still sees; keeps it simple
-            auto_switch_to_flash=False,  # the generate() path's attention, for the same answers
+            # The generate() path's attention, for the same answers; on a GPU with flash-attn installed,
+            # flash attention (what the captured decode step needs; never a download of its kernels)
+            auto_switch_to_flash=on_gpu and graphs and _flash_installed(),
         )
         generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0)
         self.manager = model.init_continuous_batching(generation_config=generation, continuous_batching_config=config)
-        hook = ContinuousBatchingLogitsProcessorList(LogitsProcessorList([_RowSampler()]))
+        self._sampler = _RowSampler(lambda: self.manager.continuous_batching_config.max_requests_per_batch or 0)
+        hook = ContinuousBatchingLogitsProcessorList(LogitsProcessorList([self._sampler]))
         hook.tensors_required = 1  # one int32 row of arguments for our sampler (unused, but reserved)
         hook.do_processing = True
         self.manager.logit_processor = hook
+        self.warmup_s = 0.0
+        self.no_graphs_why = ""  # set by the loader where capturing failed and the engine runs without
         self._lock = threading.Lock()
         self._requests: dict[str, Request] = {}
         self._closed = threading.Event()
         self._start_loop()
+        self.ready_s = self.warmup_s  # the loader sets the whole start, its first token included
         self._router = threading.Thread(target=self._route, name=f"batching:{name}", daemon=True)
         self._router.start()
+
+    @property
+    def graphs(self) -> tuple[bool, bool]:
+        """Whether the manager captures its (prefill, decode) steps in CUDA graphs."""
+        varlen, decode = self.manager.continuous_batching_config.cuda_graph_booleans
+        return bool(varlen), bool(decode)
+
+    def describe(self) -> str:
+        """What the model's status says of this engine, after "continuous batching"."""
+        captured = [path for path, on in zip(("prefill", "decode"), self.graphs, strict=True) if on]
+        graphs = f"; CUDA graphs: {' and '.join(captured)}" if captured else ""
+        failed = f"; no CUDA graphs ({self.no_graphs_why})" if self.no_graphs_why else ""
+        return f"; paged KV cache of {self.kv_cache_tokens} tokens{graphs}{failed}; warmed up in {self.ready_s:.1f} s"
+
+    def _warm_up(self) -> float:
+        """Builds the manager's cache and batch processor before its loop starts, on the thread
+        that starts it (built on the caller's thread, the CPU forward pass ran about 10% slower):
+        on a GPU that captures its steps, this is where the graphs are captured (seconds); then our
+        sampler is set to choose each step's tokens once the step is done. Returns the seconds."""
+        started = time.perf_counter()
+        self.manager.warmup()
+        processor = self.manager.batch_processor
+        runner, io = processor.model_runner, processor.inputs_and_outputs
+        forward = runner.compute_batch
+
+        def forward_then_choose(model: Any, batch_data: dict) -> None:
+            forward(model, batch_data)
+            if io.compute_stream is not None:  # the step runs on its own stream on a GPU
+                io.compute_stream.synchronize()
+            tokens = self._sampler.choose()
+            if tokens:  # the manager reads each row's token from here (its own greedy pick is replaced)
+                io.output_ids[0, : len(tokens)].copy_(torch.tensor(tokens, dtype=io.output_ids.dtype))
+
+        runner.compute_batch = forward_then_choose
+        return time.perf_counter() - started
 
     def _start_loop(self) -> None:
         """The manager's loop, started from a daemon thread: transformers' loop thread takes its
@@ -223,6 +302,8 @@ class Batching:
         def start() -> None:
             try:
                 with torch.inference_mode():  # thread-local: the loop runs in the mode of its starter
+                    if self.manager.batch_processor is None:  # the first start (a restart keeps it)
+                        self.warmup_s = self._warm_up()
                     self.manager.start()
             except BaseException as exc:  # raised again in the caller's thread, where it belongs
                 failed.append(exc)

@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from webui.config import Settings
-from webui.engine.batching import PAGE_SIZE, Batching, whole_pages
+from webui.engine.batching import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE, Batching, whole_pages
 from webui.engine.templates import PromptBuilder
 from webui.handoff import Handoff
 from webui.models.specs import ModelSpec
@@ -36,7 +36,9 @@ SMALLEST_CONVERSATION = (Message("user", "hi"),)
 GIB = 1024**3
 
 
-def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settings) -> tuple[Batching | None, str]:
+def start_batching(
+    model: Any, tokenizer: Any, spec: ModelSpec, settings: Settings, context: int
+) -> tuple[Batching | None, str]:
     """The continuous-batching engine for these weights, or None and why the generate() path serves
     them ("" when batching is simply off)."""
     from webui.engine.zerogpu import zero_gpu
@@ -47,22 +49,54 @@ def start_batching(model: Any, tokenizer: Any, spec: ModelSpec, settings: Settin
         return None, ""  # turned off: nothing went wrong, so the status has nothing to explain
     if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
         return None, "the model is spread over several devices"
-    tokens = whole_pages(spec.engine_options.get("kv_cache_tokens", settings.transformers_kv_cache_tokens))
-    problem = cache_problem(model, tokens, free_memory(model)) or reply_problem(spec, tokenizer, tokens)
+    free = free_memory(model)
+    chosen = spec.engine_options.get("kv_cache_tokens", settings.transformers_kv_cache_tokens)
+    slots = spec.max_concurrency or settings.batch_slots
+    tokens = whole_pages(chosen) if chosen else sized_cache(model, slots * context, settings, free)
+    problem = cache_problem(model, tokens, free) or reply_problem(spec, tokenizer, tokens)
     if problem:
         log.warning("%s: one generate() per reply, not continuous batching: %s", spec.name, problem)
         return None, problem
-    batching: Batching | None = None
+    started = time.perf_counter()
     try:
-        batching = Batching(model, eos_ids(model, tokenizer), tokens, spec.name)
-        _probe(batching, tokenizer)
+        batching = _start(model, tokenizer, spec, tokens, graphs=True)
     except Exception as exc:  # any refusal of the manager means the generate() path, with the reason
         log.warning("%s: continuous batching cannot serve it, one generate() per reply: %s", spec.name, exc)
-        if batching is not None:
-            batching.close()
         kind = type(model).__name__
         return None, f"continuous batching cannot run {kind}: {type(exc).__name__}: {str(exc)[:160]}"
+    batching.ready_s = time.perf_counter() - started
     return batching, ""
+
+
+def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, graphs: bool) -> Batching:
+    """The engine, proven by a one-token request. Where the manager captured CUDA graphs and that
+    failed, the engine again without them, saying why."""
+    batching: Batching | None = None
+    try:
+        batching = Batching(model, eos_ids(model, tokenizer), tokens, spec.name, graphs=graphs)
+        _probe(batching, tokenizer)
+        return batching
+    except Exception as exc:
+        if batching is not None:
+            batching.close()
+        if not graphs or model.device.type != "cuda":
+            raise
+        log.warning("%s: continuous batching with CUDA graphs failed, starting it without: %s", spec.name, exc)
+        batching = _start(model, tokenizer, spec, tokens, graphs=False)
+        batching.no_graphs_why = f"{type(exc).__name__}: {str(exc)[:160]}"
+        return batching
+
+
+def sized_cache(model: Any, wanted: int, settings: Settings, free: int | None) -> int:
+    """The cache's tokens where none was chosen. On a GPU, what every slot's whole context wants,
+    as far as `--transformers-kv-cache-memory` of the free memory holds (a page at least: the load
+    check then says what it cannot hold). On a CPU, whose memory every other program shares and
+    whose batch decodes a few rows a step, DEFAULT_KV_CACHE_TOKENS."""
+    per_token = cache_bytes(model.config, model.dtype, 1)
+    if model.device.type != "cuda" or free is None or per_token is None:
+        return DEFAULT_KV_CACHE_TOKENS
+    fits = int(free * settings.transformers_kv_cache_memory) // per_token // PAGE_SIZE * PAGE_SIZE
+    return max(PAGE_SIZE, min(whole_pages(wanted), fits))
 
 
 def cache_bytes(config: Any, dtype: Any, tokens: int) -> int | None:

@@ -274,7 +274,8 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
     from webui.models.loading import load_weights
 
     loaded = load_weights(spec, settings.cache_dir)
-    batching, why_not = start_batching(loaded.model, loaded.tokenizer, spec, settings)
+    context = spec.context_length or _model_context(loaded.model, loaded.tokenizer)
+    batching, why_not = start_batching(loaded.model, loaded.tokenizer, spec, settings, context)
 
     def make_backend(variant: ModelSpec, slots: Slots) -> TransformersBackend:
         return TransformersBackend(
@@ -300,7 +301,7 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
         device=loaded.device,
         from_cache=loaded.from_cache,
         close=close,
-        engine=_engine_status(batching is not None, why_not, _cache_note(batching, spec, loaded)),
+        engine=_engine_status(batching, why_not, _cache_note(batching, spec, loaded)),
         # A batching engine's slots (as vLLM's and llama.cpp's), else one generate() thread each
         concurrency=settings.batch_slots if batching is not None else settings.max_concurrency,
         identity=source_components(
@@ -325,10 +326,10 @@ BATCHED = "continuous batching"
 UNBATCHED = "one generate() per reply"
 
 
-def _engine_status(batched: bool, why_not: str, cache_note: str = "") -> str:
+def _engine_status(batching: Batching | None, why_not: str, cache_note: str = "") -> str:
     """The status's engine: "transformers", or which path serves and why where batching was asked for."""
-    if batched:
-        return f"transformers ({BATCHED}{cache_note})"
+    if batching is not None:
+        return f"transformers ({BATCHED}{batching.describe()}{cache_note})"
     return f"transformers ({UNBATCHED}: {why_not})" if why_not else "transformers"
 
 

@@ -140,7 +140,7 @@ class TransformersOptions(_Strict):
         None,
         ge=1,
         description="continuous batching: the paged KV cache all its requests share, in tokens (whole pages of 256, "
-        "allocated at load); default --transformers-kv-cache-tokens (8192)",
+        "allocated at load); default --transformers-kv-cache-tokens (sized at load: 8192 on a CPU)",
     )
 
 

@@ -86,7 +86,12 @@ def test_variants_share_one_manager_with_a_batching_engines_slots(batched: Regis
     backend = batched.get("tiny-a")
     assert backend.batching is not None
     assert batched.get("tiny-b").batching is backend.batching  # one manager per set of weights
-    assert "(continuous batching)" in batched.status("tiny-a").engine
+    engine = batched.status("tiny-a").engine
+    said = re.search(r"\(continuous batching; paged KV cache of 8192 tokens; warmed up in ([\d.]+) s\)$", engine)
+    assert said, engine  # on a CPU: the fixed default cache, no CUDA graphs, and the time its start took
+    assert (
+        float(said[1]) == round(backend.batching.ready_s, 1) and backend.batching.ready_s >= backend.batching.warmup_s
+    )
     assert backend.slots.size == batched.settings.batch_slots == 8  # as vLLM's and llama.cpp's
     assert batched.get("tiny-b").slots is backend.slots
 

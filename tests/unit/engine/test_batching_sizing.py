@@ -1,0 +1,110 @@
+"""The paged KV cache's size where none was chosen, and the batching engine started again without
+CUDA graphs where capturing them failed (webui.engine.batching_load). A GPU is not needed: the
+sizing is arithmetic on the model's config and the free memory, and the retry is logic around the
+engine, tested here with a stand-in engine; the real engine on a CPU is tested in
+test_transformers_batching.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from transformers import LlamaConfig
+
+from webui.config import Settings
+from webui.config.values import ConfigError
+from webui.engine import batching_load
+from webui.engine.batching import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE
+from webui.engine.batching_load import _start, cache_bytes, sized_cache
+
+GIB = 1024**3
+# 4 layers, 2 KV heads of 64 in bf16: 2 * 2 * 64 * 2 bytes * 4 layers = 2 KiB a token
+CONFIG = LlamaConfig(num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, hidden_size=256)
+
+
+def _model(device: str) -> Any:
+    return SimpleNamespace(config=CONFIG, dtype=torch.bfloat16, device=torch.device(device))
+
+
+def _settings(**chosen: Any) -> Settings:
+    return Settings(models_file=Path("models.yaml"), **chosen)
+
+
+def test_a_gpu_cache_holds_every_slots_whole_context_where_the_memory_allows() -> None:
+    per_token = cache_bytes(CONFIG, torch.bfloat16, 1)
+    assert per_token == 2 * 2 * 64 * 2 * 4
+    # 8 slots of 8,100 tokens: 64,800, up to whole pages (254 of 256); 1 GiB free is plenty
+    assert sized_cache(_model("cuda"), 8 * 8100, _settings(), GIB) == 254 * PAGE_SIZE
+
+
+def test_a_gpu_cache_takes_its_share_of_free_memory_and_no_more() -> None:
+    free = 100 * 1024**2  # 100 MiB free, half of it for the cache: 25,600 tokens of 2 KiB
+    tokens = sized_cache(_model("cuda"), 8 * 32_768, _settings(), free)
+    assert tokens == 25_600 // PAGE_SIZE * PAGE_SIZE and tokens * 2048 <= free * 0.5
+    more = sized_cache(_model("cuda"), 8 * 32_768, _settings(transformers_kv_cache_memory=0.8), free)
+    assert more == int(free * 0.8) // 2048 // PAGE_SIZE * PAGE_SIZE > tokens
+    # Not even a page fits: a page, so that the load's own check says what is missing
+    assert sized_cache(_model("cuda"), 8 * 32_768, _settings(), 1024) == PAGE_SIZE
+
+
+def test_a_cpu_or_an_unknown_memory_keeps_the_fixed_default() -> None:
+    assert sized_cache(_model("cpu"), 8 * 32_768, _settings(), 64 * GIB) == DEFAULT_KV_CACHE_TOKENS
+    assert sized_cache(_model("cuda"), 8 * 32_768, _settings(), None) == DEFAULT_KV_CACHE_TOKENS
+
+
+@pytest.mark.parametrize("share", [0, 0.9, -0.5])
+def test_a_share_of_memory_out_of_range_is_refused_naming_the_setting(share: float) -> None:
+    with pytest.raises(ConfigError, match=r"transformers_kv_cache_memory: must be more than 0 and at most 0\.8"):
+        _settings(transformers_kv_cache_memory=share)
+
+
+@dataclass
+class _Engine:
+    """Stands in for Batching: refuses to start with CUDA graphs when told to, and gives the load's
+    one-token probe its token."""
+
+    model: Any
+    eos: Any
+    kv_cache_tokens: int
+    name: str
+    graphs: bool = True
+    closed: bool = False
+    no_graphs_why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.graphs and _FAIL_CAPTURE:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    def submit(self, token_ids: list[int], params: Any, on_tokens: Any, on_end: Any) -> None:
+        on_tokens([7])
+        on_end(None)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+_FAIL_CAPTURE = True
+TOKENIZER = SimpleNamespace(bos_token_id=1, eos_token_id=2)
+SPEC = SimpleNamespace(name="m")
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batching_load, "Batching", _Engine)
+    monkeypatch.setattr(batching_load, "eos_ids", lambda model, tokenizer: [2])
+
+
+def test_a_failed_capture_starts_the_engine_again_without_graphs_saying_why(engine: None) -> None:
+    model = SimpleNamespace(device=torch.device("cuda"))
+    started = _start(model, TOKENIZER, SPEC, 512, graphs=True)  # type: ignore[arg-type]
+    assert isinstance(started, _Engine) and started.graphs is False
+    assert started.no_graphs_why == "RuntimeError: CUDA error: operation not permitted when stream is capturing"
+
+
+def test_a_failure_without_graphs_to_drop_is_the_loads_own(engine: None) -> None:
+    with pytest.raises(RuntimeError, match="stream is capturing"):  # a CPU captures nothing: no second try
+        _start(SimpleNamespace(device=torch.device("cpu")), TOKENIZER, SPEC, 512, graphs=True)  # type: ignore[arg-type]
