@@ -53,7 +53,8 @@ class BenchContext:
             from webui.config import Settings
             from webui.engine.registry import build_registry
 
-            settings = Settings(models_file=self.models_file, log_dir=self.workdir / "logs", preload=False)
+            # The ARENA_* variables as the app the bench starts reads them (e.g. ARENA_TRANSFORMERS_BATCHING)
+            settings = Settings.from_env(models_file=self.models_file, log_dir=self.workdir / "logs", preload=False)
             self._registry = build_registry(settings, loaders=self._app_engines())
         return self._registry.load(name)
 

@@ -4,12 +4,18 @@ the last section (the JSON is written after every section either way).
 
     python -m bench.serving.lease MODELS_FILE OUT_JSON            # overhead, ttft, panes, users, memory, coldstart
     python -m bench.serving.lease MODELS_FILE OUT_JSON --part2    # users (1-8 chats, 32 tokens), memory, coldstart
+    python -m bench.serving.lease MODELS_FILE OUT_JSON --batching # users (1, 4, 16 chats) on continuous batching
     python -m bench.serving.lease MODELS_FILE OUT_JSON --quick    # small counts: checks the harness (CPU, tiny models)
+
+--batching is issue 34's GPU measurement: the app's transformers models on continuous batching
+(`ARENA_TRANSFORMERS_BATCHING=on` for the app the bench starts), many users only, 16 chats
+included, so that it fits one lease beside a warm-up that captures CUDA graphs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +27,7 @@ from bench.serving.config import BenchConfig
 
 ORDER = ("overhead", "ttft", "panes", "users", "memory", "coldstart")
 PART2 = ("users", "memory", "coldstart")
+BATCHING: dict[str, Any] = {"users_levels": (1, 4, 16), "users_tokens": 64, "users_repeats": 2}
 FULL: dict[str, Any] = {
     "overhead_tokens": 128,
     "overhead_repeats": 3,
@@ -45,17 +52,20 @@ QUICK: dict[str, Any] = {
 }
 
 
-def config_for(models_file: Path, quick: bool, part2: bool) -> BenchConfig:
+def config_for(models_file: Path, quick: bool, part2: bool, batching: bool = False) -> BenchConfig:
     counts = dict(QUICK if quick else FULL)
     if part2:
         counts.update(users_levels=(1, 2, 4, 8), users_tokens=32)
+    if batching:
+        counts.update(BATCHING if not quick else {"users_levels": (1, 4), "users_tokens": 12})
     preset = "gpu-quick" if quick else "gpu-part2" if part2 else "gpu"
+    preset += "-batching" if batching else ""
     # coldstart_cold off: the models are folders, there is nothing to dequantise
     return BenchConfig(
         preset=preset,
         models_file=models_file,
         device="auto",
-        sections=PART2 if part2 else ORDER,
+        sections=("users",) if batching else PART2 if part2 else ORDER,
         users_path="api",
         coldstart_cold=False,
         coldstart_timeout_s=240.0,
@@ -70,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--part2", action="store_true")
+    parser.add_argument("--batching", action="store_true", help="users only, on transformers' continuous batching")
     args = parser.parse_args(argv)
-    config = config_for(args.models.resolve(), args.quick, args.part2)
+    config = config_for(args.models.resolve(), args.quick, args.part2, args.batching)
+    if args.batching:
+        os.environ["ARENA_TRANSFORMERS_BATCHING"] = "on"  # the app the bench starts inherits it
     cli.RUN_ORDER = config.sections  # run_sections follows RUN_ORDER; here, the order given
     meta = {**machine_info(config.device), "preset": config.preset}
     meta["device"] = "cuda" if meta.get("gpu") else "cpu"
