@@ -222,8 +222,11 @@ def whole_pages(tokens: int) -> int:
 class Batching:
     """The manager of one set of weights, and the thread that routes its outputs to the requests."""
 
-    def __init__(self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str, graphs: bool = True) -> None:
-        """`graphs`: let the manager capture its steps on a GPU where it would (False: never)."""
+    def __init__(
+        self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str, slots: int = 8, graphs: bool = True
+    ) -> None:
+        """`slots`: the most requests the registry lets in at once (the rows of a step);
+        `graphs`: let the manager capture its steps on a GPU where it would (False: never)."""
         self.name = name
         self.eos = tuple(eos)
         self.kv_cache_tokens = whole_pages(kv_cache_tokens)
@@ -231,6 +234,7 @@ class Batching:
         config = ContinuousBatchingConfig(
             num_blocks=self.kv_cache_tokens // PAGE_SIZE,
             page_size=PAGE_SIZE,
+            max_requests_per_batch=slots,  # its default, 1024, would size our logits buffer and its graphs
             use_async_batching=False,  # our sampler reads the rows of the step it is called for
             # A GPU: the manager's own choice (it captures a step where the attention needs no mask,
             # i.e. flash attention); a CPU has no graphs to capture.

@@ -59,7 +59,7 @@ def start_batching(
         return None, problem
     started = time.perf_counter()
     try:
-        batching = _start(model, tokenizer, spec, tokens, graphs=True)
+        batching = _start(model, tokenizer, spec, tokens, slots, graphs=True)
     except Exception as exc:  # any refusal of the manager means the generate() path, with the reason
         log.warning("%s: continuous batching cannot serve it, one generate() per reply: %s", spec.name, exc)
         kind = type(model).__name__
@@ -68,12 +68,12 @@ def start_batching(
     return batching, ""
 
 
-def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, graphs: bool) -> Batching:
+def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, slots: int, graphs: bool) -> Batching:
     """The engine, proven by a one-token request. Where the manager captured CUDA graphs and that
     failed, the engine again without them, saying why."""
     batching: Batching | None = None
     try:
-        batching = Batching(model, eos_ids(model, tokenizer), tokens, spec.name, graphs=graphs)
+        batching = Batching(model, eos_ids(model, tokenizer), tokens, spec.name, slots=slots, graphs=graphs)
         _probe(batching, tokenizer)
         return batching
     except Exception as exc:
@@ -82,7 +82,7 @@ def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, graphs: boo
         if not graphs or model.device.type != "cuda":
             raise
         log.warning("%s: continuous batching with CUDA graphs failed, starting it without: %s", spec.name, exc)
-        batching = _start(model, tokenizer, spec, tokens, graphs=False)
+        batching = _start(model, tokenizer, spec, tokens, slots, graphs=False)
         batching.no_graphs_why = f"{type(exc).__name__}: {str(exc)[:160]}"
         return batching
 

@@ -71,6 +71,7 @@ class _Engine:
     eos: Any
     kv_cache_tokens: int
     name: str
+    slots: int
     graphs: bool = True
     closed: bool = False
     no_graphs_why: str = ""
@@ -100,11 +101,11 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_failed_capture_starts_the_engine_again_without_graphs_saying_why(engine: None) -> None:
     model = SimpleNamespace(device=torch.device("cuda"))
-    started = _start(model, TOKENIZER, SPEC, 512, graphs=True)  # type: ignore[arg-type]
+    started = _start(model, TOKENIZER, SPEC, 512, 8, graphs=True)  # type: ignore[arg-type]
     assert isinstance(started, _Engine) and started.graphs is False
     assert started.no_graphs_why == "RuntimeError: CUDA error: operation not permitted when stream is capturing"
 
 
 def test_a_failure_without_graphs_to_drop_is_the_loads_own(engine: None) -> None:
     with pytest.raises(RuntimeError, match="stream is capturing"):  # a CPU captures nothing: no second try
-        _start(SimpleNamespace(device=torch.device("cpu")), TOKENIZER, SPEC, 512, graphs=True)  # type: ignore[arg-type]
+        _start(SimpleNamespace(device=torch.device("cpu")), TOKENIZER, SPEC, 512, 8, graphs=True)  # type: ignore[arg-type]

@@ -94,6 +94,10 @@ def test_variants_share_one_manager_with_a_batching_engines_slots(batched: Regis
     )
     assert backend.slots.size == batched.settings.batch_slots == 8  # as vLLM's and llama.cpp's
     assert batched.get("tiny-b").slots is backend.slots
+    # A step has at most a row per slot, and the logits kept for choosing its tokens no more
+    assert backend.batching.manager.continuous_batching_config.max_requests_per_batch == 8
+    collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=2)))
+    assert backend.batching._sampler._logits.shape[0] == 8
 
 
 def test_same_text_as_the_generate_path_greedy_and_seeded(batched: Registry, unbatched: Registry) -> None:
