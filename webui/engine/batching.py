@@ -154,41 +154,69 @@ def _alone(row: Row, scores: torch.Tensor) -> int:
 
 
 def _choose_rows(rows: Sequence[Row], scores: torch.Tensor) -> list[int]:
+    """The generate() path's processors (`_process`), then argmax or each request's seeded draw."""
+    params = [row.request.params for row in rows]
+    scores = _process(rows, scores)
+    tokens = [int(token) for token in scores.argmax(dim=-1).tolist()]
+    sampled = [i for i, p in enumerate(params) if not p.greedy]
+    if sampled:
+        probs = torch.softmax(scores[sampled], dim=-1).cpu()  # each request's generator is on the CPU
+        for j, i in enumerate(sampled):  # one draw per row: each request's own generator
+            tokens[i] = int(torch.multinomial(probs[j : j + 1], 1, generator=rows[i].request.generator))
+    return tokens
+
+
+def _process(rows: Sequence[Row], scores: torch.Tensor) -> torch.Tensor:
     """The generate() path's processors, in its order (repetition penalty, temperature, top_k,
-    top_p), on every row at once, each row with its request's settings; then argmax or that
-    request's seeded draw. Each is the same elementwise arithmetic as the processor on one row, so
-    a row gets the token it would get alone; batching saves a sort per top_p row and the
-    processors' per-call overhead."""
+    top_p), on every row at once, each row with its request's settings, on the logits' own device.
+    Each is the same elementwise arithmetic as the processor on one row, so a row gets the token it
+    would get alone; batching saves a sort per top_p row and the processors' per-call overhead."""
     params = [row.request.params for row in rows]
     scores = scores.to(torch.float32, copy=True)  # as generate() takes the logits
     penalised = [i for i, p in enumerate(params) if p.repetition_penalty != 1.0]
     if penalised:
         histories = [rows[i].history() for i in penalised]
         penalties = [params[i].repetition_penalty for i in penalised]
-        scores[penalised] = _penalise(scores[penalised], histories, penalties)
+        index = _on(penalised, scores)
+        scores.index_copy_(0, index, _penalise(scores.index_select(0, index), histories, penalties))
     sampled = [i for i, p in enumerate(params) if not p.greedy]
     if sampled:
-        scores[sampled] = _warp(scores[sampled], [params[i] for i in sampled])
-    for i, row in enumerate(rows):
-        if params[i].ignore_eos and row.request.eos:
-            scores[i, list(row.request.eos)] = float("-inf")  # as min_new_tokens does on the generate() path
-    tokens = [int(token) for token in scores.argmax(dim=-1).tolist()]
-    if sampled:
-        probs = torch.softmax(scores[sampled], dim=-1).cpu()
-        for j, i in enumerate(sampled):  # one draw per row: each request's own generator
-            tokens[i] = int(torch.multinomial(probs[j : j + 1], 1, generator=rows[i].request.generator))
-    return tokens
+        index = _on(sampled, scores)
+        scores.index_copy_(0, index, _warp(scores.index_select(0, index), [params[i] for i in sampled]))
+    held = [list(row.request.eos) if p.ignore_eos else [] for row, p in zip(rows, params, strict=True)]
+    if any(held):  # end of sequence held back, as min_new_tokens does on the generate() path
+        scores = scores.masked_fill(_marked(held, scores), float("-inf"))
+    return scores
+
+
+def _on(ids: list[int], like: torch.Tensor) -> torch.Tensor:
+    """Row ids as an index on the logits' device."""
+    return torch.tensor(ids, dtype=torch.long, device=like.device)
+
+
+def _marked(ids_per_row: list[list[int]], like: torch.Tensor) -> torch.Tensor:
+    """A mask shaped as the logits, true at each row's own token ids (those within the logits):
+    one scatter for all rows, on the logits' device."""
+    vocab = like.shape[-1]
+    kept = [[token for token in ids if 0 <= token < vocab] for ids in ids_per_row]
+    width = max(1, *(len(ids) for ids in kept))
+    index = torch.tensor([ids + [0] * (width - len(ids)) for ids in kept], dtype=torch.long, device=like.device)
+    real = torch.tensor(
+        [[1.0] * len(ids) + [0.0] * (width - len(ids)) for ids in kept], dtype=like.dtype, device=like.device
+    )
+    return torch.zeros_like(like).scatter_add_(1, index, real) > 0  # a sum: padding adds 0 to token 0
+
+
+def _per_row(values: list[float] | list[int], like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """One value per row as a column, on the logits' device (a CPU column and GPU logits do not mix)."""
+    return torch.tensor(values, dtype=dtype or like.dtype, device=like.device).unsqueeze(1)
 
 
 def _penalise(scores: torch.Tensor, histories: list[list[int]], penalties: list[float]) -> torch.Tensor:
     """RepetitionPenaltyLogitsProcessor per row: each token seen so far is multiplied by the penalty
     when negative and divided by it otherwise; ids beyond the logits are ignored, as there."""
-    vocab = scores.shape[-1]
-    seen = torch.zeros_like(scores, dtype=torch.bool)
-    for row, history in enumerate(histories):
-        ids = torch.tensor(history, dtype=torch.long)
-        seen[row, ids[ids < vocab]] = True
-    penalty = torch.tensor(penalties, dtype=scores.dtype).unsqueeze(1)
+    seen = _marked(histories, scores)
+    penalty = _per_row(penalties, scores)
     return torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
 
 
@@ -196,21 +224,22 @@ def _warp(scores: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
     """TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper per row, in that order. top_p
     drops the least likely tokens while their running sum stays within 1 - top_p, keeping one."""
     minus_inf = float("-inf")
-    scores = scores / torch.tensor([p.temperature for p in params], dtype=scores.dtype).unsqueeze(1)
-    top_k = torch.tensor([min(p.top_k, scores.shape[-1]) for p in params])
-    if bool(top_k.any()):
-        kth = torch.topk(scores, int(top_k.max()), dim=-1).values.gather(1, (top_k - 1).clamp(min=0).unsqueeze(1))
-        kth[top_k == 0] = minus_inf  # no top_k: nothing below the threshold
+    scores = scores / _per_row([p.temperature for p in params], scores)
+    ks = [min(p.top_k, scores.shape[-1]) for p in params]
+    if any(ks):
+        top_k = _per_row(ks, scores, torch.long)
+        kth = torch.topk(scores, max(ks), dim=-1).values.gather(1, (top_k - 1).clamp(min=0))
+        kth = kth.masked_fill(top_k == 0, minus_inf)  # no top_k: nothing below the threshold
         scores = scores.masked_fill(scores < kth, minus_inf)
     nucleus = [row for row, p in enumerate(params) if p.top_p < 1.0]
     if nucleus:
-        part = scores[nucleus]
+        index = _on(nucleus, scores)
+        part = scores.index_select(0, index)
         ordered, order = torch.sort(part, descending=False)
         running = ordered.softmax(dim=-1).cumsum(dim=-1)
-        limit = torch.tensor([1 - params[row].top_p for row in nucleus], dtype=running.dtype).unsqueeze(1)
-        drop = running <= limit
-        drop[..., -1:] = False
-        scores[nucleus] = part.masked_fill(drop.scatter(1, order, drop), minus_inf)
+        drop = running <= _per_row([1 - params[row].top_p for row in nucleus], running)
+        drop.select(1, -1).fill_(False)  # the most likely token stays
+        scores = scores.index_copy(0, index, part.masked_fill(drop.scatter(1, order, drop), minus_inf))
     return scores
 
 
@@ -252,6 +281,8 @@ class Batching:
         hook.do_processing = True
         self.manager.logit_processor = hook
         self.warmup_s = 0.0
+        self._serving = False
+        self._choose_after_each_step()
         self.no_graphs_why = ""  # set by the loader where capturing failed and the engine runs without
         self._lock = threading.Lock()
         self._requests: dict[str, Request] = {}
@@ -274,27 +305,43 @@ class Batching:
         failed = f"; no CUDA graphs ({self.no_graphs_why})" if self.no_graphs_why else ""
         return f"; paged KV cache of {self.kv_cache_tokens} tokens{graphs}{failed}; warmed up in {self.ready_s:.1f} s"
 
-    def _warm_up(self) -> float:
-        """Builds the manager's cache and batch processor before its loop starts, on the thread
-        that starts it (built on the caller's thread, the CPU forward pass ran about 10% slower):
-        on a GPU that captures its steps, this is where the graphs are captured (seconds); then our
-        sampler is set to choose each step's tokens once the step is done. Returns the seconds."""
-        started = time.perf_counter()
-        self.manager.warmup()
-        processor = self.manager.batch_processor
-        runner, io = processor.model_runner, processor.inputs_and_outputs
-        forward = runner.compute_batch
+    def _choose_after_each_step(self) -> None:
+        """Sets our sampler to choose each step's tokens once the step is done, in every batch
+        processor the manager builds (its loop builds one on its own thread: built on the caller's
+        thread instead, the CPU forward pass ran about 10% slower)."""
+        build = self.manager._create_batch_processor
 
-        def forward_then_choose(model: Any, batch_data: dict) -> None:
-            forward(model, batch_data)
-            if io.compute_stream is not None:  # the step runs on its own stream on a GPU
-                io.compute_stream.synchronize()
-            tokens = self._sampler.choose()
-            if tokens:  # the manager reads each row's token from here (its own greedy pick is replaced)
-                io.output_ids[0, : len(tokens)].copy_(torch.tensor(tokens, dtype=io.output_ids.dtype))
+        def build_then_hook() -> Any:
+            processor = build()
+            runner, io = processor.model_runner, processor.inputs_and_outputs
+            if getattr(runner, "arena_choosing", False):  # a restart reuses the processor
+                return processor
+            forward = runner.compute_batch
 
-        runner.compute_batch = forward_then_choose
-        return time.perf_counter() - started
+            def forward_then_choose(model: Any, batch_data: dict) -> None:
+                forward(model, batch_data)
+                if not self._serving:  # the warm-up's steps have no requests of ours
+                    return
+                if io.compute_stream is not None:  # the step runs on its own stream on a GPU
+                    io.compute_stream.synchronize()
+                tokens = self._sampler.choose()
+                if tokens:  # the manager reads each row's token from here (its greedy pick is replaced)
+                    io.output_ids[0, : len(tokens)].copy_(torch.tensor(tokens, dtype=io.output_ids.dtype))
+
+            runner.compute_batch = forward_then_choose
+            runner.arena_choosing = True
+            return processor
+
+        self.manager._create_batch_processor = build_then_hook
+
+    def _warm_up(self) -> None:
+        """Where the manager captures CUDA graphs, it does so now, before its loop starts, and not
+        in a visitor's first reply (seconds, in `warmup_s`). Elsewhere there is nothing to warm."""
+        if any(self.graphs) and self.manager.batch_processor is None:
+            started = time.perf_counter()
+            self.manager.warmup()
+            self.warmup_s = time.perf_counter() - started
+        self._serving = True
 
     def _start_loop(self) -> None:
         """The manager's loop, started from a daemon thread: transformers' loop thread takes its
@@ -306,8 +353,7 @@ class Batching:
         def start() -> None:
             try:
                 with torch.inference_mode():  # thread-local: the loop runs in the mode of its starter
-                    if self.manager.batch_processor is None:  # the first start (a restart keeps it)
-                        self.warmup_s = self._warm_up()
+                    self._warm_up()
                     self.manager.start()
             except BaseException as exc:  # raised again in the caller's thread, where it belongs
                 failed.append(exc)

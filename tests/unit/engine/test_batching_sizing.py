@@ -109,3 +109,30 @@ def test_a_failed_capture_starts_the_engine_again_without_graphs_saying_why(engi
 def test_a_failure_without_graphs_to_drop_is_the_loads_own(engine: None) -> None:
     with pytest.raises(RuntimeError, match="stream is capturing"):  # a CPU captures nothing: no second try
         _start(SimpleNamespace(device=torch.device("cpu")), TOKENIZER, SPEC, 512, 8, graphs=True)  # type: ignore[arg-type]
+
+
+def test_the_batch_sampler_keeps_to_the_logits_device() -> None:
+    """The batch's processors on logits on a GPU, without one: fake CUDA tensors (torch's
+    FakeTensorMode) carry devices and shapes but no data, and raise where a CPU tensor meets a GPU
+    one, as a real GPU would. Every setting that makes a per-row column is in the batch."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from webui.engine.batching import Request, Row, _process
+    from webui.types import SamplingParams
+
+    settings = [
+        SamplingParams(temperature=0.7, top_p=0.9, repetition_penalty=1.1),
+        SamplingParams(temperature=1.3, top_k=5, ignore_eos=True),
+        SamplingParams(temperature=0, repetition_penalty=1.3),
+    ]
+    rows = [
+        Row(
+            Request(f"r{i}", params.effective(), (2,), print, print),
+            SimpleNamespace(initial_tokens=[1, 5], generated_tokens=[7, 99]),
+        )
+        for i, params in enumerate(settings)
+    ]
+    with FakeTensorMode():
+        scores = torch.empty(3, 64, device="cuda")
+        processed = _process(rows, scores)
+    assert processed.device.type == "cuda" and processed.shape == (3, 64)
