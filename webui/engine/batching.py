@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import math
 import queue
 import secrets
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 
 import torch
 
+from webui.engine.batching_load import PAGE_SIZE, whole_pages
 from webui.models.loading import import_transformers
 from webui.types import SamplingParams
 
@@ -55,8 +55,6 @@ from transformers.generation.continuous_batching.cb_logits_processors import (  
 )
 
 log = logging.getLogger(__name__)
-DEFAULT_KV_CACHE_TOKENS = 8192
-PAGE_SIZE = 256  # tokens per cache page: the manager's default
 _POLL_S = 0.1  # how often the router looks whether the manager's loop is still alive
 
 
@@ -241,11 +239,6 @@ def _warp(scores: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
         drop.select(1, -1).fill_(False)  # the most likely token stays
         scores = scores.index_copy(0, index, part.masked_fill(drop.scatter(1, order, drop), minus_inf))
     return scores
-
-
-def whole_pages(tokens: int) -> int:
-    """A cache size in tokens, up to whole pages: what the manager allocates."""
-    return PAGE_SIZE * math.ceil(tokens / PAGE_SIZE)
 
 
 class Batching:

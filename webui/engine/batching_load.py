@@ -19,17 +19,22 @@ The generate() path has no paged cache (each reply grows its own), so it serves 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webui.config import Settings
-from webui.engine.batching import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE, Batching, whole_pages
 from webui.engine.templates import PromptBuilder
 from webui.handoff import Handoff
 from webui.models.specs import ModelSpec
 from webui.types import Message, SamplingParams
 
+if TYPE_CHECKING:
+    from webui.engine.batching import Batching
+
 log = logging.getLogger(__name__)
+DEFAULT_KV_CACHE_TOKENS = 8192
+PAGE_SIZE = 256  # tokens per cache page: the manager's default
 PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
 MEMORY_SHARE = 0.8  # of the free memory the cache may take: the forward pass needs room too (transformers' default)
 SMALLEST_CONVERSATION = (Message("user", "hi"),)
@@ -57,6 +62,10 @@ def start_batching(
     if problem:
         log.warning("%s: one generate() per reply, not continuous batching: %s", spec.name, problem)
         return None, problem
+    missing = missing_api()
+    if missing:
+        log.warning("%s: one generate() per reply, not continuous batching: %s", spec.name, missing)
+        return None, missing
     started = time.perf_counter()
     try:
         batching = _start(model, tokenizer, spec, tokens, slots, graphs=True)
@@ -71,6 +80,8 @@ def start_batching(
 def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, slots: int, graphs: bool) -> Batching:
     """The engine, proven by a one-token request. Where the manager captured CUDA graphs and that
     failed, the engine again without them, saying why."""
+    from webui.engine.batching import Batching
+
     batching: Batching | None = None
     try:
         batching = Batching(model, eos_ids(model, tokenizer), tokens, spec.name, slots=slots, graphs=graphs)
@@ -87,6 +98,11 @@ def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, slots: int,
         return batching
 
 
+def whole_pages(tokens: int) -> int:
+    """A cache size in tokens, up to whole pages: what the manager allocates."""
+    return PAGE_SIZE * math.ceil(tokens / PAGE_SIZE)
+
+
 def sized_cache(model: Any, wanted: int, settings: Settings, free: int | None) -> int:
     """The cache's tokens where none was chosen. On a GPU, what every slot's whole context wants,
     as far as `--transformers-kv-cache-memory` of the free memory holds (a page at least: the load
@@ -97,6 +113,18 @@ def sized_cache(model: Any, wanted: int, settings: Settings, free: int | None) -
         return DEFAULT_KV_CACHE_TOKENS
     fits = int(free * settings.transformers_kv_cache_memory) // per_token // PAGE_SIZE * PAGE_SIZE
     return max(PAGE_SIZE, min(whole_pages(wanted), fits))
+
+
+def missing_api() -> str:
+    """Why the installed transformers cannot run our batching engine ("" when it can): the manager's
+    API moved between 5.x releases, and the app's pin is only >=5.0 for what else it needs."""
+    from importlib.metadata import version
+
+    try:
+        import webui.engine.batching  # noqa: F401
+    except ImportError as exc:
+        return f"transformers {version('transformers')} lacks the continuous-batching API it needs ({exc})"
+    return ""
 
 
 def cache_bytes(config: Any, dtype: Any, tokens: int) -> int | None:

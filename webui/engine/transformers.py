@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -32,7 +32,6 @@ from webui.engine.base import (
     cancelled_before_start,
     start_in_slot,
 )
-from webui.engine.batching import Batching
 from webui.engine.batching_load import start_batching
 from webui.engine.hf_generate import Halt, Streamer, generate_reply, reply_events
 from webui.engine.templates import PromptBuilder, Rendered, Template
@@ -40,6 +39,9 @@ from webui.errors import ParamError
 from webui.handoff import Handoff, run_in_thread
 from webui.models.specs import ModelSpec
 from webui.types import Message, Route, SamplingParams, StreamEvent
+
+if TYPE_CHECKING:
+    from webui.engine.batching import Batching  # imported at load, where batching is on: it needs transformers' API
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,7 @@ from transformers import LlamaConfig
 from webui.config import Settings
 from webui.config.values import ConfigError
 from webui.engine import batching_load
-from webui.engine.batching import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE
-from webui.engine.batching_load import _start, cache_bytes, sized_cache
+from webui.engine.batching_load import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE, _start, cache_bytes, sized_cache
 
 GIB = 1024**3
 # 4 layers, 2 KV heads of 64 in bf16: 2 * 2 * 64 * 2 bytes * 4 layers = 2 KiB a token
@@ -95,7 +94,9 @@ SPEC = SimpleNamespace(name="m")
 
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batching_load, "Batching", _Engine)
+    from webui.engine import batching
+
+    monkeypatch.setattr(batching, "Batching", _Engine)
     monkeypatch.setattr(batching_load, "eos_ids", lambda model, tokenizer: [2])
 
 

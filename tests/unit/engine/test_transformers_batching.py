@@ -487,3 +487,23 @@ def test_a_script_that_never_closes_its_registry_still_exits(tiny_models: Path, 
     except subprocess.TimeoutExpired as stuck:
         pytest.fail(f"the script replied, then never exited: {stuck.stdout!r}")
     assert done.returncode == 0 and "replied" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_transformers_without_the_batching_api_serves_on_generate_saying_so(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's pin is transformers>=5.0, and the manager's API moved between 5.x releases: an
+    install without the module our engine imports still serves, one generate() per reply."""
+    monkeypatch.delitem(sys.modules, "webui.engine.batching")
+    monkeypatch.setitem(sys.modules, "transformers.generation.continuous_batching.cb_logits_processors", None)
+    models = write_tiny_models(tmp_path, tiny_model_dir, [{"name": "old", "backend": "transformers"}])
+    registry = _registry(models, tmp_path)
+    try:
+        engine = registry.status("old").engine
+        assert re.search(r"one generate\(\) per reply: transformers [\d.]+ lacks the continuous-batching API", engine)
+        backend = registry.get("old")
+        assert backend.batching is None and backend.slots.size == registry.settings.max_concurrency
+        _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
+        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+    finally:
+        registry.close()
