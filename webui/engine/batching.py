@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from webui.engine.batching_load import PAGE_SIZE, whole_pages
+from webui.engine.paging import PAGE_SIZE, whole_pages
 from webui.models.loading import import_transformers
 from webui.types import SamplingParams
 

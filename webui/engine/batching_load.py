@@ -19,11 +19,11 @@ The generate() path has no paged cache (each reply grows its own), so it serves 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
 from webui.config import Settings
+from webui.engine.paging import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE, whole_pages
 from webui.engine.templates import PromptBuilder
 from webui.handoff import Handoff
 from webui.models.specs import ModelSpec
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from webui.engine.batching import Batching
 
 log = logging.getLogger(__name__)
-DEFAULT_KV_CACHE_TOKENS = 8192
-PAGE_SIZE = 256  # tokens per cache page: the manager's default
 PROBE_TIMEOUT_S = 120.0  # a one-token request at load; generous for a big model on a slow CPU
 MEMORY_SHARE = 0.8  # of the free memory the cache may take: the forward pass needs room too (transformers' default)
 SMALLEST_CONVERSATION = (Message("user", "hi"),)
@@ -96,11 +94,6 @@ def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, slots: int,
         batching = _start(model, tokenizer, spec, tokens, slots, graphs=False)
         batching.no_graphs_why = f"{type(exc).__name__}: {str(exc)[:160]}"
         return batching
-
-
-def whole_pages(tokens: int) -> int:
-    """A cache size in tokens, up to whole pages: what the manager allocates."""
-    return PAGE_SIZE * math.ceil(tokens / PAGE_SIZE)
 
 
 def sized_cache(model: Any, wanted: int, settings: Settings, free: int | None) -> int:

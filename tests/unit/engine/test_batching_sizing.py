@@ -18,7 +18,8 @@ from transformers import LlamaConfig
 from webui.config import Settings
 from webui.config.values import ConfigError
 from webui.engine import batching_load
-from webui.engine.batching_load import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE, _start, cache_bytes, sized_cache
+from webui.engine.batching_load import _start, cache_bytes, sized_cache
+from webui.engine.paging import DEFAULT_KV_CACHE_TOKENS, PAGE_SIZE
 
 GIB = 1024**3
 # 4 layers, 2 KV heads of 64 in bf16: 2 * 2 * 64 * 2 bytes * 4 layers = 2 KiB a token
