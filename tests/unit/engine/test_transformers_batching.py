@@ -74,6 +74,14 @@ def slow_steps(batched: Registry) -> Iterator[list[int]]:
     handle.remove()
 
 
+def _serves_on_generate(registry: Registry, name: str) -> None:
+    """The model is on the generate() path: no manager, one generate() thread per slot, and a reply."""
+    backend = registry.get(name)
+    assert backend.batching is None and backend.slots.size == registry.settings.max_concurrency
+    _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
+    assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+
+
 def _wait_for(condition, what: str, limit_s: float = 20.0) -> None:
     """Polls a condition; the limit only keeps a broken engine from hanging the suite."""
     deadline = time.monotonic() + limit_s
@@ -393,10 +401,7 @@ def test_a_cache_larger_than_free_memory_is_refused_at_load_saying_so(tiny_model
         )
         assert said, engine
         assert 0 < int(said[1]) < 2**40 and int(said[1]) % 256 == 0
-        backend = registry.get("huge")
-        assert backend.batching is None and backend.slots.size == registry.settings.max_concurrency
-        _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
-        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+        _serves_on_generate(registry, "huge")
     finally:
         registry.close()
 
@@ -501,9 +506,6 @@ def test_a_transformers_without_the_batching_api_serves_on_generate_saying_so(
     try:
         engine = registry.status("old").engine
         assert re.search(r"one generate\(\) per reply: transformers [\d.]+ lacks the continuous-batching API", engine)
-        backend = registry.get("old")
-        assert backend.batching is None and backend.slots.size == registry.settings.max_concurrency
-        _text, final = collect(backend.stream(HELLO, GREEDY.replace(max_new_tokens=4)))
-        assert (final.reason, final.completion_tokens) == (FinishReason.LENGTH, 4)
+        _serves_on_generate(registry, "old")
     finally:
         registry.close()
