@@ -203,3 +203,11 @@ def test_the_replay_bench_can_give_every_conversation_its_own_short_question(tmp
                 assert record["features"] == vote_features(record), "the features are those of the new question"
     assert len(set(firsts.values())) > 150 and max(len(q) for q in firsts.values()) < 80
     assert featured > 100
+
+
+def test_batching_parity_says_where_two_replies_part() -> None:
+    from bench.serving.batching_parity import shared_prefix
+
+    assert shared_prefix("The sea is wide.", "The sea is wide.") is None
+    assert shared_prefix("The sea is wide.", "The sea is deep.") == "The sea is "
+    assert shared_prefix("The sea", "The sea is wide.") == "The sea"  # one stopped early
