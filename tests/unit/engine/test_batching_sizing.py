@@ -138,3 +138,18 @@ def test_the_batch_sampler_keeps_to_the_logits_device() -> None:
         scores = torch.empty(3, 64, device="cuda")
         processed = _process(rows, scores)
     assert processed.device.type == "cuda" and processed.shape == (3, 64)
+
+
+@pytest.mark.parametrize(
+    ("on_gpu", "graphs", "captured"),
+    [(True, True, (True, True)), (True, False, (False, False)), (False, True, (False, False))],
+)
+def test_a_gpu_captures_the_batchs_steps_unless_told_not_to(on_gpu: bool, graphs: bool, captured: tuple) -> None:
+    """The manager leaves its steps uncaptured where the attention needs a mask (sdpa); ours asks it
+    to capture on a GPU all the same, as measured (docs/performance.md), and never on a CPU or
+    where capturing failed once (`graphs=False`)."""
+    from webui.engine.batching import manager_config
+
+    config = manager_config(8192, 8, on_gpu=on_gpu, graphs=graphs)
+    assert config.cuda_graph_booleans == captured
+    assert (config.max_requests_per_batch, config.num_blocks, config.use_async_batching) == (8, 32, False)
