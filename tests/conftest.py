@@ -61,7 +61,7 @@ def generate_registry(settings):
     environment says, for tests about that path's threads."""
     from webui.engine.registry import build_registry
 
-    registry = build_registry(settings.replace(transformers_batching=False))
+    registry = build_registry(settings.replace(transformers_batching="off"))
     registry.start()
     assert registry.wait_idle(60)
     yield registry

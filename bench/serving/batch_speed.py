@@ -49,7 +49,7 @@ def measure(models_file: Path, model: str, batching: bool, levels: list[int], to
     settings = Settings.from_env(
         models_file=models_file,
         log_dir=Path(tempfile.mkdtemp(prefix="batch-speed-")),
-        transformers_batching=batching,
+        transformers_batching="on" if batching else "off",
         batch_slots=max(levels),
         max_concurrency=max(levels),  # the generate() path gets a thread per chat, as many as the batch has rows
         queue_timeout_s=600.0,

@@ -42,7 +42,7 @@ def replies(models_file: Path, batching: bool, tokens: int, workdir: Path) -> di
     settings = Settings.from_env(
         models_file=models_file,
         log_dir=workdir / ("on" if batching else "off"),
-        transformers_batching=batching,
+        transformers_batching="on" if batching else "off",
         vllm_python="none",
         llama_server="none",
         preload=False,

@@ -27,7 +27,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         log_dir=root / "logs",
         cache_dir=root / "cache",
         rate_messages=0,
-        transformers_batching=True,
+        transformers_batching="on",
         transformers_kv_cache_tokens=256,
     )
     running = start_app(settings, ui=False)

@@ -91,7 +91,7 @@ def test_twenty_start_and_cancel_cycles_leave_no_thread(demo_registry) -> None:
 def batched_demo(demo_registry) -> Iterator[Registry]:
     """Both demo models on continuous batching, from the weights cache the demo registry filled
     (the suite serves them on the generate() path: tests/conftest.py)."""
-    settings = Settings(transformers_batching=True)
+    settings = Settings(transformers_batching="on")
     registry = Registry(load_specs(settings.models_file), settings)
     try:
         for name in (SMOL, GEMMA):

@@ -17,6 +17,7 @@ from webui.config.defaults import (
 from webui.config.option import setting
 from webui.config.values import (
     AT_LEAST_1,
+    BATCHING_MODES,
     OFF_OR_MORE,
     PAIRING_MODES,
     PORT,
@@ -95,13 +96,14 @@ class ServingSettings:
         "server batches them); default 16",
         check=AT_LEAST_1,
     )
-    # Off until one chat is shown no slower on the batch (docs/performance.md).
-    transformers_batching: bool = setting(
-        False,
+    # auto: on a GPU the batch was faster at every level measured; on a CPU one chat was not, and a batch
+    # on cores other work shares collapsed (docs/performance.md)
+    transformers_batching: str = setting(
+        "auto",
         flag="--transformers-batching",
-        metavar="on|off",
-        help="on|off: transformers serves a model's replies in one continuous batch (on) or one generate() per "
-        "reply (off, the default until one chat is measured no slower on the batch)",
+        choices=BATCHING_MODES,
+        help="transformers serves a model's replies in one continuous batch (on) or one generate() per reply "
+        "(off); auto (default): the batch for a model on a GPU, generate() on a CPU",
     )
     transformers_kv_cache_tokens: int = setting(  # allocated at load; 0: sized there (webui.engine.batching_load)
         0,

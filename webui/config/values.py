@@ -21,6 +21,7 @@ IP_LOGGING_MODES: tuple[str, ...] = ("hash", "raw", "none")
 # How a battle's pair is chosen (webui/arena/pairing.py, docs/leaderboard.md "Pairing").
 PAIRING_MODES: tuple[str, ...] = ("smart", "weighted")
 UI_EXPORT_MODES: tuple[str, ...] = ("auto", "on", "off")
+BATCHING_MODES: tuple[str, ...] = ("auto", "on", "off")  # --transformers-batching
 DATABASE_SCHEMES = ("postgresql://", "postgres://")
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # it goes into log file names
 # An HTTP header name (RFC 9110 token), for --auth-header and --auth-email-header.

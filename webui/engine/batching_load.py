@@ -48,7 +48,7 @@ def start_batching(
 
     if zero_gpu():
         return None, "ZeroGPU lends the GPU per call, and the batching loop runs for good"
-    if not settings.transformers_batching:
+    if not batching_wanted(settings.transformers_batching, model.device.type):
         return None, ""  # turned off: nothing went wrong, so the status has nothing to explain
     if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
         return None, "the model is spread over several devices"
@@ -94,6 +94,11 @@ def _start(model: Any, tokenizer: Any, spec: ModelSpec, tokens: int, slots: int,
         batching = _start(model, tokenizer, spec, tokens, slots, graphs=False)
         batching.no_graphs_why = f"{type(exc).__name__}: {str(exc)[:160]}"
         return batching
+
+
+def batching_wanted(mode: str, device_type: str) -> bool:
+    """--transformers-batching: on, off, or auto (on for a model on a GPU)."""
+    return mode == "on" or (mode == "auto" and device_type == "cuda")
 
 
 def sized_cache(model: Any, wanted: int, settings: Settings, free: int | None) -> int:

@@ -313,15 +313,14 @@ def load_transformers(spec: ModelSpec, settings: Settings) -> Any:
 
 
 def default_concurrency(settings: Settings) -> int:
-    """Slots for a batching engine where continuous batching is on (a model that falls back to
-    generate() is resized to --max-concurrency when it loads)."""
+    """Slots for a batching engine where continuous batching will serve (auto: where a GPU is; a
+    model that ends up on generate() is resized to --max-concurrency when it loads)."""
+    from webui.engine.batching_load import batching_wanted
     from webui.engine.zerogpu import zero_gpu_requested
 
-    return (
-        settings.batch_slots
-        if settings.transformers_batching and not zero_gpu_requested()
-        else settings.max_concurrency
-    )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    wanted = batching_wanted(settings.transformers_batching, device) and not zero_gpu_requested()
+    return settings.batch_slots if wanted else settings.max_concurrency
 
 
 BATCHED = "continuous batching"

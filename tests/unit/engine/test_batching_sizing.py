@@ -153,3 +153,23 @@ def test_a_gpu_captures_the_batchs_steps_unless_told_not_to(on_gpu: bool, graphs
     config = manager_config(8192, 8, on_gpu=on_gpu, graphs=graphs)
     assert config.cuda_graph_booleans == captured
     assert (config.max_requests_per_batch, config.num_blocks, config.use_async_batching) == (8, 32, False)
+
+
+@pytest.mark.parametrize(
+    ("mode", "device", "wanted"),
+    [("auto", "cuda", True), ("auto", "cpu", False), ("on", "cpu", True), ("on", "cuda", True), ("off", "cuda", False)],
+)
+def test_auto_batches_a_model_on_a_gpu_and_not_on_a_cpu(mode: str, device: str, wanted: bool) -> None:
+    from webui.engine.batching_load import batching_wanted
+
+    assert batching_wanted(mode, device) is wanted
+
+
+def test_a_batching_mode_out_of_its_choices_is_refused_naming_them() -> None:
+    with pytest.raises(ConfigError, match="transformers_batching: must be one of auto, on, off, got 'yes'"):
+        _settings(transformers_batching="yes")
+    assert _settings().transformers_batching == "auto"
+    assert (
+        Settings.from_env({"ARENA_TRANSFORMERS_BATCHING": "on"}, models_file=Path("m.yaml")).transformers_batching
+        == "on"
+    )

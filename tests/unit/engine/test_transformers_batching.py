@@ -30,7 +30,7 @@ LONG = {"name": "long", "backend": "transformers", "context_length": 1024}  # on
 
 def _registry(models: Path, folder: Path, **settings: object) -> Registry:
     """The models on continuous batching (`--transformers-batching on`; off by default)."""
-    chosen = {"transformers_batching": True, **settings}
+    chosen = {"transformers_batching": "on", **settings}
     registry = build_registry(
         Settings(models_file=models, log_dir=folder / "logs", cache_dir=folder / "cache", queue_timeout_s=5.0, **chosen)
     )
@@ -53,7 +53,7 @@ def batched(tiny_models: Path) -> Iterator[Registry]:
 
 @pytest.fixture(scope="module")
 def unbatched(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    registry = _registry(tiny_models, tmp_path_factory.mktemp("unbatched"), transformers_batching=False)
+    registry = _registry(tiny_models, tmp_path_factory.mktemp("unbatched"), transformers_batching="off")
     yield registry
     registry.close()
 
@@ -466,7 +466,7 @@ from webui.types import Message, SamplingParams
 
 folder = Path(sys.argv[2])
 settings = Settings(models_file=Path(sys.argv[1]), log_dir=folder / "logs", cache_dir=folder / "cache",
-                    transformers_batching=True)
+                    transformers_batching="on")
 registry = build_registry(settings)
 registry.load("tiny-a")  # in this (the main) thread, as a script or a bench does
 backend = registry.get("tiny-a")
@@ -507,5 +507,17 @@ def test_a_transformers_without_the_batching_api_serves_on_generate_saying_so(
         engine = registry.status("old").engine
         assert re.search(r"one generate\(\) per reply: transformers [\d.]+ lacks the continuous-batching API", engine)
         _serves_on_generate(registry, "old")
+    finally:
+        registry.close()
+
+
+def test_auto_serves_a_model_on_a_cpu_with_generate_and_says_nothing_of_it(tiny_models: Path, tmp_path: Path) -> None:
+    """The default, auto: the batch for a model on a GPU; on a CPU one generate() per reply, which is
+    no fallback, so the status gives no reason."""
+    registry = _registry(tiny_models, tmp_path, transformers_batching="auto")
+    try:
+        engine = registry.status("tiny-a").engine
+        assert engine.startswith("transformers") and "batching" not in engine and "generate()" not in engine, engine
+        _serves_on_generate(registry, "tiny-a")
     finally:
         registry.close()

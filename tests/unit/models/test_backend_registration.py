@@ -93,7 +93,7 @@ def test_one_row_registers_a_backend_with_its_keys_loader_concurrency_and_placem
     try:
         assert registry.concurrency(registry.spec("e1").weights_key) == 3
         assert registry.concurrency(registry.spec("t").weights_key) == settings.max_concurrency  # batching off
-        on = Registry(specs, settings.replace(transformers_batching=True))
+        on = Registry(specs, settings.replace(transformers_batching="on"))
         assert on.concurrency(on.spec("t").weights_key) == settings.batch_slots  # a batching engine's slots
         on.close()
         # placement sees the echo entries only; the transformers entry is left as it was

@@ -111,7 +111,7 @@ def _registry(yaml: str, settings: Settings):
 
 
 def test_queue_is_sized_to_the_generation_slots(tmp_path: Path) -> None:
-    settings = Settings(log_dir=tmp_path, max_concurrency=2, transformers_batching=False)
+    settings = Settings(log_dir=tmp_path, max_concurrency=2, transformers_batching="off")
     registry = _registry(
         """
 models:
