@@ -18,10 +18,10 @@ back for ignore_eos), greedily or with the request's own seeded generator, and w
 manager reads its tokens. Every setting is therefore honoured per request, with the same seed
 giving the same text as on the generate() path.
 
-GPU. Choosing after the step keeps Python out of the function the manager runs for a step, so the
-manager may capture that function in a CUDA graph (its own choice: where the attention needs no
-mask, i.e. flash attention, which it takes where the flash-attn package is installed). The graphs
-are captured when the engine starts (`warmup_s`), not in a visitor's first reply.
+GPU. Choosing after the step keeps Python out of the function the manager runs for a step, so on a
+GPU the manager captures that function in CUDA graphs (`manager_config`; with flash attention where
+flash-attn is installed, else with sdpa over padded inputs). The graphs are captured when the
+engine starts (`warmup_s`), not in a visitor's first reply.
 
 A failure in one request's sampling (a bad parameter) fails that request alone; an error that ends
 the manager's loop fails the requests it held, and the next request starts the loop again.
@@ -265,7 +265,7 @@ class Batching:
         self, model: Any, eos: Sequence[int], kv_cache_tokens: int, name: str, slots: int = 8, graphs: bool = True
     ) -> None:
         """`slots`: the most requests the registry lets in at once (the rows of a step);
-        `graphs`: let the manager capture its steps on a GPU where it would (False: never)."""
+        `graphs`: have the manager capture its steps on a GPU (False: never, as after a failed capture)."""
         self.name = name
         self.eos = tuple(eos)
         self.kv_cache_tokens = whole_pages(kv_cache_tokens)
