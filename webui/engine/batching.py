@@ -84,7 +84,7 @@ class _RowSampler(ContinuousBatchingLogitsProcessor):
     again. Our Python sampler reads them there once the step is done."""
 
     # Instance attributes: the base class declares them so, and ruff wants no mutable class default
-    def __init__(self, rows_at_most: Callable[[], int]) -> None:
+    def __init__(self, rows_at_most: int) -> None:
         self.supported_kwargs: dict[str, type] = {"arena": Request}
         self.ignored_kwargs: tuple[str, ...] = ()
         self._rows: list[Any] = []
@@ -103,7 +103,7 @@ class _RowSampler(ContinuousBatchingLogitsProcessor):
         if kept is None or kept.shape[0] < scores.shape[0] or kept.shape[1:] != scores.shape[1:]:
             if _capturing(scores):  # a capture always follows a run of the same step, which sized it
                 raise RuntimeError("the logits buffer was not sized before the CUDA graph capture")
-            rows = max(scores.shape[0], self._rows_at_most())
+            rows = max(scores.shape[0], self._rows_at_most)
             kept = self._logits = scores.new_empty((rows, *scores.shape[1:]), dtype=torch.float32)
         kept[: scores.shape[0]].copy_(scores)
         return scores  # the manager's own greedy pick; `choose` replaces it
@@ -272,7 +272,7 @@ class Batching:
         config = manager_config(self.kv_cache_tokens, slots, on_gpu=model.device.type == "cuda", graphs=graphs)
         generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0)
         self.manager = model.init_continuous_batching(generation_config=generation, continuous_batching_config=config)
-        self._sampler = _RowSampler(lambda: self.manager.continuous_batching_config.max_requests_per_batch or 0)
+        self._sampler = _RowSampler(rows_at_most=slots)  # the manager's max_requests_per_batch
         hook = ContinuousBatchingLogitsProcessorList(LogitsProcessorList([self._sampler]))
         hook.tensors_required = 1  # one int32 row of arguments for our sampler (unused, but reserved)
         hook.do_processing = True
